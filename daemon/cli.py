@@ -1,0 +1,242 @@
+"""The `recalld` command: `serve` runs the daemon; every other command is a client of its socket."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from daemon import paths
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+
+
+class ClientError(Exception):
+    def __init__(self, status: int, body: Any) -> None:
+        error = body.get("error", {}) if isinstance(body, dict) else {}
+        super().__init__(f"{status} {error.get('code', 'error')}: {error.get('message', body)}")
+        self.status = status
+        self.body = body
+
+
+class Client:
+    """A thin JSON client over the Unix socket (httpx's `uds` transport)."""
+
+    def __init__(self, socket_path: Path, timeout: float = 60.0) -> None:
+        self.socket_path = socket_path
+        self._http = httpx.Client(
+            transport=httpx.HTTPTransport(uds=str(socket_path)), base_url="http://recalld", timeout=timeout
+        )
+
+    def request(
+        self, method: str, path: str, body: Any = None, *, params: dict[str, str] | None = None
+    ) -> Any:
+        try:
+            response = self._http.request(method, path, json=body, params=params)
+        except httpx.TransportError as exc:
+            raise ConnectionError(f"recalld is not reachable at {self.socket_path}: {exc}") from exc
+        try:
+            payload = response.json()
+        except ValueError:
+            payload = response.text
+        if response.status_code >= 400:
+            raise ClientError(response.status_code, payload)
+        return payload
+
+    def close(self) -> None:
+        self._http.close()
+
+
+# -- commands
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import anyio
+
+    from daemon import app, log
+    from daemon.config import ConfigError, load
+
+    try:
+        config = load(args.config)
+    except ConfigError as exc:
+        print(f"recalld: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    log.setup(config.log.level)
+    data_dir = Path(args.data_dir or config.store.data_dir or paths.default_data_dir())
+    socket_path = Path(args.socket or config.server.socket or paths.default_socket())
+    try:
+        return anyio.run(
+            lambda: app.serve(config, data_dir=data_dir, socket_path=socket_path), backend="asyncio"
+        )
+    except app.DataDirInUse as exc:
+        print(f"recalld: {exc}", file=sys.stderr)
+        return EXIT_FAIL
+
+
+def cmd_health(client: Client, args: argparse.Namespace) -> int:
+    path = "/readyz" if args.ready else "/livez"
+    try:
+        body = client.request("GET", path)
+    except ClientError as exc:
+        print(json.dumps(exc.body, indent=2))
+        return EXIT_FAIL
+    print(json.dumps(body, indent=2))
+    return EXIT_OK
+
+
+def _attributes(pairs: Sequence[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise SystemExit(f"--attr expects key=value, got {pair!r}")
+        try:
+            out[key] = json.loads(value)
+        except ValueError:
+            out[key] = value
+    return out
+
+
+def cmd_put(client: Client, args: argparse.Namespace) -> int:
+    body = Path(args.body_file).read_text(encoding="utf-8") if args.body_file else (args.body or "")
+    record: dict[str, Any] = {
+        "namespace": args.namespace,
+        "kind": args.kind,
+        "title": args.title,
+        "body": body,
+        "attributes": _attributes(args.attr),
+    }
+    if args.source_path:
+        record["source_path"] = args.source_path
+    if args.id:
+        answer = client.request("PUT", f"/v1/records/{args.id}", record)
+    else:
+        answer = client.request("POST", "/v1/records", record)
+    print(json.dumps(answer, indent=2))
+    return EXIT_OK
+
+
+def cmd_get(client: Client, args: argparse.Namespace) -> int:
+    print(json.dumps(client.request("GET", f"/v1/records/{args.id}"), indent=2, ensure_ascii=False))
+    return EXIT_OK
+
+
+def cmd_forget(client: Client, args: argparse.Namespace) -> int:
+    print(json.dumps(client.request("DELETE", f"/v1/records/{args.id}")))
+    return EXIT_OK
+
+
+def cmd_recall(client: Client, args: argparse.Namespace) -> int:
+    request: dict[str, Any] = {"namespace": args.namespace, "query": args.query, "k": args.k}
+    if args.route:
+        request["routes"] = args.route
+    if args.kind:
+        request["kinds"] = args.kind
+    if args.attr:
+        request["attributes"] = _attributes(args.attr)
+    answer = client.request("POST", "/v1/recall", request)
+    if args.json:
+        print(json.dumps(answer, indent=2, ensure_ascii=False))
+        return EXIT_OK
+    for rank, hit in enumerate(answer["results"], start=1):
+        routes = ",".join(f"{route}#{pos}" for route, pos in hit["routes"].items())
+        where = hit.get("source_path") or hit["id"]
+        print(f"{rank:>3}. {hit['score']:.4f}  {hit['title']}  [{routes}]  {where}")
+    for degraded in answer["degraded_routes"]:
+        print(f"degraded: {degraded['route']} ({degraded['reason']})", file=sys.stderr)
+    if not answer["results"]:
+        print("no results", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_ingest(client: Client, args: argparse.Namespace) -> int:
+    from daemon.ingest import ingest
+
+    summary = ingest(
+        client, Path(args.path), namespace=args.namespace, kind=args.kind, progress=not args.quiet
+    )
+    print(summary.line())
+    return EXIT_OK if not summary.failed else EXIT_FAIL
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="recalld", description=__doc__)
+    parser.add_argument("--socket", help="control socket (default: $RECALLD_SOCKET, then the runtime dir)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="run the daemon")
+    serve.add_argument(
+        "--config", help="TOML config file (default: built-in defaults, see config/recalld.toml)"
+    )
+    serve.add_argument("--data-dir", help="state directory (embedded PostgreSQL, generations)")
+    serve.add_argument("--socket", dest="socket", default=argparse.SUPPRESS, help="control socket path")
+
+    health = sub.add_parser("health", help="exit 0 when live (with --ready: ready), 1 otherwise")
+    health.add_argument("--ready", action="store_true")
+
+    put = sub.add_parser("put", help="create a record (or update one with --id)")
+    put.add_argument("--namespace", "-n", required=True)
+    put.add_argument("--kind", default="doc")
+    put.add_argument("--title", required=True)
+    put.add_argument("--body", default="")
+    put.add_argument("--body-file")
+    put.add_argument("--attr", action="append", default=[], metavar="KEY=VALUE")
+    put.add_argument("--source-path")
+    put.add_argument("--id", help="update this record instead of creating one")
+
+    get = sub.add_parser("get", help="print a record")
+    get.add_argument("id")
+    forget = sub.add_parser("forget", help="forget (tombstone) a record")
+    forget.add_argument("id")
+
+    recall = sub.add_parser("recall", help="ask a question")
+    recall.add_argument("query")
+    recall.add_argument("--namespace", "-n", default="default")
+    recall.add_argument("-k", type=int, default=10)
+    recall.add_argument("--route", action="append", choices=["fts", "vector", "structured"])
+    recall.add_argument("--kind", action="append")
+    recall.add_argument("--attr", action="append", default=[], metavar="KEY=VALUE")
+    recall.add_argument("--json", action="store_true", help="print the raw answer")
+
+    ingest = sub.add_parser("ingest", help="index a folder of text and markdown files")
+    ingest.add_argument("path")
+    ingest.add_argument("--namespace", "-n", default="default")
+    ingest.add_argument("--kind", default="doc")
+    ingest.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    return parser
+
+
+_CLIENT_COMMANDS = {
+    "health": cmd_health,
+    "put": cmd_put,
+    "get": cmd_get,
+    "forget": cmd_forget,
+    "recall": cmd_recall,
+    "ingest": cmd_ingest,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "serve":
+        return cmd_serve(args)
+    client = Client(paths.client_socket(args.socket))
+    try:
+        return _CLIENT_COMMANDS[args.command](client, args)
+    except ConnectionError as exc:
+        print(f"recalld: {exc}", file=sys.stderr)
+        return EXIT_FAIL
+    except ClientError as exc:
+        print(f"recalld: {exc}", file=sys.stderr)
+        return EXIT_FAIL
+    finally:
+        client.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

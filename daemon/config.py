@@ -1,0 +1,206 @@
+"""recalld's configuration: one TOML file, overridable by environment, checked at start.
+
+Every default lives here and only here. `config/recalld.toml` documents the same values; a
+test keeps the two in step. Loading is pure apart from reading the file: it returns a frozen
+`Config` or raises `ConfigError` whose message names the offending field path.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import msgspec
+from msgspec import Meta
+
+ENV_PREFIX = "RECALLD_"
+# Environment names the CLI reads for itself; they are not config keys.
+CLI_ENV = frozenset({"RECALLD_SOCKET", "RECALLD_CONFIG"})
+
+PositiveFloat = Annotated[float, Meta(gt=0)]
+Seconds = Annotated[float, Meta(gt=0, le=86_400)]
+Port = Annotated[int, Meta(ge=0, le=65_535)]
+
+
+class _Section(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    pass
+
+
+class ServerConfig(_Section):
+    socket: str = ""
+    """Unix socket path; empty picks $RUNTIME_DIRECTORY, $XDG_RUNTIME_DIR or /run/recalld."""
+    socket_mode: Annotated[int, Meta(ge=0, le=0o777)] = 0o660
+    tcp_host: str = ""
+    """Empty: no TCP listener. TCP carries no peer credentials, so it is admin-less."""
+    tcp_port: Port = 0
+    shutdown_grace_s: Seconds = 10.0
+    max_body_bytes: Annotated[int, Meta(ge=1024, le=256 * 1024 * 1024)] = 8 * 1024 * 1024
+
+
+class StoreConfig(_Section):
+    dsn: str = ""
+    """Empty: start and own an embedded PostgreSQL under the data directory."""
+    data_dir: str = ""
+    """Empty: $STATE_DIRECTORY, $XDG_STATE_HOME/recalld or /var/lib/recalld for root."""
+    pool_min: Annotated[int, Meta(ge=1, le=100)] = 1
+    pool_max: Annotated[int, Meta(ge=1, le=200)] = 10
+    connect_timeout_s: Seconds = 5.0
+    health_timeout_s: Seconds = 2.0
+
+
+class EmbeddingConfig(_Section):
+    provider: Literal["local", "ollama", "openai", "none"] = "local"
+    url: str = ""
+    model: str = ""
+    """Empty: the provider's default (the local model: all-MiniLM-L6-v2)."""
+    api_key: str = ""
+    timeout_s: Seconds = 30.0
+    max_batch: Annotated[int, Meta(ge=1, le=4096)] = 32
+    max_wait_ms: Annotated[float, Meta(ge=0, le=10_000)] = 5.0
+    rate_per_s: Annotated[float, Meta(ge=0)] = 0.0
+    """Provider calls per second; 0 means unlimited."""
+    breaker_failures: Annotated[int, Meta(ge=1, le=1000)] = 5
+    breaker_reset_s: Seconds = 30.0
+    template_version: Annotated[int, Meta(ge=1)] = 1
+    prices: dict[str, Annotated[float, Meta(ge=0)]] = {}
+    """Model name -> cost in micro-units per 1,000 input tokens; a model not listed costs 0."""
+
+
+class RecallConfig(_Section):
+    default_k: Annotated[int, Meta(ge=1, le=1000)] = 10
+    max_k: Annotated[int, Meta(ge=1, le=1000)] = 200
+    default_deadline_ms: Annotated[int, Meta(ge=1, le=120_000)] = 5_000
+    max_deadline_ms: Annotated[int, Meta(ge=1, le=600_000)] = 60_000
+    fts_candidates: Annotated[int, Meta(ge=1, le=10_000)] = 100
+    snippet_words: Annotated[int, Meta(ge=3, le=200)] = 30
+    fusion: Literal["rrf", "weighted"] = "rrf"
+    rrf_k: Annotated[float, Meta(gt=0, le=1000)] = 60.0
+
+
+class RecordsConfig(_Section):
+    max_title_chars: Annotated[int, Meta(ge=1, le=100_000)] = 1_000
+    max_body_chars: Annotated[int, Meta(ge=1, le=64 * 1024 * 1024)] = 4 * 1024 * 1024
+    max_namespace_chars: Annotated[int, Meta(ge=1, le=1_000)] = 128
+    max_kind_chars: Annotated[int, Meta(ge=1, le=1_000)] = 64
+
+
+class ResolverConfig(_Section):
+    enabled: bool = False
+    url: str = ""
+    model: str = ""
+    api_key: str = ""
+    interval_s: Seconds = 900.0
+    timeout_s: Seconds = 60.0
+    max_attempts: Annotated[int, Meta(ge=1, le=100)] = 3
+
+
+class AssignmentsConfig(_Section):
+    interval_s: Seconds = 60.0
+
+
+class AccessConfig(_Section):
+    """Who may use the socket, by peer credentials (SO_PEERCRED).
+
+    The daemon's own uid and root are always admins. `readers`/`writers` map a uid or group
+    name (as a string, e.g. "1000" or "@staff") to the namespaces it may use ("*" = all).
+    """
+
+    admins: list[str] = []
+    readers: dict[str, list[str]] = {}
+    writers: dict[str, list[str]] = {}
+
+
+class LogConfig(_Section):
+    level: Literal["debug", "info", "warning", "error"] = "info"
+
+
+class Config(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    server: ServerConfig = ServerConfig()
+    store: StoreConfig = StoreConfig()
+    embedding: EmbeddingConfig = EmbeddingConfig()
+    recall: RecallConfig = RecallConfig()
+    records: RecordsConfig = RecordsConfig()
+    resolver: ResolverConfig = ResolverConfig()
+    assignments: AssignmentsConfig = AssignmentsConfig()
+    access: AccessConfig = AccessConfig()
+    log: LogConfig = LogConfig()
+
+
+class ConfigError(ValueError):
+    """The configuration cannot be used; the message names the field path."""
+
+
+def _sections() -> dict[str, type[msgspec.Struct]]:
+    return {f.name: f.type for f in msgspec.structs.fields(Config)}
+
+
+def env_overrides(environ: Mapping[str, str]) -> dict[str, dict[str, str]]:
+    """Collect `RECALLD_<SECTION>_<KEY>` variables as raw strings, refusing unknown keys."""
+    sections = _sections()
+    out: dict[str, dict[str, str]] = {}
+    for name, value in environ.items():
+        if not name.startswith(ENV_PREFIX) or name in CLI_ENV:
+            continue
+        rest = name[len(ENV_PREFIX) :].lower()
+        section, _, key = rest.partition("_")
+        if section not in sections:
+            continue  # not ours (e.g. RECALLD_TEST_...); sections are single words
+        known = {f.name for f in msgspec.structs.fields(sections[section])}
+        if key not in known:
+            raise ConfigError(f"unknown config key from environment {name}: [{section}] has no {key!r}")
+        out.setdefault(section, {})[key] = value
+    return out
+
+
+def _coerce_env(section: str, key: str, raw: str) -> Any:
+    """Turn an environment string into the field's type (lists and tables as TOML values)."""
+    field = next(f for f in msgspec.structs.fields(_sections()[section]) if f.name == key)
+    origin = getattr(field.type, "__origin__", None)
+    if field.type in (list, dict) or origin in (list, dict):
+        try:
+            return tomllib.loads(f"v = {raw}")["v"]
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"RECALLD_{section.upper()}_{key.upper()}: not a TOML value: {exc}") from exc
+    return raw
+
+
+def build(document: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> Config:
+    """Merge a parsed TOML document with environment overrides and validate the result."""
+    merged: dict[str, Any] = {k: dict(v) if isinstance(v, dict) else v for k, v in document.items()}
+    for section, keys in env_overrides(environ or {}).items():
+        target = merged.setdefault(section, {})
+        if not isinstance(target, dict):
+            raise ConfigError(f"[{section}] must be a table")
+        for key, raw in keys.items():
+            target[key] = _coerce_env(section, key, raw)
+    try:
+        # strict=False lets "30" from the environment become 30.0 and "true" become True.
+        config = msgspec.convert(merged, Config, strict=False)
+    except msgspec.ValidationError as exc:
+        raise ConfigError(f"invalid configuration: {exc}") from exc
+    if config.store.pool_min > config.store.pool_max:
+        raise ConfigError("invalid configuration: store.pool_min is larger than store.pool_max")
+    if config.recall.default_k > config.recall.max_k:
+        raise ConfigError("invalid configuration: recall.default_k is larger than recall.max_k")
+    return config
+
+
+def load(path: str | os.PathLike[str] | None = None, environ: Mapping[str, str] | None = None) -> Config:
+    """Read the TOML file at `path` (none: defaults only) and apply `environ` overrides."""
+    document: dict[str, Any] = {}
+    if path is not None:
+        try:
+            document = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        except FileNotFoundError as exc:
+            raise ConfigError(f"config file not found: {path}") from exc
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
+    return build(document, os.environ if environ is None else environ)
+
+
+def to_toml_defaults() -> dict[str, dict[str, Any]]:
+    """The default values as plain data (used to check config/recalld.toml stays true)."""
+    return msgspec.to_builtins(Config())

@@ -1,0 +1,101 @@
+"""Who is calling, and what they may do: peer credentials (SO_PEERCRED) mapped by config.
+
+The socket's file mode (0660) is the first gate; this is the second, so that a local user who
+can reach the socket still sees only the namespaces configured for them. Root and the daemon's
+own user are administrators. TCP peers carry no credentials and get no rights at all.
+"""
+
+from __future__ import annotations
+
+import grp
+import os
+import socket
+import struct
+from dataclasses import dataclass
+
+from daemon.config import AccessConfig
+from daemon.control.errors import ApiError, ErrorCode
+
+_UCRED = struct.Struct("3i")  # pid, uid, gid
+
+
+@dataclass(frozen=True)
+class Peer:
+    pid: int | None
+    uid: int | None
+    gid: int | None
+
+
+def peer_of(sock: socket.socket | None) -> Peer:
+    """Credentials of the process at the other end of a Unix stream socket."""
+    if sock is None or sock.family != socket.AF_UNIX:
+        return Peer(None, None, None)
+    pid, uid, gid = _UCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size))
+    return Peer(pid, uid, gid)
+
+
+def _principals(peer: Peer) -> set[str]:
+    """The names a peer matches in config: its uid and each of its groups as "@name"."""
+    if peer.uid is None:
+        return set()
+    names = {str(peer.uid)}
+    gids = {peer.gid} if peer.gid is not None else set()
+    try:
+        import pwd
+
+        user = pwd.getpwuid(peer.uid).pw_name
+        names.add(user)
+        gids |= {g.gr_gid for g in grp.getgrall() if user in g.gr_mem}
+    except KeyError:
+        pass
+    for gid in gids:
+        try:
+            names.add("@" + grp.getgrgid(gid).gr_name)
+        except KeyError:
+            names.add(f"@{gid}")
+    return names
+
+
+class AccessPolicy:
+    def __init__(self, config: AccessConfig) -> None:
+        self._config = config
+        self._own_uid = os.geteuid()
+
+    def is_admin(self, peer: Peer) -> bool:
+        if peer.uid is None:
+            return False
+        if peer.uid in (0, self._own_uid):
+            return True
+        return bool(_principals(peer) & set(self._config.admins))
+
+    def _allowed(self, peer: Peer, table: dict[str, list[str]], namespace: str) -> bool:
+        if self.is_admin(peer):
+            return True
+        for name in _principals(peer):
+            spaces = table.get(name, [])
+            if "*" in spaces or namespace in spaces:
+                return True
+        return False
+
+    def require_admin(self, peer: Peer) -> None:
+        if not self.is_admin(peer):
+            raise ApiError(403, ErrorCode.FORBIDDEN, "this operation needs administrator rights")
+
+    def require_read(self, peer: Peer, namespace: str) -> None:
+        # writers may read what they write
+        if not (
+            self._allowed(peer, self._config.readers, namespace)
+            or self._allowed(peer, self._config.writers, namespace)
+        ):
+            raise ApiError(403, ErrorCode.FORBIDDEN, f"no read access to namespace {namespace!r}")
+
+    def require_write(self, peer: Peer, namespace: str) -> None:
+        if not self._allowed(peer, self._config.writers, namespace):
+            raise ApiError(403, ErrorCode.FORBIDDEN, f"no write access to namespace {namespace!r}")
+
+    def may_connect(self, peer: Peer) -> bool:
+        """A peer with no configured right at all is refused before its request is read."""
+        if self.is_admin(peer):
+            return True
+        names = _principals(peer)
+        return bool(names & (set(self._config.readers) | set(self._config.writers)))

@@ -1,0 +1,47 @@
+"""Errors a client can see: a stable snake_case code, an HTTP status and a human message."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+
+class ErrorCode(StrEnum):
+    INVALID_JSON = "invalid_json"
+    INVALID_REQUEST = "invalid_request"
+    INVALID_VALUE = "invalid_value"
+    INVALID_ID = "invalid_id"
+    NOT_FOUND = "not_found"
+    UNKNOWN_ROUTE = "unknown_route"
+    METHOD_NOT_ALLOWED = "method_not_allowed"
+    PAYLOAD_TOO_LARGE = "payload_too_large"
+    UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
+    EXACT_DUPLICATE = "exact_duplicate"
+    ID_CONFLICT = "id_conflict"
+    FORBIDDEN = "forbidden"
+    ROUTE_UNAVAILABLE = "route_unavailable"
+    STORE_UNAVAILABLE = "store_unavailable"
+    SHUTTING_DOWN = "shutting_down"
+    INTERNAL_ERROR = "internal_error"
+
+
+class ApiError(Exception):
+    """Raised by handlers and services; the error middleware turns it into the JSON error body."""
+
+    def __init__(self, status: int, code: ErrorCode, message: str, **extra: Any) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.extra = extra
+
+    def body(self) -> dict[str, Any]:
+        return {"error": {"code": str(self.code), "message": self.message}, **self.extra}
+
+
+def bad_value(message: str) -> ApiError:
+    return ApiError(400, ErrorCode.INVALID_VALUE, message)
+
+
+def not_found(what: str) -> ApiError:
+    return ApiError(404, ErrorCode.NOT_FOUND, f"{what} not found")

@@ -1,0 +1,202 @@
+"""The routes of the control socket (SPEC §9, Appendix A). Thin: decode, check, call, encode."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from aiohttp import web
+
+from daemon.control.errors import ApiError, ErrorCode, bad_value, not_found
+from daemon.control.server import SERVICES, peer
+from daemon.control.wire import (
+    DuplicateCheck,
+    RecallRequest,
+    RecordCreated,
+    RecordIn,
+    RecordOut,
+    RecordUpdate,
+    RecordUpdated,
+    check_recall,
+    check_record,
+    decode,
+    encode,
+)
+from daemon.metrics import CONTENT_TYPE
+from daemon.store.records import ExactDuplicate, IdTaken, NamespaceChange, RecordFields
+
+
+def ok(value: Any, status: int = 200) -> web.Response:
+    return web.Response(body=encode(value), status=status, content_type="application/json")
+
+
+def _record_id(request: web.Request) -> uuid.UUID:
+    raw = request.match_info["id"]
+    try:
+        return uuid.UUID(raw)
+    except ValueError:
+        raise ApiError(400, ErrorCode.INVALID_ID, f"{raw[:60]!r} is not a UUID") from None
+
+
+def _fields(record: RecordIn | RecordUpdate) -> RecordFields:
+    return RecordFields(
+        namespace=record.namespace,
+        kind=record.kind,
+        title=record.title,
+        body=record.body,
+        attributes=record.attributes,
+        source_path=record.source_path,
+    )
+
+
+def _duplicate(exc: ExactDuplicate) -> ApiError:
+    return ApiError(
+        409,
+        ErrorCode.EXACT_DUPLICATE,
+        "a live record of this namespace and kind already has this title",
+        existing_id=str(exc.existing_id),
+    )
+
+
+def _out(row: Any) -> RecordOut:
+    return RecordOut(**{name: row[name] for name in RecordOut.__struct_fields__})
+
+
+# -- health
+
+
+async def livez(request: web.Request) -> web.Response:
+    alive = request.app[SERVICES].alive()
+    return ok({"status": "pass" if alive else "fail"}, 200 if alive else 503)
+
+
+async def readyz(request: web.Request) -> web.Response:
+    services = request.app[SERVICES]
+    verdict = await services.health.readiness()
+    services.metrics.ready.set(1 if verdict.status != "fail" else 0)
+    return ok(verdict, 503 if verdict.status == "fail" else 200)
+
+
+async def metrics(request: web.Request) -> web.Response:
+    body = request.app[SERVICES].metrics.render()
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
+
+
+async def capabilities(request: web.Request) -> web.Response:
+    available = await request.app[SERVICES].capabilities()
+    return ok({"capabilities": [{"name": name, "available": up} for name, up in available.items()]})
+
+
+# -- records
+
+
+async def create_record(request: web.Request) -> web.Response:
+    services = request.app[SERVICES]
+    record = decode(await request.read(), RecordIn)
+    check_record(record, services.config)
+    services.access.require_write(peer(request), record.namespace)
+    try:
+        record_id, revision = await services.records.create(_fields(record), record.id)
+    except ExactDuplicate as exc:
+        services.metrics.write_rejections.labels(code=ErrorCode.EXACT_DUPLICATE).inc()
+        raise _duplicate(exc) from None
+    except IdTaken:
+        services.metrics.write_rejections.labels(code=ErrorCode.ID_CONFLICT).inc()
+        raise ApiError(409, ErrorCode.ID_CONFLICT, f"id {record.id} is already taken") from None
+    services.metrics.records_written.labels(operation="create").inc()
+    # Semantic duplicate checks need the embedder; until it is wired the answer says so.
+    check = DuplicateCheck(
+        status="skipped", reason="duplicate_check_unavailable", threshold=0.8, compared=0, of=0
+    )
+    return ok(RecordCreated(id=record_id, revision=revision, duplicate_check=check), 201)
+
+
+async def get_record(request: web.Request) -> web.Response:
+    services = request.app[SERVICES]
+    row = await services.records.get(_record_id(request))
+    if row is None:
+        raise not_found("record")
+    services.access.require_read(peer(request), row["namespace"])
+    return ok(_out(row))
+
+
+async def update_record(request: web.Request) -> web.Response:
+    services = request.app[SERVICES]
+    record_id = _record_id(request)
+    update = decode(await request.read(), RecordUpdate)
+    check_record(update, services.config)
+    services.access.require_write(peer(request), update.namespace)
+    try:
+        done = await services.records.update(record_id, _fields(update))
+    except ExactDuplicate as exc:
+        raise _duplicate(exc) from None
+    except NamespaceChange as exc:
+        raise bad_value(
+            f"namespace cannot change (the record lives in {exc.args[0]!r}); forget and create"
+        ) from None
+    if done is None:
+        raise not_found("record")
+    revision, changed = done
+    if changed:
+        services.metrics.records_written.labels(operation="update").inc()
+    return ok(RecordUpdated(id=record_id, revision=revision, changed=changed))
+
+
+async def forget_record(request: web.Request) -> web.Response:
+    services = request.app[SERVICES]
+    record_id = _record_id(request)
+    row = await services.records.get(record_id)
+    if row is None:
+        raise not_found("record")
+    services.access.require_write(peer(request), row["namespace"])
+    if not await services.records.forget(record_id):
+        raise not_found("record")
+    services.metrics.records_written.labels(operation="forget").inc()
+    return ok({"id": str(record_id), "deleted": True})
+
+
+async def list_records(request: web.Request) -> web.Response:
+    """`?namespace=` (required), optional `source_path=`, `limit=` (<= 1000) and `after=` (an id)."""
+    services = request.app[SERVICES]
+    query = request.query
+    namespace = query.get("namespace", "")
+    if not namespace:
+        raise bad_value("the namespace query parameter is required")
+    services.access.require_read(peer(request), namespace)
+    if "source_path" in query:
+        rows = await services.records.by_source(namespace, query["source_path"])
+        return ok({"records": [_out(r) for r in rows], "next": None})
+    try:
+        limit = int(query.get("limit", "100"))
+        after = uuid.UUID(query["after"]) if query.get("after") else None
+    except ValueError:
+        raise bad_value("limit must be an integer and after a UUID") from None
+    if not 1 <= limit <= 1000:
+        raise bad_value("limit must be between 1 and 1000")
+    rows = await services.records.list(namespace, limit=limit, after=after)
+    following = str(rows[-1]["id"]) if len(rows) == limit else None
+    return ok({"records": [_out(r) for r in rows], "next": following})
+
+
+# -- recall
+
+
+async def recall(request: web.Request) -> web.Response:
+    services = request.app[SERVICES]
+    query = decode(await request.read(), RecallRequest)
+    check_recall(query, services.config)
+    services.access.require_read(peer(request), query.namespace)
+    return ok(await services.recall.recall(query))
+
+
+def install(app: web.Application) -> None:
+    app.router.add_get("/livez", livez)
+    app.router.add_get("/readyz", readyz)
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/v1/capabilities", capabilities)
+    app.router.add_post("/v1/records", create_record)
+    app.router.add_get("/v1/records", list_records)
+    app.router.add_get("/v1/records/{id}", get_record)
+    app.router.add_put("/v1/records/{id}", update_record)
+    app.router.add_delete("/v1/records/{id}", forget_record)
+    app.router.add_post("/v1/recall", recall)

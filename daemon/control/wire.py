@@ -1,0 +1,195 @@
+"""Wire types of the control socket (SPEC Appendix A) and their decoding.
+
+Decoding is strict (unknown fields refused, types exact) so that a typo in a client is a 400
+that names the field, never a silently ignored option. Limits that come from config
+(lengths, k, deadlines) are checked after decoding by `check_record` and `check_recall`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from typing import Any, Literal, TypeVar
+
+import msgspec
+
+from daemon.config import Config
+from daemon.control.errors import ApiError, ErrorCode, bad_value
+
+Route = Literal["fts", "vector", "structured"]
+Fusion = Literal["rrf", "weighted"]
+ROUTES: tuple[Route, ...] = ("fts", "vector", "structured")
+T = TypeVar("T")
+
+
+class _In(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    pass
+
+
+class RecordIn(_In):
+    namespace: str
+    kind: str
+    title: str
+    body: str
+    attributes: dict[str, Any] = {}
+    source_path: str | None = None
+    id: uuid.UUID | None = None
+
+
+class RecordUpdate(_In):
+    namespace: str
+    kind: str
+    title: str
+    body: str
+    attributes: dict[str, Any] = {}
+    source_path: str | None = None
+
+
+class RecallRequest(_In):
+    namespace: str
+    query: str
+    k: int | None = None
+    kinds: list[str] | None = None
+    attributes: dict[str, Any] | None = None
+    routes: list[Route] | None = None
+    fusion: Fusion | None = None
+    deadline_ms: int | None = None
+
+
+class RecordOut(msgspec.Struct, kw_only=True):
+    id: uuid.UUID
+    namespace: str
+    kind: str
+    title: str
+    body: str
+    attributes: dict[str, Any]
+    source_path: str | None
+    revision: int
+    content_hash: str
+    created_at: dt.datetime
+    updated_at: dt.datetime
+
+
+class DuplicateCheck(msgspec.Struct, kw_only=True, omit_defaults=True):
+    status: Literal["clear", "warned", "skipped"]
+    threshold: float
+    compared: int
+    of: int
+    similar: list[dict[str, Any]] = []
+    reason: str | None = None
+
+
+class RecordCreated(msgspec.Struct, kw_only=True):
+    id: uuid.UUID
+    revision: int
+    duplicate_check: DuplicateCheck
+
+
+class RecordUpdated(msgspec.Struct, kw_only=True):
+    id: uuid.UUID
+    revision: int
+    changed: bool
+
+
+class RecallHit(msgspec.Struct, kw_only=True, omit_defaults=True):
+    id: uuid.UUID
+    title: str
+    kind: str
+    source_path: str | None
+    score: float
+    routes: dict[str, int]
+    revision: int
+    snippet: str | None = None
+
+
+class DegradedRoute(msgspec.Struct, kw_only=True):
+    route: str
+    reason: str
+    message: str = ""
+
+
+class FusionInfo(msgspec.Struct, kw_only=True):
+    name: str
+    version: int
+    weights: dict[str, float]
+    k: float | None = None
+
+
+class RecallResponse(msgspec.Struct, kw_only=True):
+    results: list[RecallHit]
+    degraded_routes: list[DegradedRoute]
+    fusion: FusionInfo
+    generation: str | None
+    timings_ms: dict[str, float]
+    search_id: uuid.UUID
+
+
+_encoder = msgspec.json.Encoder()
+
+
+def encode(value: Any) -> bytes:
+    return _encoder.encode(value)
+
+
+def decode(payload: bytes, into: type[T]) -> T:
+    """Decode a request body, turning every failure into a 400 with a stable code."""
+    if not payload.strip():
+        raise ApiError(400, ErrorCode.INVALID_JSON, "the request body is empty; a JSON object is expected")
+    try:
+        return msgspec.json.decode(payload, type=into)
+    except msgspec.ValidationError as exc:
+        raise ApiError(400, ErrorCode.INVALID_REQUEST, str(exc)) from exc
+    except msgspec.DecodeError as exc:
+        raise ApiError(400, ErrorCode.INVALID_JSON, f"the body is not valid JSON: {exc}") from exc
+
+
+def _check_text(field: str, value: str, *, max_chars: int, required: bool = True) -> None:
+    if required and not value.strip():
+        raise bad_value(f"{field} must not be empty")
+    if len(value) > max_chars:
+        raise bad_value(f"{field} is {len(value)} characters long; at most {max_chars} are allowed")
+    if "\x00" in value:
+        raise bad_value(f"{field} contains a NUL character, which cannot be stored")
+
+
+def _check_json_text(field: str, value: Any) -> None:
+    """PostgreSQL's jsonb cannot hold NUL either, in keys or in string values."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise bad_value(f"{field} contains a NUL character, which cannot be stored")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_json_text(f"{field}.{key}", key)
+            _check_json_text(f"{field}.{key}", item)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _check_json_text(f"{field}[{index}]", item)
+
+
+def check_record(record: RecordIn | RecordUpdate, config: Config) -> None:
+    limits = config.records
+    _check_text("namespace", record.namespace, max_chars=limits.max_namespace_chars)
+    _check_text("kind", record.kind, max_chars=limits.max_kind_chars)
+    _check_text("title", record.title, max_chars=limits.max_title_chars)
+    _check_text("body", record.body, max_chars=limits.max_body_chars, required=False)
+    if record.source_path is not None:
+        _check_text("source_path", record.source_path, max_chars=4096)
+    _check_json_text("attributes", record.attributes)
+
+
+def check_recall(request: RecallRequest, config: Config) -> None:
+    limits = config.recall
+    _check_text("namespace", request.namespace, max_chars=config.records.max_namespace_chars)
+    _check_text("query", request.query, max_chars=4096)
+    if request.k is not None and not 1 <= request.k <= limits.max_k:
+        raise bad_value(f"k must be between 1 and {limits.max_k}, got {request.k}")
+    if request.deadline_ms is not None and not 1 <= request.deadline_ms <= limits.max_deadline_ms:
+        raise bad_value(
+            f"deadline_ms must be between 1 and {limits.max_deadline_ms}, got {request.deadline_ms}"
+        )
+    if request.routes is not None and not request.routes:
+        raise bad_value("routes must name at least one route")
+    for kind in request.kinds or []:
+        _check_text("kinds[]", kind, max_chars=config.records.max_kind_chars)
+    if request.attributes is not None:
+        _check_json_text("attributes", request.attributes)

@@ -1,0 +1,65 @@
+"""The asyncpg pool: opened once, shared by every repository, checked by readiness."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import anyio
+import asyncpg
+
+from daemon.config import StoreConfig
+
+log = logging.getLogger("recalld.store")
+
+# What asyncpg raises when the server is unreachable or went away mid-call: a store outage
+# (503 to the client, `fail` in readiness), not a bug.
+STORE_DOWN_ERRORS: tuple[type[BaseException], ...] = (
+    OSError,
+    asyncpg.exceptions.ConnectionDoesNotExistError,
+    asyncpg.exceptions.CannotConnectNowError,
+    asyncpg.exceptions.ConnectionFailureError,
+    asyncpg.exceptions.TooManyConnectionsError,
+    asyncpg.exceptions.AdminShutdownError,
+    asyncpg.exceptions.CrashShutdownError,
+    asyncpg.exceptions.InterfaceError,
+    TimeoutError,
+)
+
+
+async def _init_connection(conn: asyncpg.Connection) -> None:
+    for name in ("json", "jsonb"):
+        await conn.set_type_codec(name, encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
+
+
+async def open_pool(dsn: str, config: StoreConfig) -> asyncpg.Pool:
+    """Open the pool, retrying briefly: a server that was just started may still be coming up."""
+    deadline = anyio.current_time() + max(config.connect_timeout_s, 1.0) * 3
+    while True:
+        try:
+            pool = await asyncpg.create_pool(
+                dsn,
+                min_size=config.pool_min,
+                max_size=config.pool_max,
+                timeout=config.connect_timeout_s,
+                command_timeout=60,
+                init=_init_connection,
+            )
+            assert pool is not None
+            return pool
+        except STORE_DOWN_ERRORS as exc:
+            if anyio.current_time() > deadline:
+                raise
+            log.warning("PostgreSQL not reachable yet (%s); retrying", type(exc).__name__)
+            await anyio.sleep(0.5)
+
+
+async def ping(pool: asyncpg.Pool, limit_s: float) -> str | None:
+    """None when the store answers within `limit_s` seconds, else a short reason."""
+    try:
+        with anyio.fail_after(limit_s):
+            async with pool.acquire(timeout=limit_s) as conn:
+                await conn.fetchval("SELECT 1")
+        return None
+    except STORE_DOWN_ERRORS as exc:
+        return f"{type(exc).__name__}: {exc}".strip(": ")[:200]

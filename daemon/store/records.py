@@ -1,0 +1,184 @@
+"""Records in PostgreSQL: create, read, update (a new revision) and forget (a tombstone).
+
+Every write is one statement or one transaction, so a failed request leaves nothing behind.
+Uniqueness (exact duplicates, ids) is enforced by the database, not by a read-then-write
+check, so two concurrent creates of the same title cannot both succeed.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+
+from actors.records import content_hash, normalise_title
+
+_COLUMNS = (
+    "id, namespace, kind, title, body, attributes, source_path, revision, content_hash, "
+    "created_at, updated_at"
+)
+
+
+@dataclass(frozen=True)
+class RecordFields:
+    namespace: str
+    kind: str
+    title: str
+    body: str
+    attributes: dict[str, Any]
+    source_path: str | None
+
+    @property
+    def title_norm(self) -> str:
+        return normalise_title(self.title)
+
+    @property
+    def content_hash(self) -> str:
+        return content_hash(
+            kind=self.kind,
+            title=self.title,
+            body=self.body,
+            attributes=self.attributes,
+            source_path=self.source_path,
+        )
+
+
+class ExactDuplicate(Exception):
+    """A live record of the same namespace and kind already has this normalised title."""
+
+    def __init__(self, existing_id: uuid.UUID) -> None:
+        super().__init__(f"a record with the same title exists: {existing_id}")
+        self.existing_id = existing_id
+
+
+class IdTaken(Exception):
+    """The client-chosen id belongs to an existing (possibly forgotten) record."""
+
+
+class NamespaceChange(Exception):
+    """An update tried to move a record to another namespace."""
+
+
+class RecordRepository:
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    async def _existing_title(self, conn: asyncpg.Connection, fields: RecordFields) -> uuid.UUID | None:
+        found = await conn.fetchval(
+            "SELECT id FROM records "
+            "WHERE namespace = $1 AND kind = $2 AND title_norm = $3 AND deleted_at IS NULL",
+            fields.namespace,
+            fields.kind,
+            fields.title_norm,
+        )
+        return found if isinstance(found, uuid.UUID) else None
+
+    async def create(self, fields: RecordFields, record_id: uuid.UUID | None = None) -> tuple[uuid.UUID, int]:
+        """Insert revision 1; raise ExactDuplicate or IdTaken instead of writing anything."""
+        new_id = record_id or uuid.uuid4()
+        async with self._pool.acquire() as conn:
+            try:
+                await conn.execute(
+                    """INSERT INTO records (id, namespace, kind, title, title_norm, body, attributes,
+                                            source_path, content_hash)
+                       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)""",
+                    new_id,
+                    fields.namespace,
+                    fields.kind,
+                    fields.title,
+                    fields.title_norm,
+                    fields.body,
+                    fields.attributes,
+                    fields.source_path,
+                    fields.content_hash,
+                )
+            except asyncpg.UniqueViolationError as exc:
+                if exc.constraint_name == "records_pkey":
+                    raise IdTaken(str(new_id)) from exc
+                existing = await self._existing_title(conn, fields)
+                if existing is None:  # the twin was forgotten a moment ago: the title is free again
+                    return await self.create(fields, record_id)
+                raise ExactDuplicate(existing) from exc
+        return new_id, 1
+
+    async def get(self, record_id: uuid.UUID) -> asyncpg.Record | None:
+        """The live record, or None when it does not exist or was forgotten."""
+        async with self._pool.acquire() as conn:
+            row: asyncpg.Record | None = await conn.fetchrow(
+                f"SELECT {_COLUMNS} FROM records WHERE id = $1 AND deleted_at IS NULL", record_id
+            )
+            return row
+
+    async def update(self, record_id: uuid.UUID, fields: RecordFields) -> tuple[int, bool] | None:
+        """Write a new revision; return (revision, changed), or None when there is no live record.
+
+        An update that changes nothing keeps the revision (re-ingesting an unchanged file is a
+        no-op). Moving a record to another namespace is refused: namespaces are access
+        boundaries, so a move is a forget plus a create, made explicitly by the client.
+        """
+        async with self._pool.acquire() as conn, conn.transaction():
+            current = await conn.fetchrow(
+                "SELECT namespace, revision, content_hash FROM records "
+                "WHERE id = $1 AND deleted_at IS NULL FOR UPDATE",
+                record_id,
+            )
+            if current is None:
+                return None
+            if current["namespace"] != fields.namespace:
+                raise NamespaceChange(current["namespace"])
+            if current["content_hash"] == fields.content_hash:
+                return int(current["revision"]), False
+            try:
+                async with conn.transaction():  # a savepoint, so a duplicate leaves the row locked but intact
+                    revision = await conn.fetchval(
+                        """UPDATE records SET kind = $2, title = $3, title_norm = $4, body = $5,
+                                  attributes = $6, source_path = $7, content_hash = $8,
+                                  revision = revision + 1, updated_at = now()
+                           WHERE id = $1 RETURNING revision""",
+                        record_id,
+                        fields.kind,
+                        fields.title,
+                        fields.title_norm,
+                        fields.body,
+                        fields.attributes,
+                        fields.source_path,
+                        fields.content_hash,
+                    )
+            except asyncpg.UniqueViolationError as exc:
+                existing = await self._existing_title(conn, fields)
+                raise ExactDuplicate(existing or record_id) from exc
+            return int(revision), True
+
+    async def forget(self, record_id: uuid.UUID) -> bool:
+        """Tombstone the record; False when there was no live record to forget."""
+        async with self._pool.acquire() as conn:
+            done = await conn.fetchval(
+                "UPDATE records SET deleted_at = now(), updated_at = now() "
+                "WHERE id = $1 AND deleted_at IS NULL RETURNING id",
+                record_id,
+            )
+            return done is not None
+
+    async def by_source(self, namespace: str, source_path: str) -> list[asyncpg.Record]:
+        async with self._pool.acquire() as conn:
+            rows: list[asyncpg.Record] = await conn.fetch(
+                f"SELECT {_COLUMNS} FROM records WHERE namespace = $1 AND source_path = $2 "
+                "AND deleted_at IS NULL ORDER BY created_at",
+                namespace,
+                source_path,
+            )
+            return rows
+
+    async def list(self, namespace: str, *, limit: int, after: uuid.UUID | None) -> list[asyncpg.Record]:
+        """Live records of a namespace in id order, `limit` at a time (keyset paging)."""
+        async with self._pool.acquire() as conn:
+            rows: list[asyncpg.Record] = await conn.fetch(
+                f"SELECT {_COLUMNS} FROM records WHERE namespace = $1 AND deleted_at IS NULL "
+                "AND ($2::uuid IS NULL OR id > $2) ORDER BY id LIMIT $3",
+                namespace,
+                after,
+                limit,
+            )
+            return rows

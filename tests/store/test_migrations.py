@@ -1,0 +1,97 @@
+"""Migrations: fresh database, re-run, concurrent starts, and refusal of a newer schema."""
+
+from __future__ import annotations
+
+import anyio
+import asyncpg
+import pytest
+
+from daemon.store.migrations import Migration, SchemaTooNew, available, current_version, migrate
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"  # asyncpg runs on asyncio only
+
+
+async def test_fresh_database_gets_every_migration_once(fresh_dsn: str) -> None:
+    conn = await asyncpg.connect(fresh_dsn)
+    try:
+        shipped = [m.version for m in available()]
+        assert shipped and shipped == list(range(1, len(shipped) + 1))
+        assert await migrate(conn) == shipped
+        assert await current_version(conn) == shipped[-1]
+        assert await migrate(conn) == [], "a second run applies nothing"
+        assert await conn.fetchval("SELECT to_regclass('records') IS NOT NULL")
+    finally:
+        await conn.close()
+
+
+async def test_concurrent_starts_apply_each_migration_exactly_once(fresh_dsn: str) -> None:
+    results: list[list[int]] = []
+
+    async def start() -> None:
+        conn = await asyncpg.connect(fresh_dsn)
+        try:
+            results.append(await migrate(conn))
+        finally:
+            await conn.close()
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(4):
+            tg.start_soon(start)
+    applied = sorted(v for r in results for v in r)
+    assert applied == [m.version for m in available()]
+
+
+async def test_a_newer_schema_is_refused_clearly(fresh_dsn: str) -> None:
+    conn = await asyncpg.connect(fresh_dsn)
+    try:
+        await migrate(conn)
+        future = [*available(), Migration(len(available()) + 1, "from_the_future", "SELECT 1")]
+        await migrate(conn, future)
+        with pytest.raises(SchemaTooNew, match="newer recalld"):
+            await migrate(conn)
+    finally:
+        await conn.close()
+
+
+async def test_a_failing_migration_leaves_no_trace(fresh_dsn: str) -> None:
+    conn = await asyncpg.connect(fresh_dsn)
+    try:
+        broken = [Migration(1, "half", "CREATE TABLE half_done (x int); SELECT no_such_function();")]
+        with pytest.raises(asyncpg.PostgresError):
+            await migrate(conn, broken)
+        assert not await conn.fetchval("SELECT to_regclass('half_done') IS NOT NULL")
+        assert await current_version(conn) == 0
+    finally:
+        await conn.close()
+
+
+def test_daemon_refuses_to_start_on_a_newer_schema(fresh_dsn: str) -> None:
+    import subprocess
+    import sys
+
+    async def prepare() -> None:
+        conn = await asyncpg.connect(fresh_dsn)
+        try:
+            await migrate(conn, [*available(), Migration(len(available()) + 1, "later", "SELECT 1")])
+        finally:
+            await conn.close()
+
+    anyio.run(prepare)
+    from conftest import ROOT, scratch_dir
+
+    home = scratch_dir("recalld-test-")
+    done = subprocess.run(
+        [sys.executable, "-m", "daemon", "serve", "--data-dir", str(home / "d"), "--socket", str(home / "s")],
+        env={"RECALLD_STORE_DSN": fresh_dsn, "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    assert done.returncode != 0
+    assert "newer recalld" in done.stderr

@@ -1,0 +1,120 @@
+"""Malformed requests: each answered 4xx with a stable error code, and nothing written."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import asyncpg
+import pytest
+from conftest import Daemon
+
+NS = "bad-input"
+GOOD = {"namespace": NS, "kind": "doc", "title": "A title", "body": "A body"}
+
+
+def with_(**changes: object) -> bytes:
+    body = {**GOOD, **changes}
+    return json.dumps({k: v for k, v in body.items() if v is not ...}).encode()
+
+
+# (method, path, raw body, expected status, expected code)
+CASES: list[tuple[str, str, bytes | None, int, str]] = [
+    ("POST", "/v1/records", b"", 400, "invalid_json"),
+    ("POST", "/v1/records", b"{", 400, "invalid_json"),
+    ("POST", "/v1/records", b"\xff\xfe\x00garbage", 400, "invalid_json"),
+    ("POST", "/v1/records", b"null", 400, "invalid_request"),
+    ("POST", "/v1/records", b"[]", 400, "invalid_request"),
+    ("POST", "/v1/records", b"42", 400, "invalid_request"),
+    ("POST", "/v1/records", b'"x"', 400, "invalid_request"),
+    ("POST", "/v1/records", b"{}", 400, "invalid_request"),
+    ("POST", "/v1/records", with_(namespace=5), 400, "invalid_request"),
+    ("POST", "/v1/records", with_(title=None), 400, "invalid_request"),
+    ("POST", "/v1/records", with_(title=...), 400, "invalid_request"),
+    ("POST", "/v1/records", with_(body=7), 400, "invalid_request"),
+    ("POST", "/v1/records", with_(attributes=[]), 400, "invalid_request"),
+    ("POST", "/v1/records", with_(attributes="x"), 400, "invalid_request"),
+    ("POST", "/v1/records", with_(id="not-a-uuid"), 400, "invalid_request"),
+    ("POST", "/v1/records", with_(tittle="typo"), 400, "invalid_request"),
+    ("POST", "/v1/records", with_(source_path=12), 400, "invalid_request"),
+    ("POST", "/v1/records", with_(namespace=""), 400, "invalid_value"),
+    ("POST", "/v1/records", with_(namespace="   "), 400, "invalid_value"),
+    ("POST", "/v1/records", with_(kind=""), 400, "invalid_value"),
+    ("POST", "/v1/records", with_(title=""), 400, "invalid_value"),
+    ("POST", "/v1/records", with_(title="x" * 200_000), 400, "invalid_value"),
+    ("POST", "/v1/records", with_(namespace="n" * 500), 400, "invalid_value"),
+    ("POST", "/v1/records", with_(title="t\u0000"), 400, "invalid_value"),
+    ("POST", "/v1/records", with_(body="b\u0000"), 400, "invalid_value"),
+    ("POST", "/v1/records", with_(attributes={"k": "v\u0000"}), 400, "invalid_value"),
+    ("POST", "/v1/records", with_(attributes={"k\u0000": 1}), 400, "invalid_value"),
+    (
+        "POST",
+        "/v1/records",
+        b'{"namespace": "bad-input", "body": "' + b"x" * (9 * 1024 * 1024) + b'"}',
+        413,
+        "payload_too_large",
+    ),
+    ("PUT", "/v1/records/not-a-uuid", with_(), 400, "invalid_id"),
+    ("PUT", "/v1/records/00000000-0000-0000-0000-000000000000", with_(), 404, "not_found"),
+    ("DELETE", "/v1/records/nope", None, 400, "invalid_id"),
+    ("PATCH", "/v1/records", with_(), 405, "method_not_allowed"),
+    ("GET", "/v1/nowhere", None, 404, "unknown_route"),
+    ("GET", "/v1/records", None, 400, "invalid_value"),
+    ("GET", "/v1/records?namespace=bad-input&limit=0", None, 400, "invalid_value"),
+    ("GET", "/v1/records?namespace=bad-input&after=zzz", None, 400, "invalid_value"),
+    ("POST", "/v1/recall", b"{}", 400, "invalid_request"),
+    ("POST", "/v1/recall", b'{"namespace": "n"}', 400, "invalid_request"),
+    ("POST", "/v1/recall", b'{"query": "q"}', 400, "invalid_request"),
+    ("POST", "/v1/recall", b'{"namespace": "n", "query": ""}', 400, "invalid_value"),
+    ("POST", "/v1/recall", b'{"namespace": "n", "query": "q", "k": 0}', 400, "invalid_value"),
+    ("POST", "/v1/recall", b'{"namespace": "n", "query": "q", "k": -1}', 400, "invalid_value"),
+    ("POST", "/v1/recall", b'{"namespace": "n", "query": "q", "k": 100000000}', 400, "invalid_value"),
+    ("POST", "/v1/recall", b'{"namespace": "n", "query": "q", "k": "ten"}', 400, "invalid_request"),
+    (
+        "POST",
+        "/v1/recall",
+        b'{"namespace": "n", "query": "q", "routes": ["teleport"]}',
+        400,
+        "invalid_request",
+    ),
+    ("POST", "/v1/recall", b'{"namespace": "n", "query": "q", "routes": []}', 400, "invalid_value"),
+    ("POST", "/v1/recall", b'{"namespace": "n", "query": "q", "fusion": "magic"}', 400, "invalid_request"),
+    ("POST", "/v1/recall", b'{"namespace": "n", "query": "q", "deadline_ms": -5}', 400, "invalid_value"),
+    ("POST", "/v1/recall", b'{"namespace": "n", "query": "q", "attributes": [1]}', 400, "invalid_request"),
+    ("POST", "/v1/recall", b'{"namespace": "n", "query": "q", "kinds": [""]}', 400, "invalid_value"),
+    ("POST", "/v1/recall", b'{"namespace": "n", "query": "q\\u0000"}', 400, "invalid_value"),
+]
+
+
+def count_rows(dsn: str) -> int:
+    async def count() -> int:
+        conn = await asyncpg.connect(dsn)
+        try:
+            return int(await conn.fetchval("SELECT count(*) FROM records"))
+        finally:
+            await conn.close()
+
+    return asyncio.run(count())
+
+
+def test_there_are_at_least_thirty_cases() -> None:
+    assert len(CASES) >= 30
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "raw", "status", "code"), CASES, ids=[f"{i:02d}" for i in range(len(CASES))]
+)
+def test_bad_request_is_a_4xx_with_a_stable_code_and_writes_nothing(
+    daemon: Daemon, method: str, path: str, raw: bytes | None, status: int, code: str
+) -> None:
+    dsn = daemon.env["RECALLD_STORE_DSN"]
+    before = count_rows(dsn)
+    got_status, body = daemon.call(method, path, raw=raw) if raw is not None else daemon.call(method, path)
+    assert (got_status, body["error"]["code"]) == (status, code), body
+    assert body["error"]["message"]
+    assert count_rows(dsn) == before
+
+
+def test_the_daemon_still_serves_after_the_bad_requests(daemon: Daemon) -> None:
+    status, _ = daemon.call("POST", "/v1/records", json.loads(with_(title="After the storm")))
+    assert status == 201

@@ -1,0 +1,110 @@
+"""The `recalld` command as an operator uses it: health, put/get/forget, recall, ingest."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import ROOT, Daemon
+
+
+def recalld(daemon: Daemon, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "RECALLD_SOCKET": str(daemon.socket)}
+    return subprocess.run(
+        [sys.executable, "-m", "daemon", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=ROOT,
+    )
+
+
+def test_health_exit_codes(daemon: Daemon, tmp_path: Path) -> None:
+    assert recalld(daemon, "health").returncode == 0
+    ready = recalld(daemon, "health", "--ready")
+    assert ready.returncode == 0 and json.loads(ready.stdout)["status"] == "pass"
+    nowhere = subprocess.run(
+        [sys.executable, "-m", "daemon", "--socket", str(tmp_path / "none.sock"), "health"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    assert nowhere.returncode == 1 and "not reachable" in nowhere.stderr
+
+
+def test_put_get_recall_forget(daemon: Daemon, ns: str) -> None:
+    put = recalld(
+        daemon,
+        "put",
+        "-n",
+        ns,
+        "--kind",
+        "rule",
+        "--title",
+        "Invoices are due in 30 days",
+        "--body",
+        "Net-30 payment terms apply to every invoice.",
+        "--attr",
+        "team=billing",
+    )
+    assert put.returncode == 0, put.stderr
+    rid = json.loads(put.stdout)["id"]
+    got = json.loads(recalld(daemon, "get", rid).stdout)
+    assert got["attributes"] == {"team": "billing"} and got["kind"] == "rule"
+    duplicate = recalld(daemon, "put", "-n", ns, "--kind", "rule", "--title", "invoices are due in 30 days!")
+    assert duplicate.returncode == 1 and "exact_duplicate" in duplicate.stderr
+    found = recalld(daemon, "recall", "-n", ns, "payment terms", "--route", "fts")
+    assert found.returncode == 0 and "Invoices are due in 30 days" in found.stdout
+    assert recalld(daemon, "forget", rid).returncode == 0
+    gone = recalld(daemon, "recall", "-n", ns, "payment terms", "--route", "fts")
+    assert "Invoices" not in gone.stdout and "no results" in gone.stderr
+
+
+def test_ingest_a_folder_then_recall_the_right_files(daemon: Daemon, ns: str, tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    (docs / "ops").mkdir(parents=True)
+    (docs / "ops" / "backup.md").write_text(
+        "# Nightly backups\n\nThe ledger is dumped at 02:00 to cold storage.\n"
+    )
+    (docs / "ops" / "restore.md").write_text(
+        "# Restoring\n\nRestore the ledger from the latest dump with pg_restore.\n"
+    )
+    (docs / "keys.txt").write_text("Signing keys rotate every ninety days.\n")
+    (docs / "image.png").write_bytes(b"\x89PNG not text")
+    first = recalld(daemon, "ingest", str(docs), "-n", ns)
+    assert first.returncode == 0, first.stderr
+    assert "3 created, 0 updated, 0 unchanged" in first.stdout
+    assert "3/3 files" in first.stderr, "ingest shows progress"
+
+    answer = json.loads(
+        recalld(daemon, "recall", "-n", ns, "cold storage dump", "--route", "fts", "--json").stdout
+    )
+    assert answer["results"][0]["source_path"] == str(docs / "ops" / "backup.md")
+    assert answer["results"][0]["title"] == "Nightly backups"
+    keys = json.loads(recalld(daemon, "recall", "-n", ns, "ninety days", "--route", "fts", "--json").stdout)
+    assert keys["results"][0]["source_path"] == str(docs / "keys.txt")
+
+    again = recalld(daemon, "ingest", str(docs), "-n", ns)
+    assert "0 created, 0 updated, 3 unchanged" in again.stdout, "re-ingesting unchanged files is a no-op"
+
+    (docs / "keys.txt").write_text("Signing keys rotate every thirty days now.\n")
+    changed = recalld(daemon, "ingest", str(docs), "-n", ns)
+    assert "0 created, 1 updated, 2 unchanged" in changed.stdout
+    hit = json.loads(recalld(daemon, "recall", "-n", ns, "thirty days", "--route", "fts", "--json").stdout)[
+        "results"
+    ][0]
+    assert hit["source_path"] == str(docs / "keys.txt") and hit["revision"] == 2
+
+
+def test_same_heading_in_two_files_keeps_both(daemon: Daemon, ns: str, tmp_path: Path) -> None:
+    for name in ("a", "b"):
+        (tmp_path / f"{name}.md").write_text(f"# Overview\n\nSection {name} text about turbines.\n")
+    done = recalld(daemon, "ingest", str(tmp_path), "-n", ns)
+    assert "2 created" in done.stdout, done.stdout + done.stderr
+    answer = json.loads(recalld(daemon, "recall", "-n", ns, "turbines", "--route", "fts", "--json").stdout)
+    assert len(answer["results"]) == 2

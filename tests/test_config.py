@@ -1,0 +1,91 @@
+"""Configuration: TOML + environment, unknown keys and bad values refused with the field path."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from daemon.config import Config, ConfigError, build, load, to_toml_defaults
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_documented_default_file_matches_the_code_defaults() -> None:
+    documented = tomllib.loads((ROOT / "config" / "recalld.toml").read_text())
+    assert build(documented, {}) == Config()
+    # every section and key of the code appears in the documented file, so it documents them all
+    defaults = to_toml_defaults()
+    for section, keys in defaults.items():
+        assert section in documented, f"[{section}] missing from config/recalld.toml"
+        assert set(keys) == set(documented[section]), f"[{section}] keys differ from the code"
+
+
+def test_environment_overrides_file(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text('[embedding]\nprovider = "ollama"\ntimeout_s = 5\n[resolver]\nenabled = false\n')
+    config = load(
+        path,
+        {
+            "RECALLD_EMBEDDING_PROVIDER": "openai",
+            "RECALLD_EMBEDDING_URL": "http://127.0.0.1:8080/v1",
+            "RECALLD_RESOLVER_ENABLED": "true",
+            "RECALLD_RESOLVER_INTERVAL_S": "1",
+            "RECALLD_ACCESS_ADMINS": '["@wheel", "1000"]',
+            "RECALLD_SOCKET": "/ignored/by/the/daemon.sock",
+        },
+    )
+    assert config.embedding.provider == "openai"
+    assert config.embedding.url == "http://127.0.0.1:8080/v1"
+    assert config.embedding.timeout_s == 5.0
+    assert config.resolver.enabled is True and config.resolver.interval_s == 1.0
+    assert config.access.admins == ["@wheel", "1000"]
+
+
+@pytest.mark.parametrize(
+    ("document", "environ", "path_in_message"),
+    [
+        ("[store]\ndsnn = 'x'\n", {}, "dsnn"),
+        ("[nonsense]\nx = 1\n", {}, "nonsense"),
+        ("[store]\npool_min = 0\n", {}, "$.store.pool_min"),
+        ("[embedding]\ntimeout_s = -1\n", {}, "$.embedding.timeout_s"),
+        ("[embedding]\nprovider = 'magic'\n", {}, "$.embedding.provider"),
+        ("[server]\nsocket_mode = 4096\n", {}, "$.server.socket_mode"),
+        ("", {"RECALLD_EMBEDDING_TIMEOUT_S": "soon"}, "$.embedding.timeout_s"),
+        ("", {"RECALLD_EMBEDDING_TIMOUT_S": "3"}, "RECALLD_EMBEDDING_TIMOUT_S"),
+        ("", {"RECALLD_RESOLVER_ENABLED": "perhaps"}, "$.resolver.enabled"),
+        ("[store]\npool_min = 20\npool_max = 5\n", {}, "pool_min"),
+        ("[recall]\ndefault_k = 500\nmax_k = 100\n", {}, "default_k"),
+        ("not toml at all", {}, "not valid TOML"),
+    ],
+)
+def test_bad_configuration_is_refused_naming_the_field(
+    tmp_path: Path, document: str, environ: dict[str, str], path_in_message: str
+) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(document)
+    with pytest.raises(ConfigError) as caught:
+        load(path, environ)
+    assert path_in_message in str(caught.value)
+
+
+def test_missing_file_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not found"):
+        load(tmp_path / "absent.toml", {})
+
+
+def test_serve_refuses_bad_config_at_start(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    path = tmp_path / "c.toml"
+    path.write_text("[store]\npool_max = 0\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "daemon", "serve", "--config", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "$.store.pool_max" in done.stderr

@@ -1,0 +1,213 @@
+"""The daemon as systemd and an operator see it: embedded PostgreSQL, readiness, sd_notify,
+SIGTERM, the socket file and the data-directory lock."""
+
+from __future__ import annotations
+
+import os
+import socket
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import RECALLD, ROOT, Daemon, scratch_dir
+
+from daemon.store.embedded import EmbeddedPostgres
+
+
+def postgres_processes(data_dir: Path) -> list[str]:
+    out = subprocess.run(["pgrep", "-af", "postgres"], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if str(data_dir) in line]
+
+
+def test_embedded_defaults_start_own_postgres_and_stop_it_on_sigterm(make_daemon: Any) -> None:
+    daemon: Daemon = make_daemon(embedded=True)
+    assert (daemon.data_dir / "pg" / "PG_VERSION").exists()
+    assert postgres_processes(daemon.data_dir), "the embedded server runs under the data dir"
+    status, created = daemon.call(
+        "POST", "/v1/records", {"namespace": "e", "kind": "doc", "title": "Embedded", "body": "works offline"}
+    )
+    assert status == 201
+    assert daemon.stop() == 0
+    assert not postgres_processes(daemon.data_dir), "SIGTERM stops the embedded PostgreSQL too"
+    assert not daemon.socket.exists(), "the socket file is removed on the way out"
+    # the data survives a restart
+    daemon.start()
+    assert daemon.call("GET", f"/v1/records/{created['id']}")[0] == 200
+    assert daemon.stop() == 0
+
+
+def test_restart_after_sigkill_adopts_nothing_and_serves(make_daemon: Any) -> None:
+    daemon: Daemon = make_daemon(embedded=True)
+    assert daemon.proc is not None
+    daemon.proc.kill()
+    daemon.proc.wait()
+    assert postgres_processes(daemon.data_dir), "a SIGKILLed daemon leaves its server behind"
+    daemon.start()  # stale socket file replaced, orphaned server restarted
+    assert daemon.call("GET", "/readyz")[0] == 200
+    assert daemon.stop() == 0
+    assert not postgres_processes(daemon.data_dir)
+
+
+def test_socket_mode_is_0660(daemon: Daemon) -> None:
+    assert stat.S_IMODE(daemon.socket.stat().st_mode) == 0o660
+
+
+def test_a_second_daemon_on_the_same_data_dir_refuses(daemon: Daemon) -> None:
+    other = subprocess.run(
+        [*RECALLD, "serve", "--data-dir", str(daemon.data_dir), "--socket", str(daemon.home / "other.sock")],
+        env=daemon.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    assert other.returncode == 1
+    assert "in use by another recalld" in other.stderr
+
+
+def test_a_live_socket_is_not_stolen_and_a_non_socket_is_not_removed(daemon: Daemon) -> None:
+    home = scratch_dir("recalld-test-")
+    env = dict(daemon.env)
+    taken = subprocess.run(
+        [*RECALLD, "serve", "--data-dir", str(home / "data"), "--socket", str(daemon.socket)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    assert taken.returncode != 0 and "another process is listening" in taken.stderr
+    regular = home / "not-a-socket"
+    regular.write_text("keep me")
+    refused = subprocess.run(
+        [*RECALLD, "serve", "--data-dir", str(home / "data2"), "--socket", str(regular)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    assert refused.returncode != 0 and "not a socket" in refused.stderr
+    assert regular.read_text() == "keep me"
+
+
+def test_readiness_follows_postgresql_down_and_back(make_daemon: Any) -> None:
+    home = scratch_dir("recalld-test-pg-")
+    server = EmbeddedPostgres(home)
+    dsn = server.start()
+    try:
+        daemon: Daemon = make_daemon(dsn=dsn)
+        assert daemon.call("GET", "/readyz")[0] == 200
+        server.stop()
+        status, body = daemon.call("GET", "/readyz")
+        assert status == 503 and body["status"] == "fail"
+        assert (
+            body["checks"]["store"]["status"] == "fail"
+            and body["checks"]["store"]["reason"] == "store_unavailable"
+        )
+        assert daemon.call("GET", "/livez") == (200, {"status": "pass"}), (
+            "a store outage is not a liveness failure"
+        )
+        status, body = daemon.call(
+            "POST", "/v1/records", {"namespace": "r", "kind": "doc", "title": "t", "body": "b"}
+        )
+        assert status == 503 and body["error"]["code"] == "store_unavailable"
+        server.start()
+        deadline = time.monotonic() + 20
+        while daemon.call("GET", "/readyz")[0] != 200:
+            assert time.monotonic() < deadline, "readiness did not come back after PostgreSQL returned"
+            time.sleep(0.2)
+        assert (
+            daemon.call("POST", "/v1/records", {"namespace": "r", "kind": "doc", "title": "t", "body": "b"})[
+                0
+            ]
+            == 201
+        )
+        assert daemon.stop() == 0
+    finally:
+        server.stop()
+
+
+def _bind_notify_socket(home: Path) -> socket.socket:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(str(home / "notify.sock"))
+    sock.settimeout(30)
+    return sock
+
+
+def _datagrams_until(sock: socket.socket, needle: str) -> list[str]:
+    seen: list[str] = []
+    while not any(needle in d for d in seen):
+        seen.append(sock.recv(4096).decode())
+    return seen
+
+
+def test_sd_notify_ready_status_watchdog_stopping(make_daemon: Any) -> None:
+    home = scratch_dir("recalld-test-notify-")
+    listener = _bind_notify_socket(home)
+    try:
+        daemon: Daemon = make_daemon(
+            env={"NOTIFY_SOCKET": str(home / "notify.sock"), "WATCHDOG_USEC": "400000"}, wait_ready=False
+        )
+        before_ready = _datagrams_until(listener, "READY=1")
+        assert any(d.startswith("STATUS=applying migrations") for d in before_ready), before_ready
+        ready = before_ready[-1].split("\n")
+        assert "READY=1" in ready
+        assert _datagrams_until(listener, "WATCHDOG=1")[-1] == "WATCHDOG=1"
+        daemon.wait_ready()
+        assert daemon.proc is not None
+        daemon.proc.terminate()
+        stopping = _datagrams_until(listener, "STOPPING=1")
+        assert "STOPPING=1" in stopping[-1].split("\n")
+        assert daemon.proc.wait(30) == 0
+    finally:
+        listener.close()
+
+
+def test_socket_activation_serves_on_the_inherited_fd(postgres: EmbeddedPostgres) -> None:
+    from conftest import create_database
+
+    home = scratch_dir("recalld-test-activation-")
+    path = home / "activated.sock"
+    listening = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listening.bind(str(path))
+    listening.listen()
+    env = {**os.environ, "RECALLD_STORE_DSN": create_database(postgres), "LISTEN_FDS": "1"}
+    # What systemd does: the listening socket is fd 3 and LISTEN_PID is the service's own pid
+    # (exec keeps the pid, so the launcher can announce the pid the daemon will have).
+    launcher = (
+        "import os, sys\n"
+        "os.dup2(int(sys.argv[1]), 3)\n"
+        "os.environ['LISTEN_PID'] = str(os.getpid())\n"
+        "os.execv(sys.executable, [sys.executable, *sys.argv[2:]])\n"
+    )
+    command = [sys.executable, "-c", launcher, str(listening.fileno()), "-m", "daemon", "serve"]
+    command += ["--data-dir", str(home / "data"), "--socket", str(home / "unused.sock")]
+    with open(home / "daemon.log", "wb") as log:
+        proc = subprocess.Popen(
+            command, env=env, cwd=ROOT, pass_fds=(listening.fileno(),), stdout=log, stderr=subprocess.STDOUT
+        )
+    daemon = Daemon(home)
+    daemon.socket = path
+    daemon.proc = proc
+    try:
+        daemon.wait_ready()
+        assert not (home / "unused.sock").exists(), "with an inherited socket nothing else is bound"
+        assert daemon.call("GET", "/livez") == (200, {"status": "pass"})
+    finally:
+        assert daemon.stop() == 0, daemon.log()
+        listening.close()
+
+
+@pytest.mark.parametrize("signum", ["SIGTERM", "SIGINT"])
+def test_shutdown_signals_exit_zero(daemon: Daemon, signum: str, make_daemon: Any) -> None:
+    import signal
+
+    other: Daemon = make_daemon()
+    assert other.proc is not None
+    other.proc.send_signal(getattr(signal, signum))
+    assert other.proc.wait(30) == 0

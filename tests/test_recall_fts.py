@@ -1,0 +1,175 @@
+"""Full-text recall over the socket: ranking, filters, namespaces, tombstones, degradation."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import asyncpg
+from conftest import Daemon
+
+DOCS = [
+    (
+        "doc",
+        "Backup the ledger nightly",
+        "The ledger database is dumped every night at 02:00 to cold storage.",
+        {"team": "ops"},
+    ),
+    (
+        "doc",
+        "Rotate signing keys",
+        "JWT signing keys rotate quarterly; the previous key stays valid for a day.",
+        {"team": "security"},
+    ),
+    (
+        "rule",
+        "Refunds need two approvals",
+        "Any refund above 500 EUR needs approval from two managers.",
+        {"team": "billing"},
+    ),
+    (
+        "story",
+        "Customer asks for a refund",
+        "As a customer I can request a refund from my order page.",
+        {"team": "billing"},
+    ),
+    (
+        "doc",
+        "Error E4012 on login",
+        "E4012 means the session token expired; the client must sign in again.",
+        {"team": "ops"},
+    ),
+]
+
+
+def seed(daemon: Daemon, ns: str) -> dict[str, str]:
+    ids = {}
+    for kind, title, body, attributes in DOCS:
+        status, created = daemon.call(
+            "POST",
+            "/v1/records",
+            {"namespace": ns, "kind": kind, "title": title, "body": body, "attributes": attributes},
+        )
+        assert status == 201
+        ids[title] = created["id"]
+    return ids
+
+
+def recall(daemon: Daemon, ns: str, query: str, **options: Any) -> dict[str, Any]:
+    status, body = daemon.call(
+        "POST", "/v1/recall", {"namespace": ns, "query": query, "routes": ["fts"], **options}
+    )
+    assert status == 200, body
+    return body
+
+
+def titles(answer: dict[str, Any]) -> list[str]:
+    return [hit["title"] for hit in answer["results"]]
+
+
+def test_keyword_and_identifier_queries_find_the_right_record(daemon: Daemon, ns: str) -> None:
+    seed(daemon, ns)
+    assert titles(recall(daemon, ns, "ledger dumped nightly"))[0] == "Backup the ledger nightly"
+    assert titles(recall(daemon, ns, "E4012"))[0] == "Error E4012 on login"
+    answer = recall(daemon, ns, "refund")
+    assert set(titles(answer)) == {"Refunds need two approvals", "Customer asks for a refund"}
+    hit = answer["results"][0]
+    assert hit["routes"] == {"fts": 1} and hit["score"] > 0 and hit["kind"] in ("rule", "story")
+    assert "refund" in (hit["snippet"] or "").lower()
+    assert answer["fusion"]["name"] == "rrf" and answer["fusion"]["version"] == 1
+    assert set(answer["timings_ms"]) >= {"embed", "vector", "fts", "rehydrate", "fusion", "total"}
+    assert answer["generation"] is None and answer["search_id"]
+
+
+def test_k_limits_results_and_order_is_stable(daemon: Daemon, ns: str) -> None:
+    for i in range(12):
+        daemon.call(
+            "POST",
+            "/v1/records",
+            {"namespace": ns, "kind": "doc", "title": f"Alert runbook {i}", "body": "alert"},
+        )
+    first = recall(daemon, ns, "alert runbook", k=5)
+    assert len(first["results"]) == 5
+    assert [h["id"] for h in recall(daemon, ns, "alert runbook", k=5)["results"]] == [
+        h["id"] for h in first["results"]
+    ]
+
+
+def test_filters_by_kind_and_attributes(daemon: Daemon, ns: str) -> None:
+    seed(daemon, ns)
+    assert titles(recall(daemon, ns, "refund", kinds=["story"])) == ["Customer asks for a refund"]
+    assert titles(recall(daemon, ns, "refund", attributes={"team": "security"})) == []
+    assert set(titles(recall(daemon, ns, "refund", attributes={"team": "billing"}))) == {
+        "Refunds need two approvals",
+        "Customer asks for a refund",
+    }
+
+
+def test_structured_route_alone(daemon: Daemon, ns: str) -> None:
+    seed(daemon, ns)
+    answer = recall(daemon, ns, "anything", routes=["structured"], attributes={"team": "ops"})
+    assert set(titles(answer)) == {"Backup the ledger nightly", "Error E4012 on login"}
+    assert all(hit["routes"] == {"structured": i} for i, hit in enumerate(answer["results"], 1))
+
+
+def test_namespaces_never_leak(daemon: Daemon, ns: str) -> None:
+    seed(daemon, ns)
+    assert recall(daemon, ns + "-x", "ledger")["results"] == []
+
+
+def test_forgotten_records_never_come_back(daemon: Daemon, ns: str) -> None:
+    ids = seed(daemon, ns)
+    target = ids["Backup the ledger nightly"]
+    assert target in [h["id"] for h in recall(daemon, ns, "ledger")["results"]]
+    assert daemon.call("DELETE", f"/v1/records/{target}")[0] == 200
+    for query in ("ledger", "backup nightly", "cold storage"):
+        assert target not in [h["id"] for h in recall(daemon, ns, query)["results"]]
+    assert target not in [h["id"] for h in recall(daemon, ns, "x", routes=["structured"])["results"]]
+
+
+def test_updated_text_is_what_recall_sees(daemon: Daemon, ns: str) -> None:
+    ids = seed(daemon, ns)
+    rid = ids["Rotate signing keys"]
+    daemon.call(
+        "PUT",
+        f"/v1/records/{rid}",
+        {
+            "namespace": ns,
+            "kind": "doc",
+            "title": "Rotate signing keys",
+            "body": "Keys live in the vault now.",
+        },
+    )
+    assert rid not in [h["id"] for h in recall(daemon, ns, "quarterly")["results"]]
+    hit = recall(daemon, ns, "vault")["results"][0]
+    assert (hit["id"], hit["revision"]) == (rid, 2)
+
+
+def test_vector_route_is_reported_degraded_not_silently_dropped(daemon: Daemon, ns: str) -> None:
+    seed(daemon, ns)
+    status, answer = daemon.call("POST", "/v1/recall", {"namespace": ns, "query": "ledger"})
+    assert status == 200 and answer["results"]
+    assert [d["route"] for d in answer["degraded_routes"]] == ["vector"]
+    assert answer["degraded_routes"][0]["reason"]
+    status, body = daemon.call(
+        "POST", "/v1/recall", {"namespace": ns, "query": "ledger", "routes": ["vector"]}
+    )
+    assert status == 503 and body["error"]["code"] == "route_unavailable"
+    assert body["degraded_routes"][0]["route"] == "vector"
+
+
+def test_each_recall_writes_a_telemetry_row_without_the_query_text(daemon: Daemon, ns: str) -> None:
+    seed(daemon, ns)
+    answer = recall(daemon, ns, "ledger secret words")
+
+    async def row() -> Any:
+        conn = await asyncpg.connect(daemon.env["RECALLD_STORE_DSN"])
+        try:
+            return await conn.fetchrow("SELECT * FROM searches WHERE id = $1", uuid.UUID(answer["search_id"]))
+        finally:
+            await conn.close()
+
+    found = asyncio.run(row())
+    assert found is not None and found["namespace"] == ns and found["routes"] == ["fts"]
+    assert "secret" not in str(dict(found))
