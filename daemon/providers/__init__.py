@@ -1,0 +1,30 @@
+"""Adapters for the ports in `actors.kernel.ports`: embedding providers (local, Ollama, OpenAI)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # importing a provider module must not need the whole config
+    import httpx
+
+    from actors.kernel.ports import EmbeddingProvider
+    from daemon.config import EmbeddingConfig
+
+
+def make_provider(config: EmbeddingConfig, http: httpx.AsyncClient) -> EmbeddingProvider | None:
+    """The provider `[embedding] provider` names, or None for `none` (vector features off).
+
+    `http` is the daemon's shared client (the local provider does not use it). Raises ValueError
+    for a configuration no provider can work with (an HTTP provider without a url, a model the
+    local provider does not ship).
+    """
+    if config.provider == "none":
+        return None
+    if config.provider == "local":
+        from daemon.providers.local import LocalProvider
+
+        return LocalProvider(model=config.model)
+    from daemon.providers.http import OllamaProvider, OpenAIProvider
+
+    kind = OllamaProvider if config.provider == "ollama" else OpenAIProvider
+    return kind(http, url=config.url, model=config.model, api_key=config.api_key)

@@ -1,0 +1,248 @@
+"""The ports through which actors reach the outside world; `daemon/` implements them.
+
+Only Protocols and plain data live here, so that `actors` never imports a driver.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from types import TracebackType
+from typing import Literal, NamedTuple, Protocol, Self, runtime_checkable
+
+import msgspec
+import numpy as np
+import numpy.typing as npt
+
+# --- embedding ---------------------------------------------------------------------------------
+
+Purpose = Literal["index", "query", "dedupe", "eval", "probe"]
+"""Why a provider call was made. `probe` is the embedder's own start-up/re-probe call."""
+
+SYSTEM_PURPOSES: frozenset[str] = frozenset({"eval", "probe"})
+"""Purposes that are the daemon's own work: never counted in per-client usage totals."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderInfo:
+    """What a provider says about itself; fixed for the provider's lifetime."""
+
+    provider: str
+    """`local`, `ollama`, `openai`."""
+    model: str
+    max_input_tokens: int | None = None
+    """Longer inputs are truncated by the provider; None when the provider does not say."""
+    max_concurrency: int = 1
+    """Provider calls the embedder may have in flight at once (1 for an in-process model,
+    whose calls compete for the same cores)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderBatch:
+    """A provider's answer to one call, before validation."""
+
+    vectors: npt.NDArray[np.float32] | Sequence[Sequence[float]]
+    """(n, d) in input order. Raw from the wire: the embedder validates it."""
+    input_tokens: int | None
+    """Tokens the provider reports for the whole call; None when it reports none."""
+    token_counts: Sequence[int] | None = None
+    """Exact tokens per input, when the provider knows them (the local model does)."""
+
+
+@runtime_checkable
+class EmbeddingProvider(Protocol):
+    """One embedding model behind one small interface, like an httpx transport.
+
+    Enter it (`async with`) before the first `embed`; leaving it or `aclose()` releases what it
+    holds (the local model's session; nothing for HTTP providers, whose client the daemon owns).
+    A provider may be entered again after it was left (the supervisor restarts the embedder).
+    Failures raise `actors.embedding.EmbeddingError` with a provider reason code.
+    """
+
+    def describe(self) -> ProviderInfo: ...
+
+    # The timeout is the remaining budget handed down to the socket, not a scope the caller
+    # could wrap around the call: an HTTP provider passes it to httpx as the request timeout.
+    async def embed(self, texts: Sequence[str], *, timeout: float) -> ProviderBatch:  # noqa: ASYNC109
+        """Embed `texts` (already rendered by a template) within `timeout` seconds.
+
+        `provider_timeout` when the time runs out; the call never outlives `timeout` by more
+        than the time it takes to notice.
+        """
+        ...
+
+    async def aclose(self) -> None: ...
+
+    async def __aenter__(self) -> Self: ...
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
+
+class TokenCounter(Protocol):
+    """Counts model tokens for inputs (used when a provider reports no usage)."""
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]: ...
+
+
+class UsageRow(msgspec.Struct, frozen=True, kw_only=True):
+    """One metered provider call for one (purpose, namespace)."""
+
+    purpose: Purpose
+    namespace: str | None
+    """None for system work (the probe)."""
+    provider: str
+    model: str | None
+    """None when the model is not in the price catalogue (and then cost_micros is 0)."""
+    input_tokens: int
+    estimated: bool
+    """True when the tokens were counted or estimated here rather than reported by the provider
+    (or apportioned from a batch total shared by several namespaces/purposes)."""
+    cost_micros: int
+    at: datetime
+    """UTC wall-clock time of the provider call's end."""
+    output_tokens: int = 0
+
+    @property
+    def is_system(self) -> bool:
+        return self.purpose in SYSTEM_PURPOSES or self.namespace is None
+
+
+class UsageSink(Protocol):
+    """Where usage rows go (PostgreSQL in the daemon, a list in tests)."""
+
+    async def record(self, row: UsageRow) -> None: ...
+
+
+class VectorSpace(msgspec.Struct, frozen=True, kw_only=True):
+    """The identity of a vector space: two spaces never share an index or a delta.
+
+    `key` is a stable string (same fields → same key, across processes and versions of this
+    code) for keying generations, directories and rows.
+    """
+
+    provider: str
+    model: str
+    dimension: int
+    metric: Literal["ip"] = "ip"
+    normalized: bool
+    template_version: int
+    builder_version: int = 1
+
+    @property
+    def key(self) -> str:
+        # Canonical: sorted field names, compact JSON; the hash keeps it path-safe and short.
+        canonical = msgspec.json.encode(msgspec.to_builtins(self), order="sorted")
+        return f"vs1-{hashlib.sha256(canonical).hexdigest()[:24]}"
+
+    def describe(self) -> str:
+        """For people: `local/all-MiniLM-L6-v2-onnx-int8 384d ip norm t1 b1`."""
+        norm = "norm" if self.normalized else "raw"
+        return (
+            f"{self.provider}/{self.model} {self.dimension}d {self.metric} {norm} "
+            f"t{self.template_version} b{self.builder_version}"
+        )
+
+
+# --- vector index ------------------------------------------------------------------------------
+
+
+class RecordToIndex(NamedTuple):
+    """A live record revision whose chunks still need vectors in the current space."""
+
+    id: uuid.UUID
+    revision: int
+    namespace: str
+    title: str
+    body: str
+
+
+@dataclass(frozen=True)
+class VectorRows:
+    """Stored vectors with their id-map rows, in surrogate order."""
+
+    surrogates: npt.NDArray[np.int64]
+    record_ids: list[uuid.UUID]
+    revisions: npt.NDArray[np.int32]
+    namespaces: list[str]
+    vectors: npt.NDArray[np.float32]
+
+    @classmethod
+    def empty(cls, dimension: int) -> VectorRows:
+        return cls(np.empty(0, np.int64), [], np.empty(0, np.int32), [], np.empty((0, dimension), np.float32))
+
+    def __len__(self) -> int:
+        return len(self.record_ids)
+
+
+class GenerationRow(msgspec.Struct, frozen=True, kw_only=True):
+    """A verified generation as PostgreSQL records it; loading must match it exactly."""
+
+    id: str
+    space_id: str
+    directory: str
+    manifest_sha256: str
+    index_type: str
+    count: int
+    source_watermark: int
+    """The highest surrogate the generation holds: newer vectors come as a delta."""
+    tombstone_watermark: int
+    """The highest record change it reflects."""
+    state: str = "verified"
+    built_at: datetime
+    activated_at: datetime | None = None
+    deactivated_at: datetime | None = None
+
+
+class Pointer(msgspec.Struct, frozen=True, kw_only=True):
+    current: GenerationRow | None
+    previous: str | None
+    """The rollback target: the generation that was current before."""
+    version: int
+    """Compare-and-swap token: moves succeed only from the version they read."""
+
+
+class VectorStore(Protocol):
+    """The index manager's durable side (PostgreSQL in the daemon)."""
+
+    async def ensure_space(self, space: VectorSpace) -> None: ...
+    async def records_to_index(self, space_id: str, chunker: str, limit: int) -> list[RecordToIndex]: ...
+    async def count_to_index(self, space_id: str, chunker: str) -> int: ...
+    async def store_chunks(
+        self,
+        space_id: str,
+        chunker: str,
+        record: RecordToIndex,
+        texts: list[str],
+        hashes: list[str],
+        vectors: npt.NDArray[np.float32],
+    ) -> int: ...
+    async def vectors_after(self, space_id: str, dimension: int, after: int, limit: int) -> VectorRows: ...
+    async def max_surrogate(self, space_id: str) -> int: ...
+    async def retired_surrogates(self, up_to: int) -> npt.NDArray[np.int64]: ...
+    async def chunk_texts(self, surrogates: list[int]) -> dict[int, str]: ...
+    async def build_snapshot(self, space_id: str, chunker: str, dimension: int) -> tuple[VectorRows, int, int, int]: ...
+    async def pointer(self) -> Pointer: ...
+    async def generation(self, generation_id: str) -> GenerationRow | None: ...
+    async def generations(self) -> list[GenerationRow]: ...
+    async def add_generation(self, row: GenerationRow) -> None: ...
+    async def move_pointer(self, generation_id: str, expected_version: int) -> bool: ...
+    async def retire_generation(
+        self, generation_id: str, fence: Callable[[GenerationRow, str | None, str | None], bool]
+    ) -> bool: ...
+
+
+class BuilderLock(Protocol):
+    """Only its holder embeds, stores vectors and builds generations; others follow the pointer."""
+
+    @property
+    def held(self) -> bool: ...
+    async def try_acquire(self) -> bool: ...
+    async def release(self) -> None: ...

@@ -1,0 +1,29 @@
+from __future__ import annotations
+
+import pytest
+from trio.testing import MockClock
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> object:
+    if request.param == "trio":
+        return ("trio", {"clock": MockClock(autojump_threshold=0)})
+    return "asyncio"
+
+
+class FakeClock:
+    """A clock the test moves by hand (for the pure, synchronous parts)."""
+
+    def __init__(self, now: float = 1000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
