@@ -21,9 +21,7 @@ def normalise_title(title: str) -> str:
     return " ".join("".join(kept).split())
 
 
-def content_hash(
-    *, kind: str, title: str, body: str, attributes: Mapping[str, Any], source_path: str | None
-) -> str:
+def content_hash(*, kind: str, title: str, body: str, attributes: Mapping[str, Any], source_path: str | None) -> str:
     """SHA-256 over everything a revision stores, so an unchanged write is recognisable."""
     canonical = json.dumps(
         [kind, title, body, attributes, source_path],

@@ -15,11 +15,16 @@ import logging
 import os
 import signal
 from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
 import asyncpg
+import httpx
+import msgspec
 
+from actors.embedder import Embedder, EmbedderSettings
+from actors.index_manager import IndexManager, IndexSettings
 from actors.kernel.supervisor import (
     ChildSpec,
     ChildState,
@@ -30,16 +35,22 @@ from actors.kernel.supervisor import (
     SupervisorGaveUp,
     SupervisorOptions,
 )
+from actors.sweeper import Sweeper, SweepSettings
 from daemon.config import Config
 from daemon.control.access import AccessPolicy
 from daemon.control.health import Check, Health
 from daemon.control.server import Listener, Services, SocketInUse, run_control_server
 from daemon.metrics import Metrics
-from daemon.recall import RecallService
+from daemon.notifications import listen
+from daemon.providers import make_provider
+from daemon.recall import RecallService, vector_search
 from daemon.store import db
 from daemon.store.embedded import EmbeddedPostgres, EmbeddedPostgresError
 from daemon.store.migrations import SchemaTooNew, migrate
 from daemon.store.records import RecordRepository
+from daemon.store.search import SearchLog
+from daemon.store.usage import UsageStore
+from daemon.store.vectors import PgBuilderLock, PgVectorStore, new_generation_id
 from daemon.systemd import Notifier, listen_fds, watchdog_interval
 
 log = logging.getLogger("recalld")
@@ -72,9 +83,7 @@ def data_dir_lock(data_dir: Path) -> Iterator[None]:
         except BlockingIOError:
             handle.seek(0)
             holder = handle.read().strip() or "?"
-            raise DataDirInUse(
-                f"the data directory {data_dir} is in use by another recalld (pid {holder})"
-            ) from None
+            raise DataDirInUse(f"the data directory {data_dir} is in use by another recalld (pid {holder})") from None
         handle.seek(0)
         handle.truncate()
         handle.write(str(os.getpid()))
@@ -100,7 +109,7 @@ def listening(config: Config, socket_path: Path, inherited: list[int]) -> Iterat
 
 
 @contextlib.asynccontextmanager
-async def postgres(config: Config, data_dir: Path, notifier: Notifier) -> AsyncIterator[asyncpg.Pool]:
+async def postgres(config: Config, data_dir: Path, notifier: Notifier) -> AsyncIterator[tuple[asyncpg.Pool, str]]:
     """The pool, over the configured server or an embedded one that lives exactly as long."""
     embedded: EmbeddedPostgres | None = None
     dsn = config.store.dsn
@@ -115,7 +124,7 @@ async def postgres(config: Config, data_dir: Path, notifier: Notifier) -> AsyncI
             async with pool.acquire() as conn:
                 applied = await migrate(conn)
             log.info("schema up to date", extra={"applied": applied})
-            yield pool
+            yield pool, dsn
         finally:
             with anyio.move_on_after(5, shield=True) as scope:
                 await pool.close()
@@ -127,9 +136,7 @@ async def postgres(config: Config, data_dir: Path, notifier: Notifier) -> AsyncI
                 await anyio.to_thread.run_sync(embedded.stop)
 
 
-async def heartbeat(
-    alive: Callable[[], bool], notifier: Notifier, *, task_status: anyio.abc.TaskStatus[None]
-) -> None:
+async def heartbeat(alive: Callable[[], bool], notifier: Notifier, *, task_status: anyio.abc.TaskStatus[None]) -> None:
     """Ping the systemd watchdog while the loop runs and the supervisor has not given up."""
     interval = watchdog_interval()
     task_status.started()
@@ -169,6 +176,22 @@ def _store_check(pool: asyncpg.Pool, config: Config, metrics: Metrics):  # type:
     return check
 
 
+def _embedding_check(embedder: Embedder | None):  # type: ignore[no-untyped-def]
+    async def check() -> Check:
+        if embedder is None:
+            return Check(status="fail", reason="no_provider", detail={"message": "[embedding] provider = none"})
+        health = embedder.health()
+        detail: dict[str, object] = {"message": health.message, "breaker": health.breaker}
+        if health.space is not None:
+            detail["space"] = msgspec.to_builtins(health.space)
+            detail["space_id"] = health.space.key
+        if health.probe is not None:
+            detail["probe"] = msgspec.to_builtins(health.probe)
+        return Check(status=health.status, reason=health.reason, detail=detail)
+
+    return check
+
+
 def _actors_check(supervisor: Supervisor):  # type: ignore[no-untyped-def]
     async def check() -> Check:
         states = supervisor.status()
@@ -182,49 +205,152 @@ def _actors_check(supervisor: Supervisor):  # type: ignore[no-untyped-def]
     return check
 
 
+def _vector_check(index: IndexManager | None):  # type: ignore[no-untyped-def]
+    async def check() -> Check:
+        if index is None:
+            return Check(status="fail", reason="no_provider", detail={"message": "provider = none"})
+        problem = index.problem()
+        detail = index.snapshot()
+        if problem is None:
+            return Check(status="pass", detail=detail)
+        reason, message = problem
+        return Check(status="fail", reason=reason, detail={"message": message, **detail})
+
+    return check
+
+
+@dataclass
+class Daemon:
+    """Everything `serve` runs: the services behind the socket and the supervision tree."""
+
+    services: Services
+    supervisor: Supervisor
+
+
+def assemble(
+    config: Config,
+    *,
+    pool: asyncpg.Pool,
+    dsn: str,
+    http: httpx.AsyncClient,
+    data_dir: Path,
+    metrics: Metrics,
+    notifier: Notifier,
+    listeners: list[Listener],
+) -> Daemon:
+    """Wire adapters into actors and actors into the supervision tree (start order = list order)."""
+    usage = UsageStore(pool)
+    provider = make_provider(config.embedding, http)
+    embedder = None
+    index = None
+    if provider is not None:
+        embedder = Embedder(
+            provider,
+            usage=usage,
+            settings=EmbedderSettings.from_config(config.embedding),
+            token_counter=provider if hasattr(provider, "count_tokens") else None,  # type: ignore[arg-type]
+        )
+        index = IndexManager(
+            PgVectorStore(pool),
+            PgBuilderLock(dsn),
+            embedder,
+            IndexSettings(
+                root=Path(config.index.directory) if config.index.directory else data_dir / "generations",
+                chunk_chars=config.index.chunk_chars,
+                chunk_overlap=config.index.chunk_overlap,
+                factory=config.index.factory,
+                compact_share=config.index.compact_share,
+                index_batch=config.index.index_batch,
+                poll_s=config.index.poll_s,
+            ),
+            new_generation_id=new_generation_id,
+            on_swap=lambda why: metrics.handle_swaps.labels(why=why.split()[0]).inc(),
+        )
+    health = Health()
+    services = Services(
+        config=config,
+        metrics=metrics,
+        health=health,
+        access=AccessPolicy(config.access),
+        records=RecordRepository(pool),
+        usage=usage,
+        embedder=embedder,
+        index=index,
+        recall=RecallService(pool, config, metrics, vector_search(embedder, index) if embedder and index else None),
+        alive=lambda: supervisor.alive,
+        capabilities=lambda: _capabilities(health, embedder, index),
+    )
+    # `supervisor` is bound below; the closures read it when called, after it exists
+    children = [ChildSpec("watchdog", functools.partial(heartbeat, lambda: supervisor.alive, notifier))]
+    if embedder is not None and index is not None:
+        children += [
+            ChildSpec("embedder", embedder.run, shutdown_timeout=config.embedding.timeout_s),
+            ChildSpec("index", index.run, shutdown_timeout=10.0),
+            ChildSpec("notifications", functools.partial(listen, dsn, index.wake)),
+            ChildSpec(
+                "sweeper",
+                Sweeper(
+                    PgVectorStore(pool),
+                    SearchLog(pool),
+                    index.settings.root,
+                    leased=index.generations_in_use,
+                    settings=SweepSettings(
+                        interval_s=config.gc.interval_s,
+                        rollback_window_s=config.gc.rollback_window_s,
+                        temp_grace_s=config.gc.temp_grace_s,
+                        search_retention_s=config.gc.search_retention_days * 86400,
+                    ),
+                    on_delete=lambda what: metrics.sweeper_deletions.labels(what=what).inc(),
+                ).run,
+            ),
+        ]
+    children.append(
+        ChildSpec(
+            "control",
+            functools.partial(run_control_server, services, listeners),
+            restart=Restart.PERMANENT,
+            shutdown_timeout=config.server.shutdown_grace_s + 2,
+        )
+    )
+    supervisor = Supervisor(
+        children,
+        SupervisorOptions(max_restarts=5, max_seconds=30.0),
+        on_event=functools.partial(_on_event, metrics),
+    )
+    health.add("store", _store_check(pool, config, metrics), required=True)
+    health.add("actors", _actors_check(supervisor), required=True)
+    health.add("embedding", _embedding_check(embedder), required=config.recall.vector_required)
+    health.add("vector", _vector_check(index), required=config.recall.vector_required)
+    return Daemon(services, supervisor)
+
+
 async def serve(config: Config, *, data_dir: Path, socket_path: Path) -> int:
     notifier = Notifier.from_environ()
     inherited = listen_fds()
     metrics = Metrics()
     with data_dir_lock(data_dir), notifier, listening(config, socket_path, inherited) as listeners:
-        async with postgres(config, data_dir, notifier) as pool:
-            health = Health()
-            services = Services(
-                config=config,
+        async with postgres(config, data_dir, notifier) as (pool, dsn), httpx.AsyncClient() as http:
+            daemon = assemble(
+                config,
+                pool=pool,
+                dsn=dsn,
+                http=http,
+                data_dir=data_dir,
                 metrics=metrics,
-                health=health,
-                access=AccessPolicy(config.access),
-                records=RecordRepository(pool),
-                recall=RecallService(pool, config, metrics),
-                alive=lambda: supervisor.alive,
-                capabilities=lambda: _capabilities(health),
+                notifier=notifier,
+                listeners=listeners,
             )
-            supervisor = Supervisor(
-                [
-                    # `supervisor` is bound below; the closures read it when called, after it exists
-                    ChildSpec("watchdog", functools.partial(heartbeat, lambda: supervisor.alive, notifier)),
-                    ChildSpec(
-                        "control",
-                        functools.partial(run_control_server, services, listeners),
-                        restart=Restart.PERMANENT,
-                        shutdown_timeout=config.server.shutdown_grace_s + 2,
-                    ),
-                ],
-                SupervisorOptions(max_restarts=5, max_seconds=30.0),
-                on_event=functools.partial(_on_event, metrics),
-            )
-            health.add("store", _store_check(pool, config, metrics), required=True)
-            health.add("actors", _actors_check(supervisor), required=True)
-            return await _run_until_signal(supervisor, notifier)
+            return await _run_until_signal(daemon.supervisor, notifier)
 
 
-async def _capabilities(health: Health) -> dict[str, bool]:
+async def _capabilities(health: Health, embedder: Embedder | None, index: IndexManager | None) -> dict[str, bool]:
     verdict = await health.readiness()
     store_up = verdict.checks.get("store") is not None and verdict.checks["store"].status == "pass"
     return {
         "recall.fts.v1": store_up,
-        "recall.vector.v1": False,
-        "embedding.v1": False,
+        "recall.structured.v1": store_up,
+        "recall.vector.v1": index is not None and index.problem() is None,
+        "embedding.v1": embedder is not None and embedder.health().status == "pass",
         "duplicates.v1": False,
         "assignments.v1": False,
         "resolver.v1": False,

@@ -33,9 +33,7 @@ class Client:
             transport=httpx.HTTPTransport(uds=str(socket_path)), base_url="http://recalld", timeout=timeout
         )
 
-    def request(
-        self, method: str, path: str, body: Any = None, *, params: dict[str, str] | None = None
-    ) -> Any:
+    def request(self, method: str, path: str, body: Any = None, *, params: dict[str, str] | None = None) -> Any:
         try:
             response = self._http.request(method, path, json=body, params=params)
         except httpx.TransportError as exc:
@@ -70,9 +68,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     data_dir = Path(args.data_dir or config.store.data_dir or paths.default_data_dir())
     socket_path = Path(args.socket or config.server.socket or paths.default_socket())
     try:
-        return anyio.run(
-            lambda: app.serve(config, data_dir=data_dir, socket_path=socket_path), backend="asyncio"
-        )
+        return anyio.run(lambda: app.serve(config, data_dir=data_dir, socket_path=socket_path), backend="asyncio")
     except app.DataDirInUse as exc:
         print(f"recalld: {exc}", file=sys.stderr)
         return EXIT_FAIL
@@ -157,11 +153,57 @@ def cmd_recall(client: Client, args: argparse.Namespace) -> int:
 def cmd_ingest(client: Client, args: argparse.Namespace) -> int:
     from daemon.ingest import ingest
 
-    summary = ingest(
-        client, Path(args.path), namespace=args.namespace, kind=args.kind, progress=not args.quiet
-    )
+    summary = ingest(client, Path(args.path), namespace=args.namespace, kind=args.kind, progress=not args.quiet)
     print(summary.line())
     return EXIT_OK if not summary.failed else EXIT_FAIL
+
+
+def cmd_usage(client: Client, args: argparse.Namespace) -> int:
+    params = {k: v for k, v in (("namespace", args.namespace), ("since", args.since)) if v}
+    answer = client.request("GET", "/v1/usage", params=params)
+    if args.json:
+        print(json.dumps(answer, indent=2))
+        return EXIT_OK
+    print(f"{'namespace':<24} {'purpose':<8} {'provider':<8} {'calls':>7} {'tokens':>10} {'cost (µ)':>10}")
+    for row in answer["usage"] + answer["system"]:
+        name = row["namespace"] or "(system)"
+        print(
+            f"{name:<24} {row['purpose']:<8} {row['provider']:<8} {row['calls']:>7} "
+            f"{row['input_tokens']:>10} {row['cost_micros']:>10}"
+        )
+    totals = answer["totals"]
+    print(f"client totals: {totals['calls']} calls, {totals['input_tokens']} tokens, {totals['cost_micros']} µ")
+    return EXIT_OK
+
+
+def cmd_generations(client: Client, args: argparse.Namespace) -> int:
+    import time
+
+    if args.activate:
+        print(json.dumps(client.request("POST", f"/admin/generations/{args.activate}/activate", {})))
+        return EXIT_OK
+    if args.rebuild:
+        build_id = client.request("POST", "/admin/generations/rebuild", {})["build_id"]
+        print(f"rebuild {build_id} queued", file=sys.stderr)
+        while args.wait:
+            build = next(b for b in client.request("GET", "/v1/generations")["builds"] if b["id"] == build_id)
+            print(f"\rbuild {build_id}: {build['state']} {build['done']}/{build['total']}", end="", file=sys.stderr)
+            if build["state"] in ("done", "failed", "skipped"):
+                print(file=sys.stderr)
+                return EXIT_OK if build["state"] == "done" else EXIT_FAIL
+            time.sleep(0.5)
+        return EXIT_OK
+    answer = client.request("GET", "/v1/generations")
+    if args.json:
+        print(json.dumps(answer, indent=2))
+        return EXIT_OK
+    for row in answer["generations"]:
+        mark = "*" if row["current"] else ("<" if row["id"] == answer["previous"] else " ")
+        print(f"{mark} {row['id']}  {row['count']:>8} vectors  {row['index_type']:<8} {row['built_at']}")
+    print(f"pending: {answer['pending']}")
+    for build in answer["builds"][:5]:
+        print(f"build {build['id']}: {build['state']} {build['done']}/{build['total']} {build.get('error') or ''}")
+    return EXIT_OK
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -170,9 +212,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="run the daemon")
-    serve.add_argument(
-        "--config", help="TOML config file (default: built-in defaults, see config/recalld.toml)"
-    )
+    serve.add_argument("--config", help="TOML config file (default: built-in defaults, see config/recalld.toml)")
     serve.add_argument("--data-dir", help="state directory (embedded PostgreSQL, generations)")
     serve.add_argument("--socket", dest="socket", default=argparse.SUPPRESS, help="control socket path")
 
@@ -208,10 +248,22 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("--namespace", "-n", default="default")
     ingest.add_argument("--kind", default="doc")
     ingest.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    usage = sub.add_parser("usage", help="embedding usage per namespace and purpose")
+    usage.add_argument("--namespace", "-n")
+    usage.add_argument("--since", help="RFC 3339 timestamp")
+    usage.add_argument("--json", action="store_true")
+
+    generations = sub.add_parser("generations", help="vector index generations, builds and rollback")
+    generations.add_argument("--rebuild", action="store_true", help="build a new generation now")
+    generations.add_argument("--wait", action="store_true", help="with --rebuild: show progress until done")
+    generations.add_argument("--activate", metavar="ID", help="make an earlier verified generation current")
+    generations.add_argument("--json", action="store_true")
     return parser
 
 
 _CLIENT_COMMANDS = {
+    "usage": cmd_usage,
+    "generations": cmd_generations,
     "health": cmd_health,
     "put": cmd_put,
     "get": cmd_get,

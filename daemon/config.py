@@ -78,6 +78,38 @@ class RecallConfig(_Section):
     snippet_words: Annotated[int, Meta(ge=3, le=200)] = 30
     fusion: Literal["rrf", "weighted"] = "rrf"
     rrf_k: Annotated[float, Meta(gt=0, le=1000)] = 60.0
+    weights: dict[Literal["fts", "vector", "structured"], Annotated[float, Meta(ge=0, le=100)]] = msgspec.field(
+        default_factory=lambda: {"fts": 1.0, "vector": 1.0, "structured": 0.5}
+    )
+    """Route weights for weighted fusion (and for RRF, each route's reciprocal ranks)."""
+    vector_candidates: Annotated[int, Meta(ge=1, le=10_000)] = 100
+    overfetch_rounds: Annotated[int, Meta(ge=0, le=10)] = 3
+    """How often the vector route may search again, 4x deeper, when filters or rehydration
+    left fewer than k results."""
+    vector_required: bool = False
+    """True: not ready while the embedding provider or a verified generation is missing."""
+
+
+class IndexConfig(_Section):
+    directory: str = ""
+    """Where generations live; empty: <data_dir>/generations. Daemons sharing one PostgreSQL share it."""
+    factory: Annotated[str, Meta(pattern=r"^(Flat|HNSW[0-9]+)$")] = "Flat"
+    """FAISS index type of new generations: Flat (exact) or HNSW<M> for large corpora."""
+    compact_share: Annotated[float, Meta(gt=0, le=10)] = 0.2
+    """Build a new generation when the delta holds more than this share of the base."""
+    chunk_chars: Annotated[int, Meta(ge=100, le=100_000)] = 1000
+    chunk_overlap: Annotated[int, Meta(ge=0, le=10_000)] = 150
+    index_batch: Annotated[int, Meta(ge=1, le=1000)] = 16
+    poll_s: Seconds = 2.0
+
+
+class GcConfig(_Section):
+    interval_s: Seconds = 60.0
+    rollback_window_s: Annotated[float, Meta(ge=0)] = 3600.0
+    """The previous generation is kept at least this long after it stopped being current."""
+    temp_grace_s: Annotated[float, Meta(ge=0)] = 3600.0
+    """Build directories left by a crash are removed once this old."""
+    search_retention_days: Annotated[float, Meta(gt=0)] = 30.0
 
 
 class RecordsConfig(_Section):
@@ -123,6 +155,8 @@ class Config(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=Tr
     embedding: EmbeddingConfig = EmbeddingConfig()
     recall: RecallConfig = RecallConfig()
     records: RecordsConfig = RecordsConfig()
+    index: IndexConfig = IndexConfig()
+    gc: GcConfig = GcConfig()
     resolver: ResolverConfig = ResolverConfig()
     assignments: AssignmentsConfig = AssignmentsConfig()
     access: AccessConfig = AccessConfig()
@@ -183,6 +217,8 @@ def build(document: Mapping[str, Any], environ: Mapping[str, str] | None = None)
         raise ConfigError(f"invalid configuration: {exc}") from exc
     if config.store.pool_min > config.store.pool_max:
         raise ConfigError("invalid configuration: store.pool_min is larger than store.pool_max")
+    if config.index.chunk_overlap >= config.index.chunk_chars:
+        raise ConfigError("invalid configuration: index.chunk_overlap must be smaller than index.chunk_chars")
     if config.recall.default_k > config.recall.max_k:
         raise ConfigError("invalid configuration: recall.default_k is larger than recall.max_k")
     return config

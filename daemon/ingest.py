@@ -16,9 +16,7 @@ SUFFIXES = frozenset({".md", ".markdown", ".txt", ".rst", ".text"})
 
 
 class JsonClient(Protocol):
-    def request(
-        self, method: str, path: str, body: Any = None, *, params: dict[str, str] | None = None
-    ) -> Any: ...
+    def request(self, method: str, path: str, body: Any = None, *, params: dict[str, str] | None = None) -> Any: ...
 
 
 @dataclass

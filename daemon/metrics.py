@@ -40,10 +40,14 @@ class Metrics:
             ["route", "reason"],
             registry=r,
         )
-        self.actor_restarts = Counter(
-            "recalld_actor_restarts", "Supervised actor restarts", ["actor"], registry=r
-        )
+        self.actor_restarts = Counter("recalld_actor_restarts", "Supervised actor restarts", ["actor"], registry=r)
         self.actor_up = Gauge("recalld_actor_up", "1 while the actor is running", ["actor"], registry=r)
+        self.handle_swaps = Counter(
+            "recalld_index_handle_swaps", "Copy-on-write handle swaps, by cause", ["why"], registry=r
+        )
+        self.sweeper_deletions = Counter(
+            "recalld_sweeper_deletions", "What the GC sweeper removed", ["what"], registry=r
+        )
         self.store_up = Gauge("recalld_store_up", "1 when PostgreSQL answered the last check", registry=r)
         self.ready = Gauge("recalld_ready", "1 when /readyz passes or warns", registry=r)
 

@@ -2,7 +2,8 @@
 
 A route that cannot answer (not available, failed, past its deadline) is reported in
 `degraded_routes` with a reason code while the others still answer; a request that asked
-only for routes that are down gets a 503 naming them.
+only for routes that are down gets a 503 naming them. Whatever the routes found, the answer
+is re-read from PostgreSQL: forgotten, moved or stale-revision records never come back.
 """
 
 from __future__ import annotations
@@ -17,7 +18,18 @@ from enum import StrEnum
 import anyio
 import asyncpg
 
-from actors.fusion import RRF_NAME, RRF_VERSION, reciprocal_rank
+from actors.embedder import Embedder
+from actors.embedding.errors import EmbeddingError
+from actors.fusion import (
+    RRF_NAME,
+    RRF_VERSION,
+    WEIGHTED_NAME,
+    WEIGHTED_VERSION,
+    Fused,
+    reciprocal_rank,
+    weighted_score,
+)
+from actors.index_manager import IndexManager, IndexUnavailable
 from actors.records import query_hash
 from daemon.config import Config
 from daemon.control.errors import ApiError, ErrorCode
@@ -42,7 +54,6 @@ DEFAULT_ROUTES: tuple[Route, ...] = ("fts", "vector")
 class DegradedReason(StrEnum):
     VECTOR_UNAVAILABLE = "vector_route_unavailable"
     DEADLINE_EXCEEDED = "deadline_exceeded"
-    ROUTE_FAILED = "route_failed"
     STORE_UNAVAILABLE = "store_unavailable"
 
 
@@ -55,15 +66,33 @@ class RouteDown(Exception):
         self.message = message
 
 
-# A vector route: (namespace filters, query, candidate cap) -> candidates, or RouteDown.
-VectorSearch = Callable[[Filters, str, int], Awaitable[list[Candidate]]]
+@dataclass
+class VectorAnswer:
+    candidates: list[Candidate]
+    embed_ms: float
+    generation: str | None
+
+
+# The vector route: (filters, query, candidate cap, deadline as anyio time) -> answer, or RouteDown.
+VectorSearch = Callable[[Filters, str, int, float], Awaitable[VectorAnswer]]
 
 
 @dataclass
 class _Run:
     timings: dict[str, float] = field(default_factory=dict)
     degraded: list[DegradedRoute] = field(default_factory=list)
-    rankings: dict[str, list[uuid.UUID]] = field(default_factory=dict)
+    found: dict[str, list[Candidate]] = field(default_factory=dict)
+    generation: str | None = None
+
+    def down(self, route: str, reason: str, message: str = "") -> None:
+        if all(d.route != route for d in self.degraded):
+            self.degraded.append(DegradedRoute(route=route, reason=reason, message=message))
+
+
+def _dedupe(found: list[Candidate]) -> list[Candidate]:
+    """One entry per record, at its best position (several chunks of a record count once)."""
+    seen: set[uuid.UUID] = set()
+    return [c for c in found if not (c.id in seen or seen.add(c.id))]
 
 
 class RecallService:
@@ -75,9 +104,9 @@ class RecallService:
         self._metrics = metrics
         self._vector = vector
 
-    async def _route(self, run: _Run, route: Route, filters: Filters, query: str) -> None:
-        cap = self._config.recall.fts_candidates
+    async def _route(self, run: _Run, route: Route, filters: Filters, query: str, cap: int, deadline: float) -> None:
         started = time.perf_counter()
+        embed_ms = 0.0
         try:
             if route == "fts":
                 async with self._pool.acquire() as conn:
@@ -87,51 +116,103 @@ class RecallService:
                     found = await search.structured(conn, filters, cap)
             else:
                 if self._vector is None:
-                    raise RouteDown(DegradedReason.VECTOR_UNAVAILABLE, "no vector index is configured yet")
-                found = await self._vector(filters, query, cap)
+                    raise RouteDown(DegradedReason.VECTOR_UNAVAILABLE, "no embedding provider is configured")
+                answer = await self._vector(filters, query, cap, deadline)
+                found, embed_ms, run.generation = answer.candidates, answer.embed_ms, answer.generation
+                run.timings["embed"] = run.timings.get("embed", 0.0) + embed_ms
         except RouteDown as exc:
-            run.degraded.append(DegradedRoute(route=route, reason=exc.reason, message=exc.message))
+            run.down(route, exc.reason, exc.message)
             return
         except STORE_DOWN_ERRORS as exc:
-            run.degraded.append(
-                DegradedRoute(
-                    route=route, reason=DegradedReason.STORE_UNAVAILABLE, message=type(exc).__name__
-                )
-            )
+            run.down(route, DegradedReason.STORE_UNAVAILABLE, type(exc).__name__)
             return
         finally:
-            elapsed = (time.perf_counter() - started) * 1000
-            run.timings[route] = elapsed
+            elapsed = (time.perf_counter() - started) * 1000 - embed_ms
+            run.timings[route] = run.timings.get(route, 0.0) + elapsed
             self._metrics.route_latency.labels(route=route).observe(elapsed / 1000)
-        # a route's list is de-duplicated by record before fusion (chunks of one record count once)
-        seen: set[uuid.UUID] = set()
-        run.rankings[route] = [c.id for c in found if not (c.id in seen or seen.add(c.id))]
+        run.found[route] = _dedupe(found)
+
+    def _fuse(self, run: _Run, method: str) -> list[Fused[uuid.UUID]]:
+        started = time.perf_counter()
+        weights = dict(self._config.recall.weights)
+        if method == WEIGHTED_NAME:
+            fused = weighted_score({r: [(c.id, c.score) for c in cs] for r, cs in run.found.items()}, weights=weights)
+        else:
+            fused = reciprocal_rank(
+                {r: [c.id for c in cs] for r, cs in run.found.items()},
+                k=self._config.recall.rrf_k,
+                weights=weights,
+            )
+        run.timings["fusion"] = run.timings.get("fusion", 0.0) + (time.perf_counter() - started) * 1000
+        return fused
+
+    async def _rehydrate(
+        self, run: _Run, fused: list[Fused[uuid.UUID]], filters: Filters, query: str, k: int
+    ) -> list[RecallHit]:
+        """Re-read the best candidates; drop what is gone, filtered out or of a stale revision."""
+        started = time.perf_counter()
+        vector_revisions = {c.id: c.revision for c in run.found.get("vector", [])}
+        results: list[RecallHit] = []
+        window = k * 2
+        offset = 0
+        async with self._pool.acquire() as conn:
+            while len(results) < k and offset < len(fused):
+                page = fused[offset : offset + window]
+                offset += len(page)
+                rows = await search.rehydrate(
+                    conn, filters, [f.key for f in page], query, self._config.recall.snippet_words
+                )
+                for entry in page:
+                    row = rows.get(entry.key)
+                    if row is None:
+                        continue
+                    # a vector hit on an older revision, found by no other route, is stale
+                    if set(entry.ranks) == {"vector"} and vector_revisions.get(entry.key) != row["revision"]:
+                        continue
+                    results.append(
+                        RecallHit(
+                            id=row["id"],
+                            title=row["title"],
+                            kind=row["kind"],
+                            source_path=row["source_path"],
+                            score=round(entry.score, 6),
+                            routes=entry.ranks,
+                            revision=row["revision"],
+                            snippet=row["snippet"] or None,
+                        )
+                    )
+                    if len(results) == k:
+                        break
+                window *= 2
+        run.timings["rehydrate"] = run.timings.get("rehydrate", 0.0) + (time.perf_counter() - started) * 1000
+        return results
 
     async def recall(self, request: RecallRequest) -> RecallResponse:
         started = time.perf_counter()
         config = self._config.recall
         routes: list[Route] = list(dict.fromkeys(request.routes or DEFAULT_ROUTES))
         k = request.k or config.default_k
+        method = request.fusion or config.fusion
         deadline_s = (request.deadline_ms or config.default_deadline_ms) / 1000
+        deadline = anyio.current_time() + deadline_s
         filters = Filters(request.namespace, request.kinds, request.attributes)
         run = _Run()
+        caps = {
+            "fts": config.fts_candidates,
+            "structured": config.fts_candidates,
+            "vector": config.vector_candidates,
+        }
 
-        with anyio.move_on_after(deadline_s):
+        with anyio.move_on_at(deadline):
             async with anyio.create_task_group() as tg:
                 for route in routes:
-                    tg.start_soon(self._route, run, route, filters, request.query)
+                    tg.start_soon(self._route, run, route, filters, request.query, max(caps[route], k), deadline)
         for route in routes:
-            if route not in run.rankings and all(d.route != route for d in run.degraded):
-                run.degraded.append(
-                    DegradedRoute(
-                        route=route,
-                        reason=DegradedReason.DEADLINE_EXCEEDED,
-                        message=f"no answer within {deadline_s * 1000:.0f} ms",
-                    )
-                )
+            if route not in run.found:
+                run.down(route, DegradedReason.DEADLINE_EXCEEDED, f"no answer within {deadline_s * 1000:.0f} ms")
         for degraded in run.degraded:
             self._metrics.degraded.labels(route=degraded.route, reason=degraded.reason).inc()
-        if not run.rankings:
+        if not run.found:
             reasons = ", ".join(f"{d.route}: {d.reason}" for d in run.degraded)
             raise ApiError(
                 503,
@@ -140,48 +221,30 @@ class RecallService:
                 degraded_routes=[{"route": d.route, "reason": d.reason} for d in run.degraded],
             )
 
-        t_fusion = time.perf_counter()
-        fused = reciprocal_rank(run.rankings, k=config.rrf_k)
-        run.timings["fusion"] = (time.perf_counter() - t_fusion) * 1000
-
-        t_rehydrate = time.perf_counter()
-        # over-read a little so that records dropped by rehydration do not leave the answer short
-        wanted = [f.key for f in fused[: k * 2]]
-        async with self._pool.acquire() as conn:
-            rows = await search.rehydrate(conn, filters, wanted, request.query, config.snippet_words)
-            if len(rows) < min(k, len(fused)) and len(wanted) < len(fused):
-                rows = await search.rehydrate(
-                    conn, filters, [f.key for f in fused], request.query, config.snippet_words
-                )
-        run.timings["rehydrate"] = (time.perf_counter() - t_rehydrate) * 1000
-
-        results: list[RecallHit] = []
-        for entry in fused:
-            row = rows.get(entry.key)
-            if row is None:
-                continue
-            results.append(
-                RecallHit(
-                    id=row["id"],
-                    title=row["title"],
-                    kind=row["kind"],
-                    source_path=row["source_path"],
-                    score=round(entry.score, 6),
-                    routes=entry.ranks,
-                    revision=row["revision"],
-                    snippet=row["snippet"] or None,
-                )
-            )
-            if len(results) == k:
+        results = await self._rehydrate(run, self._fuse(run, method), filters, request.query, k)
+        # Filters the index cannot apply (kinds, attributes) or rehydration may have dropped
+        # vector candidates: search deeper rather than answer short (a false "fewer than k").
+        cap = max(caps["vector"], k)
+        for _ in range(config.overfetch_rounds):
+            vector_full = len(run.found.get("vector", [])) >= cap
+            if len(results) >= k or not vector_full or anyio.current_time() >= deadline:
                 break
+            cap *= 4
+            with anyio.move_on_at(deadline):
+                await self._route(run, "vector", filters, request.query, cap, deadline)
+            results = await self._rehydrate(run, self._fuse(run, method), filters, request.query, k)
 
         run.timings["total"] = (time.perf_counter() - started) * 1000
         timings = {
             stage: round(run.timings.get(stage, 0.0), 3)
             for stage in ("embed", "vector", "fts", "structured", "rehydrate", "fusion", "total")
         }
+        name, version = (WEIGHTED_NAME, WEIGHTED_VERSION) if method == WEIGHTED_NAME else (RRF_NAME, RRF_VERSION)
         fusion = FusionInfo(
-            name=RRF_NAME, version=RRF_VERSION, weights={r: 1.0 for r in routes}, k=config.rrf_k
+            name=name,
+            version=version,
+            weights={r: config.weights.get(r, 1.0) for r in routes},
+            k=config.rrf_k if name == RRF_NAME else None,
         )
         search_id = uuid.uuid4()
         await self._record(search_id, request, routes, fusion, results, timings, run.degraded)
@@ -191,7 +254,7 @@ class RecallService:
             results=results,
             degraded_routes=run.degraded,
             fusion=fusion,
-            generation=None,
+            generation=run.generation,
             timings_ms=timings,
             search_id=search_id,
         )
@@ -220,10 +283,35 @@ class RecallService:
                         "weights": fusion.weights,
                         "k": fusion.k,
                     },
-                    "results": [
-                        {"id": str(r.id), "rank": i, "routes": r.routes} for i, r in enumerate(results, 1)
-                    ],
+                    "results": [{"id": str(r.id), "rank": i, "routes": r.routes} for i, r in enumerate(results, 1)],
                     "timings_ms": timings,
                     "degraded_routes": [{"route": d.route, "reason": d.reason} for d in degraded],
                 },
             )
+
+
+def vector_search(embedder: Embedder, index: IndexManager) -> VectorSearch:
+    """The vector route: embed the query (purpose `query`), then search the leased handle."""
+
+    async def route(filters: Filters, query: str, cap: int, deadline: float) -> VectorAnswer:
+        problem = index.problem()
+        if problem is not None:
+            raise RouteDown(*problem)
+        started = time.perf_counter()
+        try:
+            result = await embedder.embed(
+                [embedder.render_query(query).text],
+                purpose="query",
+                namespace=filters.namespace,
+                deadline=deadline,
+            )
+        except EmbeddingError as exc:
+            raise RouteDown(exc.reason.value, exc.message) from None
+        embed_ms = (time.perf_counter() - started) * 1000
+        try:
+            hits, generation = await index.search(result.vectors[0], namespace=filters.namespace, k_records=cap)
+        except IndexUnavailable as exc:
+            raise RouteDown(exc.reason, exc.message) from None
+        return VectorAnswer([Candidate(h.record_id, h.revision, h.score) for h in hits], embed_ms, generation)
+
+    return route

@@ -120,9 +120,7 @@ class Notifier:
         Raises ValueError for a negative or non-finite value: that is a bug, not an absent systemd.
         """
         if not math.isfinite(seconds) or seconds < 0:
-            raise ValueError(
-                f"extend_timeout needs a finite, non-negative number of seconds, not {seconds!r}"
-            )
+            raise ValueError(f"extend_timeout needs a finite, non-negative number of seconds, not {seconds!r}")
         self._send(f"EXTEND_TIMEOUT_USEC={round(seconds * 1_000_000)}")
 
     def close(self) -> None:
@@ -223,9 +221,7 @@ def listen_fds() -> list[int]:
             for fd in fds:
                 os.set_inheritable(fd, False)
         except OSError as exc:
-            log.warning(
-                "LISTEN_FDS=%d but fd %d is unusable (%s); ignoring inherited sockets", count, fd, exc
-            )
+            log.warning("LISTEN_FDS=%d but fd %d is unusable (%s); ignoring inherited sockets", count, fd, exc)
             return []
         return fds
     finally:

@@ -93,9 +93,7 @@ class Daemon:
             *self.args,
         ]
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(
-                command, env=self.env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, **popen
-            )
+            self.proc = subprocess.Popen(command, env=self.env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, **popen)
         if wait_ready:
             self.wait_ready(timeout)
         return self
@@ -125,9 +123,7 @@ class Daemon:
 
     def call(self, method: str, path: str, body: Any = None, *, raw: bytes | None = None) -> tuple[int, Any]:
         if raw is not None:
-            response = self.http.request(
-                method, path, content=raw, headers={"Content-Type": "application/json"}
-            )
+            response = self.http.request(method, path, content=raw, headers={"Content-Type": "application/json"})
         else:
             response = self.http.request(method, path, json=body)
         try:
@@ -158,9 +154,7 @@ def make_daemon(postgres: EmbeddedPostgres) -> Iterator[Any]:
     """Factory: `make_daemon(env=..., dsn=...)` starts a daemon on a fresh database by default."""
     started: list[tuple[Daemon, Path]] = []
 
-    def make(
-        *, env: dict[str, str] | None = None, dsn: str | None = None, embedded: bool = False, **kw: Any
-    ) -> Daemon:
+    def make(*, env: dict[str, str] | None = None, dsn: str | None = None, embedded: bool = False, **kw: Any) -> Daemon:
         home = scratch_dir("recalld-test-")
         environment = dict(env or {})
         if not embedded:

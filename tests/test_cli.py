@@ -26,7 +26,7 @@ def recalld(daemon: Daemon, *args: str) -> subprocess.CompletedProcess[str]:
 def test_health_exit_codes(daemon: Daemon, tmp_path: Path) -> None:
     assert recalld(daemon, "health").returncode == 0
     ready = recalld(daemon, "health", "--ready")
-    assert ready.returncode == 0 and json.loads(ready.stdout)["status"] == "pass"
+    assert ready.returncode == 0 and json.loads(ready.stdout)["status"] in ("pass", "warn")
     nowhere = subprocess.run(
         [sys.executable, "-m", "daemon", "--socket", str(tmp_path / "none.sock"), "health"],
         capture_output=True,
@@ -68,9 +68,7 @@ def test_put_get_recall_forget(daemon: Daemon, ns: str) -> None:
 def test_ingest_a_folder_then_recall_the_right_files(daemon: Daemon, ns: str, tmp_path: Path) -> None:
     docs = tmp_path / "docs"
     (docs / "ops").mkdir(parents=True)
-    (docs / "ops" / "backup.md").write_text(
-        "# Nightly backups\n\nThe ledger is dumped at 02:00 to cold storage.\n"
-    )
+    (docs / "ops" / "backup.md").write_text("# Nightly backups\n\nThe ledger is dumped at 02:00 to cold storage.\n")
     (docs / "ops" / "restore.md").write_text(
         "# Restoring\n\nRestore the ledger from the latest dump with pg_restore.\n"
     )
@@ -81,9 +79,7 @@ def test_ingest_a_folder_then_recall_the_right_files(daemon: Daemon, ns: str, tm
     assert "3 created, 0 updated, 0 unchanged" in first.stdout
     assert "3/3 files" in first.stderr, "ingest shows progress"
 
-    answer = json.loads(
-        recalld(daemon, "recall", "-n", ns, "cold storage dump", "--route", "fts", "--json").stdout
-    )
+    answer = json.loads(recalld(daemon, "recall", "-n", ns, "cold storage dump", "--route", "fts", "--json").stdout)
     assert answer["results"][0]["source_path"] == str(docs / "ops" / "backup.md")
     assert answer["results"][0]["title"] == "Nightly backups"
     keys = json.loads(recalld(daemon, "recall", "-n", ns, "ninety days", "--route", "fts", "--json").stdout)
@@ -95,9 +91,9 @@ def test_ingest_a_folder_then_recall_the_right_files(daemon: Daemon, ns: str, tm
     (docs / "keys.txt").write_text("Signing keys rotate every thirty days now.\n")
     changed = recalld(daemon, "ingest", str(docs), "-n", ns)
     assert "0 created, 1 updated, 2 unchanged" in changed.stdout
-    hit = json.loads(recalld(daemon, "recall", "-n", ns, "thirty days", "--route", "fts", "--json").stdout)[
-        "results"
-    ][0]
+    hit = json.loads(recalld(daemon, "recall", "-n", ns, "thirty days", "--route", "fts", "--json").stdout)["results"][
+        0
+    ]
     assert hit["source_path"] == str(docs / "keys.txt") and hit["revision"] == 2
 
 

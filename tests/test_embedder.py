@@ -133,7 +133,7 @@ async def test_probe_learns_the_space_and_is_metered(
             8,
             True,
         )
-        assert (space.metric, space.template_version) == ("ip", 1)
+        assert (space.metric, space.template_version) == ("ip", embedder.settings.template_version)
         probe = embedder.probe
         assert probe is not None and probe.status == "pass" and probe.dimension == 8
         assert embedder.health().status == "pass"

@@ -18,7 +18,5 @@ def test_importing_actors_loads_neither_aiohttp_nor_asyncpg_nor_daemon() -> None
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('aiohttp', 'asyncpg', 'daemon'))\n"
         "print(','.join(bad))\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", program], capture_output=True, text=True, timeout=60, check=True
-    )
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.strip() == "", f"actors pulled in: {done.stdout.strip()}"

@@ -104,17 +104,10 @@ def test_readiness_follows_postgresql_down_and_back(make_daemon: Any) -> None:
         assert daemon.call("GET", "/readyz")[0] == 200
         server.stop()
         status, body = daemon.call("GET", "/readyz")
-        assert status == 503 and body["status"] == "fail"
-        assert (
-            body["checks"]["store"]["status"] == "fail"
-            and body["checks"]["store"]["reason"] == "store_unavailable"
-        )
-        assert daemon.call("GET", "/livez") == (200, {"status": "pass"}), (
-            "a store outage is not a liveness failure"
-        )
-        status, body = daemon.call(
-            "POST", "/v1/records", {"namespace": "r", "kind": "doc", "title": "t", "body": "b"}
-        )
+        assert status == 503 and body["status"] == "fail", body
+        assert body["checks"]["store"]["status"] == "fail" and body["checks"]["store"]["reason"] == "store_unavailable"
+        assert daemon.call("GET", "/livez") == (200, {"status": "pass"}), "a store outage is not a liveness failure"
+        status, body = daemon.call("POST", "/v1/records", {"namespace": "r", "kind": "doc", "title": "t", "body": "b"})
         assert status == 503 and body["error"]["code"] == "store_unavailable"
         server.start()
         deadline = time.monotonic() + 20
@@ -122,10 +115,7 @@ def test_readiness_follows_postgresql_down_and_back(make_daemon: Any) -> None:
             assert time.monotonic() < deadline, "readiness did not come back after PostgreSQL returned"
             time.sleep(0.2)
         assert (
-            daemon.call("POST", "/v1/records", {"namespace": "r", "kind": "doc", "title": "t", "body": "b"})[
-                0
-            ]
-            == 201
+            daemon.call("POST", "/v1/records", {"namespace": "r", "kind": "doc", "title": "t", "body": "b"})[0] == 201
         )
         assert daemon.stop() == 0
     finally:

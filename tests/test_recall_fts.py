@@ -57,9 +57,7 @@ def seed(daemon: Daemon, ns: str) -> dict[str, str]:
 
 
 def recall(daemon: Daemon, ns: str, query: str, **options: Any) -> dict[str, Any]:
-    status, body = daemon.call(
-        "POST", "/v1/recall", {"namespace": ns, "query": query, "routes": ["fts"], **options}
-    )
+    status, body = daemon.call("POST", "/v1/recall", {"namespace": ns, "query": query, "routes": ["fts"], **options})
     assert status == 200, body
     return body
 
@@ -91,9 +89,7 @@ def test_k_limits_results_and_order_is_stable(daemon: Daemon, ns: str) -> None:
         )
     first = recall(daemon, ns, "alert runbook", k=5)
     assert len(first["results"]) == 5
-    assert [h["id"] for h in recall(daemon, ns, "alert runbook", k=5)["results"]] == [
-        h["id"] for h in first["results"]
-    ]
+    assert [h["id"] for h in recall(daemon, ns, "alert runbook", k=5)["results"]] == [h["id"] for h in first["results"]]
 
 
 def test_filters_by_kind_and_attributes(daemon: Daemon, ns: str) -> None:
@@ -152,9 +148,7 @@ def test_vector_route_is_reported_degraded_not_silently_dropped(daemon: Daemon, 
     assert status == 200 and answer["results"]
     assert [d["route"] for d in answer["degraded_routes"]] == ["vector"]
     assert answer["degraded_routes"][0]["reason"]
-    status, body = daemon.call(
-        "POST", "/v1/recall", {"namespace": ns, "query": "ledger", "routes": ["vector"]}
-    )
+    status, body = daemon.call("POST", "/v1/recall", {"namespace": ns, "query": "ledger", "routes": ["vector"]})
     assert status == 503 and body["error"]["code"] == "route_unavailable"
     assert body["degraded_routes"][0]["route"] == "vector"
 

@@ -8,9 +8,7 @@ import uuid
 from conftest import Daemon
 
 
-def record(
-    ns: str, title: str = "Rotate the signing keys every ninety days", **extra: object
-) -> dict[str, object]:
+def record(ns: str, title: str = "Rotate the signing keys every ninety days", **extra: object) -> dict[str, object]:
     return {
         "namespace": ns,
         "kind": "rule",
@@ -47,9 +45,7 @@ def test_create_read_update_forget(daemon: Daemon, ns: str) -> None:
     assert daemon.call("GET", f"/v1/records/{rid}")[0] == 404
     assert daemon.call("DELETE", f"/v1/records/{rid}")[0] == 404
     status, body = daemon.call("PUT", f"/v1/records/{rid}", record(ns))
-    assert status == 404 and body["error"]["code"] == "not_found", (
-        "a forgotten record cannot be revived by PUT"
-    )
+    assert status == 404 and body["error"]["code"] == "not_found", "a forgotten record cannot be revived by PUT"
 
 
 def test_exact_duplicate_is_rejected_with_existing_id(daemon: Daemon, ns: str) -> None:

@@ -22,9 +22,7 @@ REPO = Path(__file__).resolve().parent.parent
 UNITS = REPO / "systemd"
 INSTALLED_EXEC = "ExecStart=/usr/local/bin/recalld "
 
-linux_only = pytest.mark.skipif(
-    not sys.platform.startswith("linux"), reason="AF_UNIX abstract names are Linux"
-)
+linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="AF_UNIX abstract names are Linux")
 
 
 @pytest.fixture(autouse=True)
@@ -226,9 +224,7 @@ OTHER_PID = str(os.getpid() + 1)
         "pid-only",
     ],
 )
-def test_watchdog_interval(
-    monkeypatch: pytest.MonkeyPatch, environ: dict[str, str], expected: float | None
-) -> None:
+def test_watchdog_interval(monkeypatch: pytest.MonkeyPatch, environ: dict[str, str], expected: float | None) -> None:
     for name, value in environ.items():
         monkeypatch.setenv(name, value)
     assert watchdog_interval() == expected
@@ -242,9 +238,7 @@ def test_listen_fds_without_activation() -> None:
 
 
 @pytest.mark.parametrize("pid", [OTHER_PID, "garbage"])
-def test_listen_fds_for_another_pid_are_not_ours_and_are_cleared(
-    monkeypatch: pytest.MonkeyPatch, pid: str
-) -> None:
+def test_listen_fds_for_another_pid_are_not_ours_and_are_cleared(monkeypatch: pytest.MonkeyPatch, pid: str) -> None:
     monkeypatch.setenv("LISTEN_PID", pid)
     monkeypatch.setenv("LISTEN_FDS", "1")
     monkeypatch.setenv("LISTEN_FDNAMES", "recalld.socket")

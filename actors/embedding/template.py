@@ -29,8 +29,12 @@ class Template:
 
 
 # v1: all-MiniLM-L6-v2 is a symmetric model, so queries and titles go in as they are.
+# v2: the title as a label on the same line, for corpora whose chunks read as continuations
+#     of their heading (man pages, reference docs); queries are unchanged, so a v1 generation
+#     keeps answering v2 queries while the v2 generation is built.
 TEMPLATES: dict[int, Template] = {
     1: Template(version=1, document="{title}\n\n{chunk}", query="{query}", title="{title}"),
+    2: Template(version=2, document="{title}: {chunk}", query="{query}", title="{title}"),
 }
 LATEST_VERSION = max(TEMPLATES)
 

@@ -84,8 +84,7 @@ class AccessPolicy:
     def require_read(self, peer: Peer, namespace: str) -> None:
         # writers may read what they write
         if not (
-            self._allowed(peer, self._config.readers, namespace)
-            or self._allowed(peer, self._config.writers, namespace)
+            self._allowed(peer, self._config.readers, namespace) or self._allowed(peer, self._config.writers, namespace)
         ):
             raise ApiError(403, ErrorCode.FORBIDDEN, f"no read access to namespace {namespace!r}")
 

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import uuid
 from typing import Any
 
+import msgspec
 from aiohttp import web
 
+from actors.index.manifest import GenerationCorrupt
+from actors.index_manager import IndexManager
+from actors.kernel.ports import GenerationRow
 from daemon.control.errors import ApiError, ErrorCode, bad_value, not_found
 from daemon.control.server import SERVICES, peer
 from daemon.control.wire import (
@@ -105,9 +110,7 @@ async def create_record(request: web.Request) -> web.Response:
         raise ApiError(409, ErrorCode.ID_CONFLICT, f"id {record.id} is already taken") from None
     services.metrics.records_written.labels(operation="create").inc()
     # Semantic duplicate checks need the embedder; until it is wired the answer says so.
-    check = DuplicateCheck(
-        status="skipped", reason="duplicate_check_unavailable", threshold=0.8, compared=0, of=0
-    )
+    check = DuplicateCheck(status="skipped", reason="duplicate_check_unavailable", threshold=0.8, compared=0, of=0)
     return ok(RecordCreated(id=record_id, revision=revision, duplicate_check=check), 201)
 
 
@@ -131,9 +134,7 @@ async def update_record(request: web.Request) -> web.Response:
     except ExactDuplicate as exc:
         raise _duplicate(exc) from None
     except NamespaceChange as exc:
-        raise bad_value(
-            f"namespace cannot change (the record lives in {exc.args[0]!r}); forget and create"
-        ) from None
+        raise bad_value(f"namespace cannot change (the record lives in {exc.args[0]!r}); forget and create") from None
     if done is None:
         raise not_found("record")
     revision, changed = done
@@ -189,6 +190,88 @@ async def recall(request: web.Request) -> web.Response:
     return ok(await services.recall.recall(query))
 
 
+async def usage(request: web.Request) -> web.Response:
+    """`?namespace=` (admins may omit it: all namespaces) and `?since=` (RFC 3339)."""
+    services = request.app[SERVICES]
+    namespace = request.query.get("namespace") or None
+    caller = peer(request)
+    if namespace is None:
+        services.access.require_admin(caller)
+    else:
+        services.access.require_read(caller, namespace)
+    since = None
+    if request.query.get("since"):
+        try:
+            since = dt.datetime.fromisoformat(request.query["since"])
+        except ValueError:
+            raise bad_value("since must be an RFC 3339 timestamp") from None
+        if since.tzinfo is None:
+            raise bad_value("since needs a time zone (e.g. ...Z or +00:00)")
+    return ok(await services.usage.summary(namespace=namespace, since=since))
+
+
+# -- generations
+
+
+def _index(request: web.Request) -> IndexManager:
+    index = request.app[SERVICES].index
+    if index is None:
+        raise ApiError(
+            503, ErrorCode.ROUTE_UNAVAILABLE, "no embedding provider is configured, so there is no vector index"
+        )
+    return index
+
+
+def _generation_out(row: GenerationRow, spaces: dict[str, Any], current: str | None) -> dict[str, Any]:
+    out = msgspec.to_builtins(row)
+    out["space"] = spaces.get(row.space_id)
+    out["current"] = row.id == current
+    return out
+
+
+async def generations(request: web.Request) -> web.Response:
+    index = _index(request)
+    store = index.store
+    pointer = await store.pointer()
+    spaces = await store.spaces()
+    current_id = pointer.current.id if pointer.current else None
+    rows = [_generation_out(r, spaces, current_id) for r in await store.generations()]
+    current = next((r for r in rows if r["current"]), None)
+    return ok(
+        {
+            "current": current,
+            "previous": pointer.previous,
+            "generations": rows,
+            "pending": await index.count_pending(),
+            "builds": index.builds(),
+            "index": index.snapshot(),
+        }
+    )
+
+
+async def rebuild(request: web.Request) -> web.Response:
+    request.app[SERVICES].access.require_admin(peer(request))
+    status = _index(request).request_rebuild()
+    return ok({"build_id": status.id, "state": status.state}, 202)
+
+
+async def activate(request: web.Request) -> web.Response:
+    request.app[SERVICES].access.require_admin(peer(request))
+    index = _index(request)
+    generation_id = request.match_info["id"]
+    try:
+        row = await index.activate(generation_id)
+    except LookupError as exc:
+        raise not_found(f"generation {generation_id!r}") from exc
+    except GenerationCorrupt as exc:
+        raise ApiError(409, ErrorCode.VECTOR_INDEX_CORRUPT, str(exc)) from None
+    except ValueError as exc:
+        raise ApiError(409, ErrorCode.SPACE_MISMATCH, str(exc)) from None
+    except RuntimeError as exc:
+        raise ApiError(409, ErrorCode.CONFLICT, str(exc)) from None
+    return ok({"id": row.id, "current": True})
+
+
 def install(app: web.Application) -> None:
     app.router.add_get("/livez", livez)
     app.router.add_get("/readyz", readyz)
@@ -200,3 +283,7 @@ def install(app: web.Application) -> None:
     app.router.add_put("/v1/records/{id}", update_record)
     app.router.add_delete("/v1/records/{id}", forget_record)
     app.router.add_post("/v1/recall", recall)
+    app.router.add_get("/v1/usage", usage)
+    app.router.add_get("/v1/generations", generations)
+    app.router.add_post("/admin/generations/rebuild", rebuild)
+    app.router.add_post("/admin/generations/{id}/activate", activate)

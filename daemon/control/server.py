@@ -18,6 +18,8 @@ from pathlib import Path
 import anyio
 from aiohttp import web
 
+from actors.embedder import Embedder
+from actors.index_manager import IndexManager
 from daemon.config import Config
 from daemon.control.access import AccessPolicy, Peer, peer_of
 from daemon.control.errors import ApiError, ErrorCode
@@ -26,6 +28,7 @@ from daemon.metrics import Metrics
 from daemon.recall import RecallService
 from daemon.store.db import STORE_DOWN_ERRORS
 from daemon.store.records import RecordRepository
+from daemon.store.usage import UsageStore
 
 log = logging.getLogger("recalld.control")
 
@@ -39,6 +42,9 @@ class Services:
     health: Health
     access: AccessPolicy
     records: RecordRepository
+    usage: UsageStore
+    embedder: Embedder | None
+    index: IndexManager | None
     recall: RecallService
     alive: Callable[[], bool]
     capabilities: Callable[[], Awaitable[dict[str, bool]]]
@@ -79,13 +85,13 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
         status = exc.status if exc.status >= 400 else 400
         response = error_response(ApiError(status, code, exc.reason or exc.text or "request refused"))
     except STORE_DOWN_ERRORS as exc:
-        log.warning("store unavailable during %s %s: %s", request.method, request.path, type(exc).__name__)
+        log.warning(
+            "store unavailable during %s %s: %s", request.method, request.path, type(exc).__name__, exc_info=exc
+        )
         response = error_response(ApiError(503, ErrorCode.STORE_UNAVAILABLE, "PostgreSQL is not reachable"))
     except Exception:
         log.exception("unhandled error in %s %s", request.method, request.path)
-        response = error_response(
-            ApiError(500, ErrorCode.INTERNAL_ERROR, "internal error; see the daemon log")
-        )
+        response = error_response(ApiError(500, ErrorCode.INTERNAL_ERROR, "internal error; see the daemon log"))
     resource = request.match_info.route.resource
     route = resource.canonical if resource is not None else "unmatched"
     services.metrics.http_requests.labels(route=route, status=str(response.status)).inc()
@@ -108,9 +114,7 @@ async def _credentials(request: web.Request, handler: Handler) -> web.StreamResp
 def make_app(services: Services) -> web.Application:
     from daemon.control import routes
 
-    app = web.Application(
-        middlewares=[_errors, _credentials], client_max_size=services.config.server.max_body_bytes
-    )
+    app = web.Application(middlewares=[_errors, _credentials], client_max_size=services.config.server.max_body_bytes)
     app[SERVICES] = services
     routes.install(app)
     return app

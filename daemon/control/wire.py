@@ -184,9 +184,7 @@ def check_recall(request: RecallRequest, config: Config) -> None:
     if request.k is not None and not 1 <= request.k <= limits.max_k:
         raise bad_value(f"k must be between 1 and {limits.max_k}, got {request.k}")
     if request.deadline_ms is not None and not 1 <= request.deadline_ms <= limits.max_deadline_ms:
-        raise bad_value(
-            f"deadline_ms must be between 1 and {limits.max_deadline_ms}, got {request.deadline_ms}"
-        )
+        raise bad_value(f"deadline_ms must be between 1 and {limits.max_deadline_ms}, got {request.deadline_ms}")
     if request.routes is not None and not request.routes:
         raise bad_value("routes must name at least one route")
     for kind in request.kinds or []:

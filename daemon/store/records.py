@@ -15,10 +15,7 @@ import asyncpg
 
 from actors.records import content_hash, normalise_title
 
-_COLUMNS = (
-    "id, namespace, kind, title, body, attributes, source_path, revision, content_hash, "
-    "created_at, updated_at"
-)
+_COLUMNS = "id, namespace, kind, title, body, attributes, source_path, revision, content_hash, created_at, updated_at"
 
 
 @dataclass(frozen=True)
@@ -61,14 +58,31 @@ class NamespaceChange(Exception):
     """An update tried to move a record to another namespace."""
 
 
+# Wakes the index manager of every daemon sharing this database (payload: the record id).
+RECORDS_CHANNEL = "recalld_records"
+
+
+async def _changed(conn: asyncpg.Connection, record_id: uuid.UUID, *, retire_chunks: bool) -> None:
+    """In the writing transaction: make older chunks stale for the vector route, tell the indexers.
+
+    Retiring here, atomically with the change, is what lets a forget take effect for the vector
+    route at once. The chunk text is cleared too, so forgotten text does not linger on disk.
+    """
+    if retire_chunks:
+        await conn.execute(
+            "UPDATE chunks SET retired_at = now(), text = '' WHERE record_id = $1 AND retired_at IS NULL",
+            record_id,
+        )
+    await conn.execute("SELECT pg_notify($1, $2)", RECORDS_CHANNEL, str(record_id))
+
+
 class RecordRepository:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
 
     async def _existing_title(self, conn: asyncpg.Connection, fields: RecordFields) -> uuid.UUID | None:
         found = await conn.fetchval(
-            "SELECT id FROM records "
-            "WHERE namespace = $1 AND kind = $2 AND title_norm = $3 AND deleted_at IS NULL",
+            "SELECT id FROM records WHERE namespace = $1 AND kind = $2 AND title_norm = $3 AND deleted_at IS NULL",
             fields.namespace,
             fields.kind,
             fields.title_norm,
@@ -80,20 +94,9 @@ class RecordRepository:
         new_id = record_id or uuid.uuid4()
         async with self._pool.acquire() as conn:
             try:
-                await conn.execute(
-                    """INSERT INTO records (id, namespace, kind, title, title_norm, body, attributes,
-                                            source_path, content_hash)
-                       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)""",
-                    new_id,
-                    fields.namespace,
-                    fields.kind,
-                    fields.title,
-                    fields.title_norm,
-                    fields.body,
-                    fields.attributes,
-                    fields.source_path,
-                    fields.content_hash,
-                )
+                async with conn.transaction():
+                    await self._insert(conn, new_id, fields)
+                    await _changed(conn, new_id, retire_chunks=False)
             except asyncpg.UniqueViolationError as exc:
                 if exc.constraint_name == "records_pkey":
                     raise IdTaken(str(new_id)) from exc
@@ -102,6 +105,22 @@ class RecordRepository:
                     return await self.create(fields, record_id)
                 raise ExactDuplicate(existing) from exc
         return new_id, 1
+
+    async def _insert(self, conn: asyncpg.Connection, new_id: uuid.UUID, fields: RecordFields) -> None:
+        await conn.execute(
+            """INSERT INTO records (id, namespace, kind, title, title_norm, body, attributes,
+                                            source_path, content_hash)
+                       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)""",
+            new_id,
+            fields.namespace,
+            fields.kind,
+            fields.title,
+            fields.title_norm,
+            fields.body,
+            fields.attributes,
+            fields.source_path,
+            fields.content_hash,
+        )
 
     async def get(self, record_id: uuid.UUID) -> asyncpg.Record | None:
         """The live record, or None when it does not exist or was forgotten."""
@@ -120,8 +139,7 @@ class RecordRepository:
         """
         async with self._pool.acquire() as conn, conn.transaction():
             current = await conn.fetchrow(
-                "SELECT namespace, revision, content_hash FROM records "
-                "WHERE id = $1 AND deleted_at IS NULL FOR UPDATE",
+                "SELECT namespace, revision, content_hash FROM records WHERE id = $1 AND deleted_at IS NULL FOR UPDATE",
                 record_id,
             )
             if current is None:
@@ -135,7 +153,8 @@ class RecordRepository:
                     revision = await conn.fetchval(
                         """UPDATE records SET kind = $2, title = $3, title_norm = $4, body = $5,
                                   attributes = $6, source_path = $7, content_hash = $8,
-                                  revision = revision + 1, updated_at = now()
+                                  revision = revision + 1, updated_at = now(),
+                                  change_seq = nextval('record_change_seq')
                            WHERE id = $1 RETURNING revision""",
                         record_id,
                         fields.kind,
@@ -149,17 +168,22 @@ class RecordRepository:
             except asyncpg.UniqueViolationError as exc:
                 existing = await self._existing_title(conn, fields)
                 raise ExactDuplicate(existing or record_id) from exc
+            await _changed(conn, record_id, retire_chunks=True)
             return int(revision), True
 
     async def forget(self, record_id: uuid.UUID) -> bool:
         """Tombstone the record; False when there was no live record to forget."""
-        async with self._pool.acquire() as conn:
+        async with self._pool.acquire() as conn, conn.transaction():
             done = await conn.fetchval(
-                "UPDATE records SET deleted_at = now(), updated_at = now() "
+                "UPDATE records SET deleted_at = now(), updated_at = now(), "
+                "change_seq = nextval('record_change_seq') "
                 "WHERE id = $1 AND deleted_at IS NULL RETURNING id",
                 record_id,
             )
-            return done is not None
+            if done is None:
+                return False
+            await _changed(conn, record_id, retire_chunks=True)
+            return True
 
     async def by_source(self, namespace: str, source_path: str) -> list[asyncpg.Record]:
         async with self._pool.acquire() as conn:

@@ -7,6 +7,7 @@ after a route looked at it is dropped there, never returned.
 
 from __future__ import annotations
 
+import datetime as dt
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -106,3 +107,15 @@ async def record_search(conn: asyncpg.Connection, row: dict[str, Any]) -> None:
         row["timings_ms"],
         row["degraded_routes"],
     )
+
+
+class SearchLog:
+    """Retention of search telemetry (implements the sweeper's `RetentionStore`)."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    async def delete_searches_before(self, cutoff: dt.datetime) -> int:
+        async with self._pool.acquire() as conn:
+            done = await conn.execute("DELETE FROM searches WHERE created_at < $1", cutoff)
+        return int(done.split()[-1])

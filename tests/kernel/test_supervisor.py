@@ -201,9 +201,7 @@ def draining_child(name: str, log: list[str], drain: float) -> ChildSpec:
     return ChildSpec(name, start, shutdown_timeout=3 * drain)
 
 
-async def test_cancellation_stops_children_one_at_a_time_in_reverse_order(
-    unit: float, tolerance: float
-) -> None:
+async def test_cancellation_stops_children_one_at_a_time_in_reverse_order(unit: float, tolerance: float) -> None:
     log: list[str] = []
     supervisor = Supervisor([draining_child(name, log, unit) for name in ("a", "b", "c")])
 

@@ -1,0 +1,165 @@
+"""The GC sweeper actor: deletes what nothing references any more, and nothing else.
+
+- A generation goes only when it is not current, is not the rollback target inside the rollback
+  window, and has no open lease in this daemon. Its row changes in a fenced transaction (the
+  store re-checks the pointer under a row lock); the directory is removed after that commits,
+  so a crash in between leaves an unreferenced directory, never a row pointing at nothing.
+- Build directories left by a crash (`.tmp-*`) and generation directories no row knows are
+  removed once older than a grace period; they never affect loading or readiness.
+- Search telemetry older than its retention is deleted.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+import anyio
+from anyio.abc import TaskStatus
+
+from actors.index.generation import orphaned_temp_dirs
+from actors.kernel.ports import GenerationRow, VectorStore
+from actors.kernel.supervisor import stop_requested
+
+log = logging.getLogger("recalld.sweeper")
+
+
+class RetentionStore(Protocol):
+    async def delete_searches_before(self, cutoff: dt.datetime) -> int: ...
+
+
+@dataclass(frozen=True)
+class SweepSettings:
+    interval_s: float = 60.0
+    rollback_window_s: float = 3600.0
+    temp_grace_s: float = 3600.0
+    search_retention_s: float = 30 * 86400.0
+
+
+@dataclass
+class SweepReport:
+    generations: list[str] = field(default_factory=list)
+    directories: list[str] = field(default_factory=list)
+    searches: int = 0
+
+
+def generation_removable(
+    row: GenerationRow,
+    *,
+    current: str | None,
+    previous: str | None,
+    leased: set[str],
+    now: dt.datetime,
+    window_s: float,
+) -> bool:
+    """The deletion rule for one generation, pure so it can be tested case by case.
+
+    Never the current one, never one a search holds. The rollback target (`previous`) and any
+    other earlier generation an operator might activate stay for `window_s` after the last
+    moment they mattered: when they stopped being current, or were built if never current.
+    """
+    if row.state != "verified" or row.id == current or row.id in leased:
+        return False
+    if row.id == previous and row.deactivated_at is None:
+        return False  # it is the rollback target but its hand-over time is unknown: keep it
+    since = row.deactivated_at or row.built_at
+    return (now - since).total_seconds() >= window_s
+
+
+def _remove(path: Path) -> None:
+    # whole directories only: truncating a memory-mapped file in place would crash its readers
+    shutil.rmtree(path, ignore_errors=True)
+
+
+class Sweeper:
+    def __init__(
+        self,
+        store: VectorStore,
+        retention: RetentionStore,
+        root: Path,
+        *,
+        leased: Callable[[], set[str]],
+        settings: SweepSettings,
+        on_delete: Callable[[str], None] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._store = store
+        self._retention = retention
+        self._root = root
+        self._leased = leased
+        self.settings = settings
+        self._on_delete = on_delete
+        self._clock = clock
+        self.last: SweepReport | None = None
+
+    def _now(self) -> dt.datetime:
+        return dt.datetime.fromtimestamp(self._clock(), dt.UTC)
+
+    async def sweep_once(self) -> SweepReport:
+        report = SweepReport()
+        now = self._now()
+        pointer = await self._store.pointer()
+        current = pointer.current.id if pointer.current else None
+        rows = await self._store.generations()
+        for row in rows:
+            leased = self._leased()
+            verdict = generation_removable(
+                row,
+                current=current,
+                previous=pointer.previous,
+                leased=leased,
+                now=now,
+                window_s=self.settings.rollback_window_s,
+            )
+            if not verdict:
+                continue
+
+            def fence(locked: GenerationRow, now_current: str | None, now_previous: str | None) -> bool:
+                # re-checked under the row lock, against the pointer and the leases as they are now
+                return generation_removable(
+                    locked,
+                    current=now_current,
+                    previous=now_previous,
+                    leased=self._leased(),
+                    now=self._now(),
+                    window_s=self.settings.rollback_window_s,
+                )
+
+            if await self._store.retire_generation(row.id, fence):
+                await anyio.to_thread.run_sync(_remove, self._root / row.id)
+                report.generations.append(row.id)
+                log.info("generation %s deleted", row.id)
+                if self._on_delete is not None:
+                    self._on_delete("generation")
+        known = {row.id for row in rows if row.state == "verified"}
+        for path in await anyio.to_thread.run_sync(
+            lambda: orphaned_temp_dirs(self._root, self.settings.temp_grace_s, known=known, now=self._clock())
+        ):
+            await anyio.to_thread.run_sync(_remove, path)
+            report.directories.append(path.name)
+            log.info("orphaned build directory %s removed", path.name)
+            if self._on_delete is not None:
+                self._on_delete("directory")
+        cutoff = now - dt.timedelta(seconds=self.settings.search_retention_s)
+        report.searches = await self._retention.delete_searches_before(cutoff)
+        if report.searches and self._on_delete is not None:
+            self._on_delete("searches")
+        self.last = report
+        return report
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        stop = stop_requested()
+        task_status.started()
+        while not stop.is_set():
+            try:
+                await self.sweep_once()
+            except Exception as exc:  # a store outage: try again next round
+                log.warning("sweep failed: %s: %s", type(exc).__name__, exc)
+            with anyio.move_on_after(self.settings.interval_s):
+                await stop.wait()

@@ -1,0 +1,60 @@
+"""Usage rows in PostgreSQL: the embedder's metering sink, and the summaries clients read."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import asyncpg
+
+from actors.kernel.ports import SYSTEM_PURPOSES, UsageRow
+
+
+class UsageStore:
+    """Implements `actors.kernel.ports.UsageSink` and answers `GET /v1/usage`."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    async def record(self, row: UsageRow) -> None:
+        async with self._pool.acquire() as conn:
+            await conn.execute(
+                """INSERT INTO usage (at, purpose, namespace, provider, model, input_tokens, output_tokens,
+                                      estimated, cost_micros)
+                   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)""",
+                row.at,
+                row.purpose,
+                row.namespace,
+                row.provider,
+                row.model,
+                row.input_tokens,
+                row.output_tokens,
+                row.estimated,
+                row.cost_micros,
+            )
+
+    async def summary(self, *, namespace: str | None, since: dt.datetime | None) -> dict[str, Any]:
+        """Totals per (namespace, purpose); the daemon's own work is reported apart, never in them."""
+        async with self._pool.acquire() as conn:
+            rows = await conn.fetch(
+                """SELECT namespace, purpose, provider, count(*) AS calls,
+                          sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens,
+                          sum(cost_micros) AS cost_micros,
+                          count(*) FILTER (WHERE estimated) AS estimated_calls
+                   FROM usage
+                   WHERE ($1::text IS NULL OR namespace = $1) AND ($2::timestamptz IS NULL OR at >= $2)
+                   GROUP BY namespace, purpose, provider
+                   ORDER BY namespace NULLS LAST, purpose, provider""",
+                namespace,
+                since,
+            )
+        clients: list[dict[str, Any]] = []
+        system: list[dict[str, Any]] = []
+        for row in rows:
+            entry = {key: row[key] for key in row.keys()}
+            for key in ("input_tokens", "output_tokens", "cost_micros"):
+                entry[key] = int(entry[key] or 0)
+            is_system = row["purpose"] in SYSTEM_PURPOSES or row["namespace"] is None
+            (system if is_system else clients).append(entry)
+        totals = {key: sum(int(e[key]) for e in clients) for key in ("calls", "input_tokens", "cost_micros")}
+        return {"usage": clients, "totals": totals, "system": system}

@@ -1,0 +1,343 @@
+"""The vector index's PostgreSQL side: chunks and surrogates, stored vectors, generations, the pointer.
+
+Implements `actors.kernel.ports.VectorStore`. Only the holder of the builder lock writes chunks
+and vectors, one record per transaction, so surrogates are committed in increasing order:
+"every vector with a surrogate above W" is then an exact description of what a handle built up
+to W is missing.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import asyncpg
+import msgspec
+import numpy as np
+
+from actors.kernel.ports import (
+    GenerationRow,
+    Pointer,
+    RecordToIndex,
+    VectorRows,
+    VectorSpace,
+)
+
+GENERATION_CHANNEL = "recalld_generation"
+# Arbitrary but fixed: the advisory lock whose holder embeds, stores vectors and builds.
+BUILDER_LOCK_KEY = 0x7265_6361_6C6C_02
+
+
+def _rows(rows: list[asyncpg.Record], dimension: int) -> VectorRows:
+    if not rows:
+        return VectorRows.empty(dimension)
+    vectors = np.frombuffer(b"".join(r["vector"] for r in rows), dtype="<f4").reshape(len(rows), dimension)
+    return VectorRows(
+        surrogates=np.fromiter((r["surrogate"] for r in rows), dtype=np.int64, count=len(rows)),
+        record_ids=[r["record_id"] for r in rows],
+        revisions=np.fromiter((r["revision"] for r in rows), dtype=np.int32, count=len(rows)),
+        namespaces=[r["namespace"] for r in rows],
+        vectors=vectors.astype(np.float32, copy=False),
+    )
+
+
+def _generation(row: asyncpg.Record | None) -> GenerationRow | None:
+    if row is None:
+        return None
+    return GenerationRow(**{field: row[field] for field in GenerationRow.__struct_fields__})
+
+
+_GENERATION_COLUMNS = ", ".join(GenerationRow.__struct_fields__)
+
+
+class PgVectorStore:
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    async def ensure_space(self, space: VectorSpace) -> None:
+        async with self._pool.acquire() as conn:
+            await conn.execute(
+                "INSERT INTO vector_spaces (space_id, spec) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                space.key,
+                msgspec.to_builtins(space),
+            )
+
+    async def spaces(self) -> dict[str, Any]:
+        async with self._pool.acquire() as conn:
+            rows = await conn.fetch("SELECT space_id, spec FROM vector_spaces")
+        return {r["space_id"]: r["spec"] for r in rows}
+
+    # -- what needs embedding
+
+    async def records_to_index(self, space_id: str, chunker: str, limit: int) -> list[RecordToIndex]:
+        """Live records whose current revision has no vectors in `space_id` yet, oldest change first."""
+        async with self._pool.acquire() as conn:
+            rows = await conn.fetch(
+                """SELECT r.id, r.revision, r.namespace, r.title, r.body
+                   FROM records r
+                   WHERE r.deleted_at IS NULL AND NOT EXISTS (
+                       SELECT 1 FROM chunks c JOIN chunk_vectors v
+                              ON v.surrogate = c.surrogate AND v.space_id = $1
+                       WHERE c.record_id = r.id AND c.revision = r.revision AND c.chunker = $2)
+                   ORDER BY r.change_seq
+                   LIMIT $3""",
+                space_id,
+                chunker,
+                limit,
+            )
+        return [RecordToIndex(r["id"], r["revision"], r["namespace"], r["title"], r["body"]) for r in rows]
+
+    async def count_to_index(self, space_id: str, chunker: str) -> int:
+        async with self._pool.acquire() as conn:
+            return int(
+                await conn.fetchval(
+                    """SELECT count(*) FROM records r
+                       WHERE r.deleted_at IS NULL AND NOT EXISTS (
+                           SELECT 1 FROM chunks c JOIN chunk_vectors v
+                                  ON v.surrogate = c.surrogate AND v.space_id = $1
+                           WHERE c.record_id = r.id AND c.revision = r.revision AND c.chunker = $2)""",
+                    space_id,
+                    chunker,
+                )
+            )
+
+    async def store_chunks(
+        self,
+        space_id: str,
+        chunker: str,
+        record: RecordToIndex,
+        texts: list[str],
+        hashes: list[str],
+        vectors: Any,
+    ) -> int:
+        """Store one record's chunks and their vectors atomically; 0 when the record changed meanwhile.
+
+        The record row is share-locked, so an update or forget either commits before (and we
+        store nothing) or waits for us (and then retires what we stored).
+        """
+        matrix = np.ascontiguousarray(vectors, dtype="<f4")
+        async with self._pool.acquire() as conn, conn.transaction():
+            live = await conn.fetchval(
+                "SELECT revision FROM records WHERE id = $1 AND deleted_at IS NULL FOR SHARE", record.id
+            )
+            if live != record.revision:
+                return 0
+            existing = {
+                r["chunk_no"]: (r["surrogate"], r["text_sha256"])
+                for r in await conn.fetch(
+                    "SELECT chunk_no, surrogate, text_sha256 FROM chunks "
+                    "WHERE record_id = $1 AND revision = $2 AND chunker = $3",
+                    record.id,
+                    record.revision,
+                    chunker,
+                )
+            }
+            surrogates: list[int] = []
+            for number, (text, digest) in enumerate(zip(texts, hashes, strict=True)):
+                if number in existing and existing[number][1] == digest:
+                    surrogates.append(existing[number][0])  # same chunk, another space: same surrogate
+                    continue
+                surrogates.append(
+                    await conn.fetchval(
+                        """INSERT INTO chunks (record_id, revision, chunker, chunk_no, namespace, text, text_sha256)
+                           VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING surrogate""",
+                        record.id,
+                        record.revision,
+                        chunker,
+                        number,
+                        record.namespace,
+                        text,
+                        digest,
+                    )
+                )
+            await conn.executemany(
+                "INSERT INTO chunk_vectors (space_id, surrogate, vector) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+                [(space_id, s, matrix[i].tobytes()) for i, s in enumerate(surrogates)],
+            )
+            return len(surrogates)
+
+    # -- what a handle is missing
+
+    async def vectors_after(self, space_id: str, dimension: int, after: int, limit: int) -> VectorRows:
+        async with self._pool.acquire() as conn:
+            rows = await conn.fetch(
+                """SELECT c.surrogate, c.record_id, c.revision, c.namespace, v.vector
+                   FROM chunk_vectors v JOIN chunks c ON c.surrogate = v.surrogate
+                   WHERE v.space_id = $1 AND v.surrogate > $2 AND c.retired_at IS NULL
+                   ORDER BY v.surrogate LIMIT $3""",
+                space_id,
+                after,
+                limit,
+            )
+        return _rows(rows, dimension)
+
+    async def max_surrogate(self, space_id: str) -> int:
+        async with self._pool.acquire() as conn:
+            value = await conn.fetchval("SELECT max(surrogate) FROM chunk_vectors WHERE space_id = $1", space_id)
+        return int(value or 0)
+
+    async def retired_surrogates(self, up_to: int) -> np.ndarray:
+        async with self._pool.acquire() as conn:
+            rows = await conn.fetch(
+                "SELECT surrogate FROM chunks WHERE retired_at IS NOT NULL AND surrogate <= $1", up_to
+            )
+        return np.fromiter((r["surrogate"] for r in rows), dtype=np.int64, count=len(rows))
+
+    async def chunk_texts(self, surrogates: list[int]) -> dict[int, str]:
+        async with self._pool.acquire() as conn:
+            rows = await conn.fetch(
+                "SELECT surrogate, text FROM chunks WHERE surrogate = ANY($1::bigint[]) AND retired_at IS NULL",
+                surrogates,
+            )
+        return {r["surrogate"]: r["text"] for r in rows}
+
+    async def build_snapshot(self, space_id: str, chunker: str, dimension: int) -> tuple[VectorRows, int, int, int]:
+        """Everything a new generation holds, read in one snapshot.
+
+        Returns (rows, source watermark, tombstone watermark, records still to index): a build
+        is only worth making when the last figure is 0.
+        """
+        async with self._pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
+            rows = await conn.fetch(
+                """SELECT c.surrogate, c.record_id, c.revision, c.namespace, v.vector
+                   FROM chunk_vectors v JOIN chunks c ON c.surrogate = v.surrogate
+                   WHERE v.space_id = $1 AND c.chunker = $2 AND c.retired_at IS NULL
+                   ORDER BY v.surrogate""",
+                space_id,
+                chunker,
+            )
+            source = await conn.fetchval(
+                "SELECT coalesce(max(surrogate), 0) FROM chunk_vectors WHERE space_id = $1", space_id
+            )
+            tombstone = await conn.fetchval("SELECT coalesce(max(change_seq), 0) FROM records")
+            missing = await conn.fetchval(
+                """SELECT count(*) FROM records r
+                   WHERE r.deleted_at IS NULL AND NOT EXISTS (
+                       SELECT 1 FROM chunks c JOIN chunk_vectors v
+                              ON v.surrogate = c.surrogate AND v.space_id = $1
+                       WHERE c.record_id = r.id AND c.revision = r.revision AND c.chunker = $2)""",
+                space_id,
+                chunker,
+            )
+        return _rows(rows, dimension), int(source), int(tombstone), int(missing)
+
+    # -- generations and the pointer
+
+    async def pointer(self) -> Pointer:
+        async with self._pool.acquire() as conn:
+            row = await conn.fetchrow("SELECT current, previous, version FROM generation_pointer")
+            current = None
+            if row["current"] is not None:
+                current = _generation(
+                    await conn.fetchrow(f"SELECT {_GENERATION_COLUMNS} FROM generations WHERE id = $1", row["current"])
+                )
+        return Pointer(current=current, previous=row["previous"], version=int(row["version"]))
+
+    async def generation(self, generation_id: str) -> GenerationRow | None:
+        async with self._pool.acquire() as conn:
+            return _generation(
+                await conn.fetchrow(f"SELECT {_GENERATION_COLUMNS} FROM generations WHERE id = $1", generation_id)
+            )
+
+    async def generations(self) -> list[GenerationRow]:
+        async with self._pool.acquire() as conn:
+            rows = await conn.fetch(f"SELECT {_GENERATION_COLUMNS} FROM generations ORDER BY built_at DESC, id")
+        return [g for g in map(_generation, rows) if g is not None]
+
+    async def add_generation(self, row: GenerationRow) -> None:
+        async with self._pool.acquire() as conn:
+            await conn.execute(
+                f"INSERT INTO generations ({_GENERATION_COLUMNS}) "
+                f"VALUES ({', '.join(f'${i + 1}' for i in range(len(GenerationRow.__struct_fields__)))})",
+                *(getattr(row, f) for f in GenerationRow.__struct_fields__),
+            )
+
+    async def move_pointer(self, generation_id: str, expected_version: int) -> bool:
+        """Compare-and-swap: make `generation_id` current if nobody moved the pointer since."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            moved = await conn.fetchval(
+                """UPDATE generation_pointer
+                   SET previous = CASE WHEN current = $1 THEN previous ELSE current END,
+                       current = $1, version = version + 1, moved_at = now()
+                   WHERE version = $2 RETURNING version""",
+                generation_id,
+                expected_version,
+            )
+            if moved is None:
+                return False
+            await conn.execute(
+                "UPDATE generations SET deactivated_at = now() WHERE id <> $1 AND deactivated_at IS NULL AND activated_at IS NOT NULL",
+                generation_id,
+            )
+            await conn.execute(
+                "UPDATE generations SET activated_at = now(), deactivated_at = NULL WHERE id = $1",
+                generation_id,
+            )
+            await conn.execute("SELECT pg_notify($1, $2)", GENERATION_CHANNEL, generation_id)
+        return True
+
+    async def retire_generation(self, generation_id: str, fence: Any) -> bool:
+        """Mark a generation deleted, fenced: never the current one, and only if
+        `fence(row, current, previous)` still holds with the pointer locked.
+
+        The caller removes the directory after this commits, so a crash in between leaves an
+        unreferenced directory, never a row that names a missing one.
+        """
+        async with self._pool.acquire() as conn, conn.transaction():
+            pointer = await conn.fetchrow("SELECT current, previous FROM generation_pointer FOR UPDATE")
+            if generation_id == pointer["current"]:
+                return False
+            row = _generation(
+                await conn.fetchrow(
+                    f"SELECT {_GENERATION_COLUMNS} FROM generations WHERE id = $1 AND state = 'verified' FOR UPDATE",
+                    generation_id,
+                )
+            )
+            if row is None or not fence(row, pointer["current"], pointer["previous"]):
+                return False
+            await conn.execute("UPDATE generations SET state = 'deleted' WHERE id = $1", generation_id)
+        return True
+
+
+class PgBuilderLock:
+    """The builder advisory lock, held on a connection of its own for as long as it is held.
+
+    A session-level advisory lock lives and dies with its connection, so it cannot come from
+    the pool: if the connection drops, the lock is gone, `held` says so, and the next
+    `try_acquire` competes for it again.
+    """
+
+    def __init__(self, dsn: str) -> None:
+        self._dsn = dsn
+        self._conn: asyncpg.Connection | None = None
+
+    @property
+    def held(self) -> bool:
+        return self._conn is not None and not self._conn.is_closed()
+
+    async def try_acquire(self) -> bool:
+        if self.held:
+            return True
+        await self.release()
+        conn = await asyncpg.connect(self._dsn, timeout=5)
+        try:
+            if await conn.fetchval("SELECT pg_try_advisory_lock($1)", BUILDER_LOCK_KEY):
+                self._conn = conn
+                return True
+        except BaseException:
+            conn.terminate()
+            raise
+        await conn.close()
+        return False
+
+    async def release(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.terminate()  # closing the session releases its advisory locks
+
+
+def new_generation_id() -> str:
+    import datetime as dt
+
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S")
+    return f"g{stamp}-{uuid.uuid4().hex[:8]}"

@@ -1,0 +1,81 @@
+"""A real OpenAI-compatible embedding server on loopback, in a thread, for daemon-level tests.
+
+Daemons under test are separate processes, so this server runs beside the test on a real
+port. Vectors are deterministic per input (a hash-seeded unit vector), so a test knows which
+vector each text gets; `down` makes it answer 503 and `dimension` can differ from the local
+model's, to exercise a change of vector space.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import numpy as np
+
+
+def unit_vector(text: str, dimension: int) -> list[float]:
+    seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
+    v = np.random.default_rng(seed).standard_normal(dimension)
+    return [float(x) for x in v / np.linalg.norm(v)]
+
+
+class FakeOpenAI:
+    def __init__(self, dimension: int = 64) -> None:
+        self.dimension = dimension
+        self.down = False
+        self.calls = 0
+        self.inputs = 0
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                owner.calls += 1
+                if owner.down or self.path != "/v1/embeddings":
+                    self.send_response(503 if owner.down else 404)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
+                owner.inputs += len(inputs)
+                answer = {
+                    "object": "list",
+                    "model": body.get("model", "fake"),
+                    "data": [
+                        {"object": "embedding", "index": i, "embedding": unit_vector(t, owner.dimension)}
+                        for i, t in enumerate(inputs)
+                    ],
+                    "usage": {"prompt_tokens": sum(len(t.split()) for t in inputs), "total_tokens": 0},
+                }
+                data = json.dumps(answer).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def env(self, model: str = "fake-embedder") -> dict[str, str]:
+        return {
+            "RECALLD_EMBEDDING_PROVIDER": "openai",
+            "RECALLD_EMBEDDING_URL": self.url,
+            "RECALLD_EMBEDDING_MODEL": model,
+        }
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

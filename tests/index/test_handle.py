@@ -1,0 +1,369 @@
+from __future__ import annotations
+
+import gc
+import itertools
+import uuid
+import weakref
+from pathlib import Path
+
+import anyio
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from actors.index.generation import Generation, load_generation
+from actors.index.handle import Handle, HandleCell, HandleClosed, Hit
+from actors.index.idmap import IdMap
+
+from .common import build, id_map_for, record_uuid, space, unit_vectors
+
+
+def generation(
+    root: Path,
+    vectors: npt.NDArray[np.float32],
+    id_map: IdMap,
+    *,
+    factory: str = "Flat",
+    name: str = "g",
+) -> Generation:
+    _, expected = build(root, name, vectors, id_map, factory=factory)
+    return load_generation(root, expected)
+
+
+def brute_force(
+    query: npt.NDArray[np.float32],
+    vectors: npt.NDArray[np.float32],
+    surrogates: npt.NDArray[np.int64],
+    records: npt.NDArray[np.int64],
+    k: int,
+    allowed: npt.NDArray[np.bool_],
+) -> list[int]:
+    """The top-k records by their best chunk, ties by surrogate: what search must return."""
+    scores = vectors @ query
+    best: dict[int, tuple[float, int]] = {}
+    for i in np.flatnonzero(allowed):
+        key = (-float(scores[i]), int(surrogates[i]))
+        r = int(records[i])
+        if r not in best or key < best[r]:
+            best[r] = key
+    return [r for r, _ in sorted(best.items(), key=lambda kv: kv[1])[:k]]
+
+
+def current(cell: HandleCell) -> Handle:
+    handle = cell.current()
+    assert handle is not None
+    return handle
+
+
+def records_of(hits: list[Hit]) -> list[int]:
+    return [h.record_id.int - 1 for h in hits]
+
+
+@pytest.fixture(scope="module")
+def crowded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Generation, npt.NDArray[np.float32], IdMap]:
+    """1,000 vectors in namespace A among 100,000 in namespace B (random unit vectors)."""
+    rng = np.random.default_rng(42)
+    n_b, n_a, d = 100_000, 1_000, 32
+    vectors = unit_vectors(rng, n_a + n_b, d)
+    surrogates = rng.permutation(n_a + n_b).astype(np.int64) + 1
+    namespaces = ["A"] * n_a + ["B"] * n_b
+    id_map = id_map_for(surrogates, namespaces=namespaces)
+    return generation(tmp_path_factory.mktemp("crowded"), vectors, id_map), vectors, id_map
+
+
+@pytest.mark.parametrize("k", [1, 10, 50])
+def test_namespace_crowding_never_shortens_the_answer(
+    crowded: tuple[Generation, npt.NDArray[np.float32], IdMap], k: int
+) -> None:
+    gen, vectors, id_map = crowded
+    handle = Handle.of(gen)
+    in_a = np.array([ns == "A" for ns in (id_map.namespace(i) for i in range(len(id_map)))])
+    rng = np.random.default_rng(k)
+    # Queries right on top of B vectors: every global neighbour is in B.
+    for query in vectors[~in_a][rng.integers(0, 100_000, 5)]:
+        hits = handle.search(query, k_records=k, namespace="A")
+        assert len(hits) == k == len({h.record_id for h in hits})
+        assert records_of(hits) == brute_force(query, vectors, id_map.surrogate, id_map.surrogate, k, in_a)
+        assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
+def test_crowding_with_tombstones_and_rejections(crowded: tuple[Generation, npt.NDArray[np.float32], IdMap]) -> None:
+    gen, vectors, id_map = crowded
+    in_a = np.array([id_map.namespace(i) == "A" for i in range(len(id_map))])
+    query = vectors[~in_a][0]
+    plain = Handle.of(gen).search(query, k_records=20, namespace="A")
+    # Forget the 10 best A records; reject three records in four of the rest.
+    dead = {h.surrogate for h in plain[:10]}
+    handle = Handle.of(gen).with_tombstones(dead)
+    rejected: list[uuid.UUID] = []
+
+    def accept(record: uuid.UUID, revision: int) -> bool:
+        if record.int % 4 == 1:
+            return True
+        rejected.append(record)
+        return False
+
+    hits = handle.search(query, k_records=10, namespace="A", accept=accept)
+    allowed = in_a & ~np.isin(id_map.surrogate, list(dead)) & (id_map.surrogate % 4 == 0)  # record int = surrogate + 1
+    assert len(hits) == 10
+    assert records_of(hits) == brute_force(query, vectors, id_map.surrogate, id_map.surrogate, 10, allowed)
+    assert not dead & {h.surrogate for h in hits}
+    assert len(rejected) == len(set(rejected)), "accept is asked once per record and revision"
+
+
+def test_several_chunks_per_record_are_one_hit_each(tmp_path: Path) -> None:
+    rng = np.random.default_rng(3)
+    chunks, records = 4, 500
+    vectors = unit_vectors(rng, chunks * records, 16)
+    surrogates = np.arange(chunks * records, dtype=np.int64) + 100
+    record_of = np.repeat(np.arange(records), chunks)
+    gen = generation(tmp_path, vectors, id_map_for(surrogates, records=record_of))
+    handle = Handle.of(gen)
+    for query in unit_vectors(rng, 5, 16):
+        hits = handle.search(query, k_records=25, namespace="ns")
+        assert records_of(hits) == brute_force(
+            query, vectors, surrogates, record_of, 25, np.ones(len(surrogates), bool)
+        )
+        for hit in hits:  # the best chunk of each record is the one reported
+            own = np.flatnonzero(record_of == hit.record_id.int - 1)
+            assert hit.surrogate == surrogates[own[np.argmax(vectors[own] @ query)]]
+    # A namespace with fewer records than asked: all of them, once.
+    assert len(handle.search(vectors[0], k_records=records + 50, namespace="ns")) == records
+    assert handle.search(vectors[0], k_records=5, namespace="nobody") == []
+
+
+def test_equal_scores_are_ordered_by_surrogate(tmp_path: Path) -> None:
+    base = unit_vectors(np.random.default_rng(4), 1, 8)
+    others = unit_vectors(np.random.default_rng(5), 30, 8)
+    vectors = np.concatenate([np.repeat(base, 10, axis=0), others])
+    surrogates = np.random.default_rng(6).permutation(40).astype(np.int64) + 1
+    gen = generation(tmp_path, vectors, id_map_for(surrogates))
+    handle = Handle.of(gen)
+    first = handle.search(base[0], k_records=4, namespace="ns")
+    assert [h.surrogate for h in first] == sorted(surrogates[:10].tolist())[:4]
+    assert all(handle.search(base[0], k_records=4, namespace="ns") == first for _ in range(5))
+
+
+@pytest.mark.parametrize("n_b", [3_000, 6_000])
+def test_hnsw_generations_search_the_same_way(tmp_path: Path, n_b: int) -> None:
+    """Small namespaces are scored exactly; large ones go through HNSW with the same selectors."""
+    rng = np.random.default_rng(n_b)
+    n_a, d = 300, 16
+    vectors = unit_vectors(rng, n_a + n_b, d)
+    surrogates = np.arange(n_a + n_b, dtype=np.int64) + 1
+    namespaces = ["A"] * n_a + ["B"] * n_b
+    gen = generation(tmp_path, vectors, id_map_for(surrogates, namespaces=namespaces), factory="HNSW16")
+    assert gen.family == "hnsw" and gen.mmapped
+    in_a = np.arange(n_a + n_b) < n_a
+    top_b = Handle.of(gen).search(vectors[n_a], k_records=5, namespace="B")
+    handle = Handle.of(gen).with_tombstones(h.surrogate for h in top_b)
+    recall = []
+    for query in vectors[rng.integers(n_a, n_a + n_b, 10)]:
+        for namespace, mask in (("A", in_a), ("B", ~in_a)):
+            hits = handle.search(query, k_records=10, namespace=namespace)
+            assert len(hits) == 10 == len({h.record_id for h in hits})
+            assert all(namespace == ("A" if h.surrogate <= n_a else "B") for h in hits)
+            assert not {h.surrogate for h in hits} & handle.tombstones
+            truth = brute_force(
+                query, vectors, surrogates, surrogates, 10, mask & ~np.isin(surrogates, list(handle.tombstones))
+            )
+            if namespace == "A":
+                assert records_of(hits) == truth  # exact
+            recall.append(len(set(records_of(hits)) & set(truth)) / 10)
+    assert np.mean(recall) >= 0.9
+
+
+def test_deltas_and_tombstones_make_new_handles(tmp_path: Path) -> None:
+    rng = np.random.default_rng(9)
+    vectors = unit_vectors(rng, 200, 8)
+    gen = generation(tmp_path, vectors, id_map_for(np.arange(200) + 1))
+    first = Handle.of(gen)
+    added = unit_vectors(rng, 20, 8)
+    second = first.with_delta(added, id_map_for(np.arange(20) + 1000, records=np.arange(20) + 5000))
+    assert (first.count, second.count, second.delta_count) == (200, 220, 20)
+    assert (first.seen, second.seen) == (200, 1019)
+    assert second.base is first.base, "the base generation is shared, not copied"
+    assert second.search(added[3], k_records=1, namespace="ns")[0].surrogate == 1003
+    assert first.search(added[3], k_records=1, namespace="ns")[0].surrogate != 1003  # the old handle is unchanged
+
+    third = second.with_tombstones([1003, 1])
+    assert third.tombstones == {1, 1003} and second.tombstones == frozenset()
+    assert 1003 not in {h.surrogate for h in third.search(added[3], k_records=30, namespace="ns")}
+    assert third.search(vectors[0], k_records=1, namespace="ns")[0].surrogate != 1
+
+    more = unit_vectors(rng, 5, 8)
+    fourth = third.with_delta(more, id_map_for(np.arange(5) + 2000))
+    assert fourth.stats().delta_count == 25 and fourth.stats().tombstones == 2
+    assert fourth.stats().delta_share == pytest.approx(25 / 200)
+
+    with pytest.raises(ValueError, match="already in the handle"):
+        fourth.with_delta(more[:1], id_map_for([2000]))
+    with pytest.raises(ValueError, match="already in the handle"):
+        fourth.with_delta(more[:1], id_map_for([5]))  # in the base
+    with pytest.raises(ValueError, match="float32"):
+        fourth.with_delta(unit_vectors(rng, 1, 9), id_map_for([3000]))
+    with pytest.raises(ValueError, match="NaN"):
+        fourth.with_delta(np.full((1, 8), np.nan, np.float32), id_map_for([3000]))
+    with pytest.raises(ValueError, match="unit length"):
+        fourth.with_delta(np.full((1, 8), 1.0, np.float32), id_map_for([3000]))
+    with pytest.raises(ValueError, match="query"):
+        fourth.search(np.ones(9, np.float32), k_records=1, namespace="ns")
+
+
+def test_rebase_keeps_only_what_the_new_generation_lacks(tmp_path: Path) -> None:
+    rng = np.random.default_rng(10)
+    v1 = unit_vectors(rng, 50, 8)
+    first = generation(tmp_path, v1, id_map_for(np.arange(50) + 1), name="g1")
+    delta_vectors = unit_vectors(rng, 30, 8)
+    handle = (
+        Handle.of(first).with_delta(delta_vectors, id_map_for(np.arange(30) + 51)).with_tombstones([3, 60, 75, 200])
+    )
+    # The next generation absorbed surrogates up to 70 (and dropped forgotten 3 and 60).
+    keep = [s for s in range(1, 71) if s not in (3, 60)]
+    all_vectors = np.concatenate([v1, delta_vectors])
+    second = generation(tmp_path, all_vectors[np.array(keep) - 1], id_map_for(keep), name="g2")
+    rebased = handle.rebase(second)
+    assert rebased.base is second
+    kept = np.concatenate([d.id_map.surrogate for d in rebased.deltas])
+    assert sorted(kept.tolist()) == list(range(71, 81)) and rebased.seen == 80
+    assert rebased.tombstones == {75, 200}
+    other_space = generation(tmp_path, unit_vectors(rng, 5, 12), id_map_for(np.arange(5)), name="g3")
+    with pytest.raises(ValueError, match="another vector space"):
+        handle.rebase(other_space)
+    with pytest.raises(ValueError, match="space"):
+        Handle(space(8), base=other_space)
+
+
+def test_handles_without_a_generation_search_the_delta(tmp_path: Path) -> None:
+    rng = np.random.default_rng(11)
+    empty = Handle.empty(space(8))
+    assert (empty.count, empty.seen, empty.generation_id) == (0, 0, None)
+    assert empty.search(unit_vectors(rng, 1, 8)[0], k_records=3, namespace="ns") == []
+    vectors = unit_vectors(rng, 10, 8)
+    handle = empty.with_delta(vectors, id_map_for(np.arange(10), namespaces=["x"] * 5 + ["y"] * 5))
+    assert (handle.count, handle.delta_count, handle.seen) == (10, 10, 9)
+    hits = handle.search(vectors[7], k_records=3, namespace="y")
+    assert hits[0].surrogate == 7 and hits[0].record_id == record_uuid(7) and hits[0].revision == 1
+    assert {h.surrogate for h in hits} <= {5, 6, 7, 8, 9}
+
+
+def test_a_closed_handle_refuses_to_search(tmp_path: Path) -> None:
+    rng = np.random.default_rng(12)
+    gen = generation(tmp_path, unit_vectors(rng, 10, 8), id_map_for(np.arange(10)))
+    handle = Handle.of(gen)
+    handle.close()
+    handle.close()
+    assert handle.closed and handle.base is None
+    with pytest.raises(HandleClosed):
+        handle.search(unit_vectors(rng, 1, 8)[0], k_records=1, namespace="ns")
+
+
+@pytest.mark.anyio
+async def test_a_replaced_handle_closes_when_its_last_lease_ends(tmp_path: Path) -> None:
+    rng = np.random.default_rng(13)
+    gen = generation(tmp_path, unit_vectors(rng, 10, 8), id_map_for(np.arange(10)))
+    first = Handle.of(gen)
+    cell = HandleCell(first)
+    second = first.with_tombstones([1])
+    third = second.with_tombstones([2])
+
+    async with cell.lease() as a, cell.lease() as b:
+        assert a is b is first and cell.open_leases == 2
+        assert cell.swap(second) is first
+        assert not first.closed and cell.live_handles == 2
+        async with cell.lease() as c:
+            assert c is second
+            cell.swap(third)  # second is leased: stays open
+            assert not second.closed
+        assert second.closed, "closed as its only lease ended"
+        assert cell.generations_in_use() == {"g"}
+        assert not first.closed
+    assert first.closed and not third.closed
+    assert (cell.open_leases, cell.live_handles) == (0, 1)
+    cell.swap(third)  # no-op
+    fourth = third.with_tombstones([3])
+    cell.swap(fourth)
+    assert third.closed, "an unleased handle closes as soon as it is replaced"
+    with pytest.raises(ValueError):
+        cell.swap(third)
+
+
+@pytest.mark.anyio
+async def test_a_cell_can_start_empty(tmp_path: Path) -> None:
+    cell = HandleCell()
+    async with cell.lease() as nothing:
+        assert nothing is None and cell.open_leases == 1
+        first = Handle.empty(space(8))
+        assert cell.swap(first) is None
+        async with cell.lease() as handle:
+            assert handle is first
+    assert (cell.open_leases, cell.live_handles, cell.generations_in_use()) == (0, 1, frozenset())
+    assert not first.closed
+
+
+@pytest.mark.anyio
+async def test_leases_end_on_errors_and_cancellation(tmp_path: Path) -> None:
+    rng = np.random.default_rng(14)
+    gen = generation(tmp_path, unit_vectors(rng, 10, 8), id_map_for(np.arange(10)))
+    first = Handle.of(gen)
+    cell = HandleCell(first)
+    with pytest.raises(RuntimeError, match="inside"):
+        async with cell.lease():
+            cell.swap(first.with_tombstones([1]))
+            raise RuntimeError("inside")
+    assert first.closed and cell.open_leases == 0
+
+    entered = anyio.Event()
+    async with anyio.create_task_group() as tg:
+
+        async def hold() -> None:
+            async with cell.lease():
+                entered.set()
+                await anyio.sleep_forever()
+
+        tg.start_soon(hold)
+        await entered.wait()
+        assert cell.open_leases == 1
+        held = current(cell)
+        cell.swap(held.with_tombstones([2]))
+        tg.cancel_scope.cancel()
+    assert held.closed and cell.open_leases == 0 and cell.live_handles == 1
+
+    cell.close()
+    assert current(cell).closed
+    with pytest.raises(HandleClosed):
+        async with cell.lease():
+            pass
+
+
+def test_closed_handles_release_their_generation(tmp_path: Path) -> None:
+    rng = np.random.default_rng(15)
+    gen = generation(tmp_path, unit_vectors(rng, 10, 8), id_map_for(np.arange(10)))
+    ref = weakref.ref(gen)
+    handles = [Handle.of(gen)]
+    handles.append(handles[0].with_tombstones([1]))
+    del gen
+    handles[0].close()
+    gc.collect()
+    assert ref() is not None, "still used by the second handle"
+    handles[1].close()
+    gc.collect()
+    assert ref() is None, "the generation (and its FAISS index and mapping) was freed"
+
+
+def test_small_deltas_are_merged_geometrically(tmp_path: Path) -> None:
+    """Adding a few vectors at a time never copies the whole delta; parts stay few."""
+    rng = np.random.default_rng(16)
+    gen = generation(tmp_path, unit_vectors(rng, 50, 8), id_map_for(np.arange(50) + 1))
+    handles = [Handle.of(gen)]
+    vectors = unit_vectors(rng, 500, 8)
+    for i in range(500):
+        handles.append(handles[-1].with_delta(vectors[i : i + 1], id_map_for([1000 + i])))
+        sizes = [d.count for d in handles[-1].deltas]
+        assert all(a >= 4 * b for a, b in itertools.pairwise(sizes)), sizes
+    last = handles[-1]
+    assert last.delta_count == 500 and len(last.deltas) <= 6 and last.seen == 1499
+    for i in range(0, 500, 37):
+        assert last.search(vectors[i], k_records=1, namespace="ns")[0].surrogate == 1000 + i
+    # Every earlier handle still sees exactly what it had.
+    assert handles[10].count == 60 and handles[10].search(vectors[10], k_records=1, namespace="ns")[0].surrogate != 1010

@@ -1,0 +1,194 @@
+"""The vector route end to end: the real local model, real FAISS generations, real PostgreSQL."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from conftest import Daemon
+
+# Paraphrase pairs: the query shares no content word with its record.
+RECORDS = {
+    "keys": ("Rotate the signing keys", "Cryptographic signing material is replaced every quarter by operators."),
+    "backup": ("Nightly ledger backup", "The accounting database is dumped to cold storage at two in the morning."),
+    "refund": ("Refund approvals", "Money returned to a customer above 500 EUR needs two managers to agree."),
+    "oncall": ("On-call rota", "One engineer carries the pager each week and answers incidents at night."),
+    "vacation": ("Holiday policy", "Staff get twenty-five paid days off per year, booked through the HR portal."),
+    "deploy": ("Release process", "Production deployments happen on Tuesdays after the change board approves."),
+}
+QUERIES = {
+    "keys": "how often do we change our crypto credentials",
+    "backup": "when is the finance data copied for safekeeping",
+    "refund": "who must sign off when we pay a client back",
+    "oncall": "who is responsible for responding to outages at 3am",
+    "vacation": "how many days of leave do employees have",
+    "deploy": "what day can we ship code to prod",
+}
+
+
+def wait_indexed(daemon: Daemon, *, min_count: int = 1, timeout: float = 120) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        status, body = daemon.call("GET", "/v1/generations")
+        assert status == 200, body
+        current = body["current"]
+        if current and current["count"] >= min_count and body["pending"] == 0:
+            return body
+        assert time.monotonic() < deadline, f"not indexed in {timeout}s: {body}"
+        time.sleep(0.3)
+
+
+def vector(daemon: Daemon, ns: str, query: str, **extra: Any) -> dict[str, Any]:
+    status, body = daemon.call("POST", "/v1/recall", {"namespace": ns, "query": query, "routes": ["vector"], **extra})
+    assert status == 200, body
+    return body
+
+
+@pytest.fixture(scope="module")
+def corpus(daemon: Daemon) -> tuple[str, dict[str, str]]:
+    ns = "vec-corpus"
+    ids = {}
+    for key, (title, body) in RECORDS.items():
+        status, created = daemon.call("POST", "/v1/records", {"namespace": ns, "kind": "doc", "title": title, "body": body})
+        assert status == 201
+        ids[key] = created["id"]
+    wait_indexed(daemon, min_count=len(RECORDS))
+    return ns, ids
+
+
+def test_paraphrases_are_found_by_the_vector_route_and_by_fusion(
+    daemon: Daemon, corpus: tuple[str, dict[str, str]]
+) -> None:
+    ns, ids = corpus
+    for key, query in QUERIES.items():
+        answer = vector(daemon, ns, query, k=3)
+        assert answer["results"][0]["id"] == ids[key], (query, [r["title"] for r in answer["results"]])
+        assert answer["degraded_routes"] == [] and answer["generation"]
+        assert answer["timings_ms"]["embed"] > 0 and answer["timings_ms"]["vector"] > 0
+        status, fused = daemon.call("POST", "/v1/recall", {"namespace": ns, "query": query, "k": 3})
+        assert status == 200 and fused["results"][0]["id"] == ids[key]
+        assert "vector" in fused["results"][0]["routes"]
+
+
+def test_generation_is_reported_with_its_space(daemon: Daemon, corpus: tuple[str, dict[str, str]]) -> None:
+    body = wait_indexed(daemon, min_count=len(RECORDS))
+    current = body["current"]
+    assert current["space"]["dimension"] == 384 and current["space"]["normalized"] is True
+    assert current["index_type"] == "Flat" and current["state"] == "verified"
+
+
+def test_namespaces_do_not_leak_through_the_vector_route(daemon: Daemon, corpus: tuple[str, dict[str, str]]) -> None:
+    assert vector(daemon, "vec-elsewhere", QUERIES["keys"])["results"] == []
+
+
+def test_a_forgotten_record_is_never_returned_even_a_moment_later(daemon: Daemon) -> None:
+    ns = "vec-forget"
+    ids = []
+    for i in range(3):
+        _, created = daemon.call(
+            "POST",
+            "/v1/records",
+            {
+                "namespace": ns,
+                "kind": "doc",
+                "title": f"Greenhouse note {i}",
+                "body": "Tomatoes need warmth and water.",
+            },
+        )
+        ids.append(created["id"])
+    wait_indexed(daemon)
+    deadline = time.monotonic() + 60
+    while len(vector(daemon, ns, "growing vegetables", k=5)["results"]) < 3:
+        assert time.monotonic() < deadline
+        time.sleep(0.3)
+    assert daemon.call("DELETE", f"/v1/records/{ids[0]}")[0] == 200
+    for _ in range(5):  # immediately, and again and again
+        found = [r["id"] for r in vector(daemon, ns, "growing vegetables", k=5)["results"]]
+        assert ids[0] not in found and len(found) == 2
+
+
+def test_an_updated_record_is_found_by_its_new_meaning_only(daemon: Daemon) -> None:
+    ns = "vec-update"
+    _, created = daemon.call(
+        "POST", "/v1/records", {"namespace": ns, "kind": "doc", "title": "Office pet", "body": "The office has a cat."}
+    )
+    rid = created["id"]
+    daemon.call(
+        "POST",
+        "/v1/records",
+        {"namespace": ns, "kind": "doc", "title": "Parking", "body": "Cars park in the basement."},
+    )
+    daemon.call(
+        "PUT",
+        f"/v1/records/{rid}",
+        {"namespace": ns, "kind": "doc", "title": "Office plant", "body": "A large fern stands by the window."},
+    )
+    deadline = time.monotonic() + 60
+    while True:
+        hit = vector(daemon, ns, "green leafy thing near the glass", k=1)["results"]
+        if hit and hit[0]["id"] == rid and hit[0]["revision"] == 2:
+            break
+        assert time.monotonic() < deadline, hit
+        time.sleep(0.3)
+
+
+def test_kind_filter_on_the_vector_route_still_fills_k(daemon: Daemon) -> None:
+    ns = "vec-crowd"
+    for i in range(40):
+        daemon.call(
+            "POST",
+            "/v1/records",
+            {"namespace": ns, "kind": "noise", "title": f"Boat trip {i}", "body": "Sailing on the lake."},
+        )
+    for i in range(5):
+        daemon.call(
+            "POST",
+            "/v1/records",
+            {"namespace": ns, "kind": "rule", "title": f"Lake rule {i}", "body": "Life vests on boats."},
+        )
+    wait_indexed(daemon, min_count=45)
+    deadline = time.monotonic() + 60
+    while True:
+        found = vector(daemon, ns, "sailing on the lake", k=5, kinds=["rule"])["results"]
+        if len(found) == 5:
+            break
+        assert time.monotonic() < deadline, found
+        time.sleep(0.3)
+    assert {r["kind"] for r in found} == {"rule"}
+
+
+def test_rebuild_swaps_and_activate_rolls_back(daemon: Daemon, corpus: tuple[str, dict[str, str]]) -> None:
+    before = wait_indexed(daemon)["current"]["id"]
+    status, body = daemon.call("POST", "/admin/generations/rebuild", {})
+    assert status == 202 and body["build_id"]
+    deadline = time.monotonic() + 60
+    while (current := daemon.call("GET", "/v1/generations")[1])["current"]["id"] == before:
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    assert current["previous"] == before
+    build = next(b for b in current["builds"] if b["id"] == body["build_id"])
+    assert build["state"] == "done" and build["done"] == build["total"] > 0
+    status, answer = daemon.call("POST", f"/admin/generations/{before}/activate", {})
+    assert (status, answer["id"]) == (200, before)
+    assert daemon.call("GET", "/v1/generations")[1]["current"]["id"] == before
+    ns, ids = corpus
+    deadline = time.monotonic() + 30
+    while vector(daemon, ns, QUERIES["deploy"], k=1)["generation"] != before:
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    assert vector(daemon, ns, QUERIES["deploy"], k=1)["results"][0]["id"] == ids["deploy"]
+    status, body = daemon.call("POST", "/admin/generations/g-nope/activate", {})
+    assert status == 404 and body["error"]["code"] == "not_found"
+
+
+def test_usage_rows_are_metered_per_purpose(daemon: Daemon, corpus: tuple[str, dict[str, str]]) -> None:
+    ns, _ = corpus
+    vector(daemon, ns, "anything at all")
+    status, usage = daemon.call("GET", f"/v1/usage?namespace={ns}")
+    assert status == 200
+    purposes = {row["purpose"]: row for row in usage["usage"]}
+    assert purposes["index"]["input_tokens"] > 0 and purposes["index"]["provider"] == "local"
+    assert purposes["query"]["calls"] >= 1
+    assert all(row["namespace"] == ns for row in usage["usage"])
+    assert usage["system"] == [], "system purposes never count in a namespace's report"
