@@ -1,0 +1,513 @@
+"""The index manager actor: keeps the vector route's copy-on-write handle current.
+
+One loop, woken by record changes, by the generation pointer moving, or by a poll timer:
+
+1. follow the pointer: when another daemon (or a rollback) moved it, load that generation;
+2. as the builder-lock holder only: chunk and embed live records that have no vectors in the
+   current space yet, storing chunks and vectors durably (so nothing is ever embedded twice);
+3. refresh the handle: vectors stored after its watermark become the delta, retired chunks the
+   tombstones, each as a NEW handle swapped in (searches keep their leased one);
+4. as the builder only: build a new generation in the background when none exists for the
+   space, when the delta outgrows `compact_share` of the base, or when asked.
+
+A search never waits for any of this: it leases whatever handle is current.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import anyio
+import msgspec
+import numpy as np
+import numpy.typing as npt
+from anyio.abc import TaskStatus
+
+from actors.chunking import chunk_text
+from actors.embedder import Embedder
+from actors.embedding.errors import EmbeddingError
+from actors.index.generation import Generation, IdMap, build_generation, load_generation, manifest_sha256
+from actors.index.handle import Handle, HandleCell, Hit
+from actors.index.manifest import Expected, GenerationCorrupt
+from actors.kernel.ports import BuilderLock, GenerationRow, Pointer, VectorRows, VectorSpace, VectorStore
+from actors.kernel.supervisor import stop_requested
+
+log = logging.getLogger("recalld.index")
+
+BuildState = Literal["queued", "running", "done", "failed", "skipped"]
+
+
+class IndexUnavailable(Exception):
+    """The vector route cannot answer now; `reason` is a stable code."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+@dataclass(frozen=True)
+class IndexSettings:
+    root: Path
+    """Where generation directories live (shared by every daemon on this database)."""
+    chunk_chars: int = 1000
+    chunk_overlap: int = 150
+    factory: str = "Flat"
+    """FAISS factory for generations; e.g. "HNSW32" for large corpora."""
+    compact_share: float = 0.2
+    """Build a new generation when the delta holds more than this share of the base."""
+    index_batch: int = 16
+    """Records chunked and embedded per step of the catch-up."""
+    poll_s: float = 2.0
+    delta_page: int = 5000
+    quiet_s: float = 1.0
+    """An automatic build waits until no change has arrived for this long (a burst of writes
+    becomes one generation, not several)."""
+
+    @property
+    def chunker(self) -> str:
+        """Names how chunks were cut: chunks of another chunker are other chunks."""
+        return f"c1:{self.chunk_chars}:{self.chunk_overlap}"
+
+
+class BuildStatus(msgspec.Struct, kw_only=True):
+    id: str
+    state: BuildState
+    reason: str
+    started_at: dt.datetime | None = None
+    finished_at: dt.datetime | None = None
+    done: int = 0
+    total: int = 0
+    generation: str | None = None
+    error: str | None = None
+
+
+@dataclass
+class _Progress:
+    indexed_records: int = 0
+    stored_vectors: int = 0
+    last_error: str | None = None
+    builds: list[BuildStatus] = field(default_factory=list)
+
+
+def query_compatible(index: str, query: VectorSpace | None, spaces: dict[str, VectorSpace]) -> bool:
+    """Can a query embedded in `query` search an index built in space `index`?
+
+    Only the model side must agree (provider, model, dimension, metric, normalisation): a
+    document-template change alters what was embedded, not what a query vector means, so the
+    old generation keeps serving while the new template's generation is built.
+    """
+    built = spaces.get(index)
+    if query is None or built is None:
+        return False
+    same = ("provider", "model", "dimension", "metric", "normalized")
+    return all(getattr(built, f) == getattr(query, f) for f in same)
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+class IndexManager:
+    def __init__(
+        self,
+        store: VectorStore,
+        lock: BuilderLock,
+        embedder: Embedder | None,
+        settings: IndexSettings,
+        *,
+        new_generation_id: Callable[[], str],
+        on_swap: Callable[[str], None] | None = None,
+    ) -> None:
+        self._store = store
+        self._lock = lock
+        self._embedder = embedder
+        self.settings = settings
+        self._new_id = new_generation_id
+        self._on_swap = on_swap
+        self.cell = HandleCell()
+        self._spaces: dict[str, VectorSpace] = {}
+        self._pointer: Pointer | None = None
+        self._generation: Generation | None = None
+        self._problem: tuple[str, str] | None = ("no_verified_generation", "no generation loaded yet")
+        self._wakeup = anyio.Event()
+        self._progress = _Progress()
+        self._rebuild_requested: BuildStatus | None = None
+        self._building = False
+        self._heal = False
+        """The pointer's generation failed verification: build a replacement."""
+        self._pending = 0
+        self._last_change = 0.0  # anyio time of the last wake-up; the poll timer re-checks builds
+
+    # -- what callers use
+
+    def wake(self) -> None:
+        """Something changed (a record write, a pointer move): run a step soon."""
+        self._last_change = anyio.current_time()
+        self._wakeup.set()
+
+    @property
+    def store(self) -> VectorStore:
+        return self._store
+
+    async def count_pending(self) -> int:
+        """Live records whose current revision is not yet searchable here, counted now."""
+        space = self._embedder.space if self._embedder else None
+        if space is None:
+            return await self._store.count_to_index("", self.settings.chunker)
+        waiting = await self._store.count_to_index(space.key, self.settings.chunker)
+        handle = self.cell.current()
+        seen = handle.seen if handle is not None and handle.space_id == space.key else 0
+        stored_after = await self._store.max_surrogate(space.key) > seen
+        return waiting + (1 if stored_after else 0)
+
+    def generations_in_use(self) -> set[str]:
+        """Generations a handle of this daemon still holds (current, or leased by a search)."""
+        return set(self.cell.generations_in_use())
+
+    @property
+    def is_builder(self) -> bool:
+        return self._lock.held
+
+    @property
+    def pending(self) -> int:
+        """Live records not yet searchable by the vector route here (0 when caught up)."""
+        return self._pending
+
+    def problem(self) -> tuple[str, str] | None:
+        """(reason code, message) when the vector route cannot answer, else None."""
+        handle = self.cell.current()
+        space = self._embedder.space if self._embedder else None
+        if self._embedder is None:
+            return ("no_provider", "no embedding provider is configured")
+        if space is None:
+            health = self._embedder.health()
+            return (health.reason or "embedder_unavailable", health.message)
+        if handle is None or handle.count == 0:
+            return self._problem or ("no_verified_generation", "nothing is indexed yet")
+        if not query_compatible(handle.space_id, space, self._spaces):
+            return ("vector_space_rebuilding", "the index is being rebuilt for the configured model")
+        return None
+
+    async def search(
+        self,
+        query: npt.NDArray[np.float32],
+        *,
+        namespace: str,
+        k_records: int,
+        accept: Callable[[uuid.UUID, int], bool] | None = None,
+    ) -> tuple[list[Hit], str | None]:
+        """Search the current handle under a lease, off the event loop. Returns (hits, generation id)."""
+        async with self.cell.lease() as handle:
+            if handle is None or handle.count == 0:
+                reason, message = self._problem or ("no_verified_generation", "nothing is indexed yet")
+                raise IndexUnavailable(reason, message)
+            hits = await anyio.to_thread.run_sync(
+                lambda: handle.search(query, k_records=k_records, namespace=namespace, accept=accept)
+            )
+            base = handle.base.manifest.generation_id if handle.base is not None else None
+            return hits, base
+
+    def request_rebuild(self) -> BuildStatus:
+        status = BuildStatus(id=uuid.uuid4().hex[:12], state="queued", reason="requested")
+        self._rebuild_requested = status
+        self._progress.builds.insert(0, status)
+        del self._progress.builds[20:]
+        self.wake()
+        return status
+
+    def builds(self) -> list[BuildStatus]:
+        return list(self._progress.builds)
+
+    def snapshot(self) -> dict[str, object]:
+        handle = self.cell.current()
+        return {
+            "builder": self.is_builder,
+            "pending": self._pending,
+            "handle": None
+            if handle is None
+            else {
+                "space_id": handle.space_id,
+                "count": handle.count,
+                "delta": handle.delta_count,
+                "tombstones": len(handle.tombstones),
+                "generation": handle.base.manifest.generation_id if handle.base else None,
+            },
+            "indexed_records": self._progress.indexed_records,
+            "last_error": self._progress.last_error,
+            "leases": self.cell.open_leases,
+        }
+
+    # -- the actor
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        stop = stop_requested()
+        self.settings.root.mkdir(parents=True, exist_ok=True)
+        try:
+            await self._follow_pointer()
+        except Exception as exc:  # the store may be down at start; the loop retries
+            log.warning("could not read the generation pointer at start: %s", exc)
+        task_status.started()
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(self._loop, tasks)
+            await stop.wait()
+            tasks.cancel_scope.cancel()
+        await self._lock.release()
+
+    async def _loop(self, tasks: anyio.abc.TaskGroup) -> None:
+        while True:
+            with anyio.move_on_after(self.settings.poll_s):
+                await self._wakeup.wait()
+            self._wakeup = anyio.Event()
+            try:
+                await self._step(tasks)
+            except Exception as exc:
+                # A store outage or a provider failure must not kill the actor: report and retry.
+                self._progress.last_error = f"{type(exc).__name__}: {exc}"
+                log.warning("index step failed: %s", self._progress.last_error)
+
+    async def _step(self, tasks: anyio.abc.TaskGroup) -> None:
+        space = self._embedder.space if self._embedder else None
+        if space is not None and space.key not in self._spaces:
+            await self._store.ensure_space(space)
+            self._spaces[space.key] = space
+        builder = await self._lock.try_acquire()
+        await self._follow_pointer()
+        if space is None:
+            return
+        if builder:
+            await self._catch_up(space)
+        await self._refresh(space)
+        if builder:
+            self._pending = await self._store.count_to_index(space.key, self.settings.chunker)
+            if not self._building and self._should_build(space):
+                self._building = True
+                tasks.start_soon(self._build, space)
+        else:
+            self._pending = await self._store.count_to_index(space.key, self.settings.chunker)
+
+    # -- following the pointer
+
+    async def _follow_pointer(self) -> None:
+        pointer = await self._store.pointer()
+        if self._pointer is not None and pointer.version == self._pointer.version:
+            return
+        self._pointer = pointer
+        row = pointer.current
+        if row is None:
+            return
+        if self._generation is not None and self._generation.manifest.generation_id == row.id:
+            return
+        generation = await self._load(row)
+        if generation is None:
+            # The current generation is damaged: serve the previous verified one if nothing is
+            # serving yet, and have the builder replace the damaged one.
+            self._heal = True
+            if self.cell.current() is None and pointer.previous is not None:
+                previous = await self._store.generation(pointer.previous)
+                if previous is not None and previous.state == "verified":
+                    generation = await self._load(previous)
+            if generation is None:
+                return
+        await self._remember_space(generation.manifest.space_id, generation)
+        self._swap(Handle.of(generation), f"loaded generation {generation.manifest.generation_id}")
+
+    async def _remember_space(self, space_id: str, generation: Generation) -> None:
+        self._spaces.setdefault(space_id, generation.manifest.space)
+
+    async def _verify(self, row: GenerationRow) -> Generation:
+        """Load a generation exactly as its row describes it; GenerationCorrupt otherwise."""
+        expected = Expected(
+            generation_id=row.id,
+            manifest_sha256=row.manifest_sha256,
+            count=row.count,
+            space_id=row.space_id,
+            source_watermark=row.source_watermark,
+            tombstone_watermark=row.tombstone_watermark,
+        )
+        return await anyio.to_thread.run_sync(lambda: load_generation(self.settings.root, expected))
+
+    async def _load(self, row: GenerationRow) -> Generation | None:
+        """Verify and adopt the pointer's generation, or report it corrupt and keep serving."""
+        try:
+            generation = await self._verify(row)
+        except GenerationCorrupt as exc:
+            self._problem = ("vector_index_corrupt", str(exc))
+            log.error("generation %s is corrupt: %s; keeping the previous handle", row.id, exc)
+            return None
+        self._generation = generation
+        self._problem = None
+        return generation
+
+    # -- catching up (builder only)
+
+    async def _catch_up(self, space: VectorSpace) -> None:
+        assert self._embedder is not None
+        while True:
+            batch = await self._store.records_to_index(space.key, self.settings.chunker, self.settings.index_batch)
+            if not batch:
+                return
+            for record in batch:
+                chunks = chunk_text(
+                    record.body, max_chars=self.settings.chunk_chars, overlap=self.settings.chunk_overlap
+                )
+                inputs = [self._embedder.render_document(record.title, c) for c in chunks]
+                try:
+                    result = await self._embedder.embed(
+                        [i.text for i in inputs], purpose="index", namespace=record.namespace
+                    )
+                except EmbeddingError as exc:
+                    self._progress.last_error = f"{exc.reason}: {exc}"
+                    return  # provider trouble: try again on the next step
+                if result.space.key != space.key:
+                    return  # the space changed under us; the next step starts over
+                hashes = [hashlib.sha256(c.encode()).hexdigest() for c in chunks]
+                stored = await self._store.store_chunks(
+                    space.key, self.settings.chunker, record, chunks, hashes, result.vectors
+                )
+                self._progress.stored_vectors += stored
+                self._progress.indexed_records += 1 if stored else 0
+
+    # -- refreshing the handle (everyone)
+
+    async def _refresh(self, space: VectorSpace) -> None:
+        handle = self.cell.current()
+        if handle is None or handle.space_id != space.key:
+            if handle is not None and query_compatible(handle.space_id, space, self._spaces):
+                return  # keep serving the older-template generation until the new one is built
+            handle = Handle.empty(space)
+        seen = handle.seen
+        changed = False
+        while True:
+            rows = await self._store.vectors_after(space.key, space.dimension, seen, self.settings.delta_page)
+            if not len(rows):
+                break
+            handle = handle.with_delta(rows.vectors, _id_map(rows))
+            seen = int(rows.surrogates[-1])
+            changed = True
+        retired = await self._store.retired_surrogates(seen)
+        fresh = set(retired.tolist()) - handle.tombstones
+        if fresh:
+            handle = handle.with_tombstones(fresh)
+            changed = True
+        if changed:
+            self._swap(handle, "delta applied")
+
+    def _swap(self, handle: Handle, why: str) -> None:
+        self.cell.swap(handle)
+        log.debug("handle swapped: %s", why, extra={"count": handle.count, "delta": handle.delta_count})
+        if self._on_swap is not None:
+            self._on_swap(why)
+
+    # -- building generations (builder only)
+
+    def _should_build(self, space: VectorSpace) -> bool:
+        if self._rebuild_requested is not None or self._heal:
+            return True
+        if anyio.current_time() - self._last_change < self.settings.quiet_s:
+            return False  # the poll timer brings us back once it is quiet
+        handle = self.cell.current()
+        if handle is None or handle.space_id != space.key:
+            return self._pending == 0 and handle is not None
+        if handle.base is None:
+            return handle.delta_count > 0 and self._pending == 0
+        return handle.delta_count > self.settings.compact_share * max(handle.base.count, 1)
+
+    async def _build(self, space: VectorSpace) -> None:
+        reason = "replace a corrupt generation" if self._heal else "automatic"
+        status = self._rebuild_requested or BuildStatus(id=uuid.uuid4().hex[:12], state="queued", reason=reason)
+        if self._rebuild_requested is None:
+            self._progress.builds.insert(0, status)
+            del self._progress.builds[20:]
+        self._rebuild_requested = None
+        status.state, status.started_at = "running", _now()
+        try:
+            rows, source, tombstone, missing = await self._store.build_snapshot(
+                space.key, self.settings.chunker, space.dimension
+            )
+            status.total = len(rows)
+            if not len(rows):
+                status.state, status.error = "skipped", "nothing to index"
+                return
+            generation_id = self._new_id()
+
+            def progress(done: int, total: int) -> None:
+                status.done, status.total = done, total
+
+            manifest = await anyio.to_thread.run_sync(
+                lambda: build_generation(
+                    self.settings.root,
+                    generation_id=generation_id,
+                    space=space,
+                    space_id=space.key,
+                    vectors=rows.vectors,
+                    id_map=_id_map(rows),
+                    source_watermark=source,
+                    tombstone_watermark=tombstone,
+                    factory=self.settings.factory,
+                    progress=progress,
+                )
+            )
+            digest = await anyio.to_thread.run_sync(lambda: manifest_sha256(self.settings.root / generation_id))
+            row = GenerationRow(
+                id=generation_id,
+                space_id=space.key,
+                directory=str(self.settings.root / generation_id),
+                manifest_sha256=digest,
+                index_type=manifest.index_type,
+                count=manifest.count,
+                source_watermark=source,
+                tombstone_watermark=tombstone,
+                built_at=_now(),
+            )
+            await self._store.add_generation(row)
+            pointer = await self._store.pointer()
+            if not await self._store.move_pointer(generation_id, pointer.version):
+                status.state, status.error = "failed", "the pointer moved during the build"
+                return
+            status.state, status.generation, status.finished_at = "done", generation_id, _now()
+            self._heal = False
+            log.info(
+                "generation %s built and current",
+                generation_id,
+                extra={"count": manifest.count, "missing": missing, "space": space.key},
+            )
+            self.wake()
+        except Exception as exc:
+            status.state, status.error, status.finished_at = "failed", f"{type(exc).__name__}: {exc}", _now()
+            log.error("generation build failed: %s", status.error)
+        finally:
+            self._building = False
+
+    async def activate(self, generation_id: str) -> GenerationRow:
+        """Roll back (or forward) to a verified generation: re-check its files, its space and
+        its watermarks, then move the pointer; the loop then loads it and applies the delta
+        and tombstones recorded after its watermarks.
+
+        Raises LookupError (unknown), ValueError (another vector space), GenerationCorrupt,
+        RuntimeError (the pointer moved meanwhile).
+        """
+        row = await self._store.generation(generation_id)
+        if row is None or row.state != "verified":
+            raise LookupError(f"no verified generation {generation_id}")
+        generation = await self._verify(row)
+        await self._remember_space(row.space_id, generation)
+        space = self._embedder.space if self._embedder else None
+        if not query_compatible(row.space_id, space, self._spaces):
+            raise ValueError(f"generation {generation_id} is in another vector space than the configured model")
+        pointer = await self._store.pointer()
+        if not await self._store.move_pointer(generation_id, pointer.version):
+            raise RuntimeError("the generation pointer moved meanwhile; try again")
+        self.wake()
+        return row
+
+
+def _id_map(rows: VectorRows) -> IdMap:
+    return IdMap.from_rows(rows.surrogates, rows.record_ids, rows.revisions, rows.namespaces)
