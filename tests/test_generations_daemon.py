@@ -1,0 +1,199 @@
+"""Generations across daemons and vector spaces: a template change and a model change over
+1,000 records, several daemons on one database, and a corrupt generation on disk."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import numpy as np
+import pytest
+
+from actors.embedding import template
+from actors.index.generation import load_generation
+from actors.index.manifest import Expected
+from conftest import Daemon, scratch_dir
+from fake_openai import FakeOpenAI, unit_vector
+
+RECORDS = 1000
+
+
+def wait_current(daemon: Daemon, accept: Any, timeout: float = 240) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        status, body = daemon.call("GET", "/v1/generations")
+        assert status == 200, body
+        if body["current"] and body["pending"] == 0 and accept(body["current"]):
+            return body
+        assert time.monotonic() < deadline, f"no matching generation in {timeout}s: {body}"
+        time.sleep(0.5)
+
+
+def query(dsn: str, sql: str, *args: Any) -> list[asyncpg.Record]:
+    async def run() -> list[asyncpg.Record]:
+        conn = await asyncpg.connect(dsn)
+        try:
+            return await conn.fetch(sql, *args)
+        finally:
+            await conn.close()
+
+    return asyncio.run(run())
+
+
+def check_mapping(dsn: str, root: Path, current: dict[str, Any], sample: list[str]) -> None:
+    """Each sampled record: its chunk surrogate, text hash and vector in the generation's space,
+    and the generation file maps that vector back to exactly that surrogate, record and revision."""
+    generation = load_generation(
+        root,
+        Expected(
+            generation_id=current["id"], manifest_sha256=current["manifest_sha256"], count=current["count"],
+            space_id=current["space_id"], source_watermark=current["source_watermark"],
+            tombstone_watermark=current["tombstone_watermark"],
+        ),
+    )
+    rows = query(
+        dsn,
+        "SELECT c.surrogate, c.record_id, c.revision, c.text, c.text_sha256, v.vector, r.revision AS live "
+        "FROM chunks c JOIN chunk_vectors v ON v.surrogate = c.surrogate AND v.space_id = $1 "
+        "JOIN records r ON r.id = c.record_id "
+        "WHERE c.record_id = ANY($2::uuid[]) AND c.retired_at IS NULL",
+        current["space_id"],
+        [uuid.UUID(s) for s in sample],
+    )
+    assert {str(r["record_id"]) for r in rows} == set(sample)
+    by_surrogate = {int(s): i for i, s in enumerate(generation.id_map.surrogate)}
+    for r in rows:
+        assert r["revision"] == r["live"]
+        assert r["text_sha256"] == hashlib.sha256(r["text"].encode()).hexdigest()
+        vector = np.frombuffer(r["vector"], dtype="<f4")
+        assert vector.shape == (current["space"]["dimension"],)
+        row = by_surrogate[r["surrogate"]]
+        assert generation.id_map.record_uuid(row) == r["record_id"]
+        assert int(generation.id_map.revision[row]) == r["revision"]
+        stored = generation.index.reconstruct(int(r["surrogate"]))
+        assert np.allclose(stored, vector, atol=1e-6), "the generation holds the stored vector under its surrogate"
+
+
+@pytest.mark.slow
+def test_template_change_then_model_change_over_1000_records(make_daemon: Any, fresh_dsn: str) -> None:
+    shared = scratch_dir("recalld-test-generations-")
+    env = {"RECALLD_INDEX_DIRECTORY": str(shared)}
+    daemon: Daemon = make_daemon(dsn=fresh_dsn, env=env)
+    ns = "switch"
+    ids = []
+    for i in range(RECORDS):
+        status, created = daemon.call(
+            "POST", "/v1/records",
+            {"namespace": ns, "kind": "doc", "title": f"Runbook {i}", "body": f"Step {i}: check the pump, log pressure {i % 17}."},
+        )
+        assert status == 201
+        ids.append(created["id"])
+    first = wait_current(daemon, lambda c: c["count"] >= RECORDS)["current"]
+    assert first["space"]["template_version"] == 1 and first["space"]["dimension"] == 384
+    sample = ids[:: RECORDS // 40]
+    check_mapping(fresh_dsn, shared, first, sample)
+    assert daemon.stop() == 0
+
+    # A template change: the v1 generation keeps answering while the v2 one is built.
+    daemon = make_daemon(dsn=fresh_dsn, env={**env, "RECALLD_EMBEDDING_TEMPLATE_VERSION": "2"})
+    status, answer = daemon.call("POST", "/v1/recall", {"namespace": ns, "query": "pump pressure", "routes": ["vector"]})
+    assert status == 200 and answer["results"] and not answer["degraded_routes"]
+    second = wait_current(daemon, lambda c: c["space"]["template_version"] == 2 and c["count"] >= RECORDS)["current"]
+    assert second["space_id"] != first["space_id"]
+    check_mapping(fresh_dsn, shared, second, sample)
+    surrogates = query(
+        fresh_dsn, "SELECT space_id, count(*) FROM chunk_vectors GROUP BY space_id ORDER BY space_id"
+    )
+    assert sorted(r["count"] for r in surrogates) == [RECORDS, RECORDS], "re-embedding kept one surrogate per chunk"
+    assert daemon.stop() == 0
+
+    # A model change (another dimension): the vector route says so until the new space is built.
+    fake = FakeOpenAI(dimension=64)
+    try:
+        daemon = make_daemon(dsn=fresh_dsn, env={**env, **fake.env()})
+        status, answer = daemon.call("POST", "/v1/recall", {"namespace": ns, "query": "pump pressure"})
+        assert status == 200 and answer["results"], "full-text answers during the switch"
+        third = wait_current(daemon, lambda c: c["space"]["model"] == "fake-embedder")["current"]
+        assert third["space"]["dimension"] == 64 and third["count"] >= RECORDS
+        check_mapping(fresh_dsn, shared, third, sample)
+        rows = query(
+            fresh_dsn,
+            "SELECT c.text, r.title, v.vector FROM chunks c JOIN records r ON r.id = c.record_id "
+            "JOIN chunk_vectors v ON v.surrogate = c.surrogate AND v.space_id = $1 WHERE c.record_id = ANY($2::uuid[])",
+            third["space_id"],
+            [uuid.UUID(s) for s in sample],
+        )
+        for r in rows:  # the vector is the one the new model gave for this chunk's rendered input
+            rendered = template.render_document(r["title"], r["text"], version=1).text
+            assert np.allclose(np.frombuffer(r["vector"], dtype="<f4"), unit_vector(rendered, 64), atol=1e-6)
+        status, answer = daemon.call("POST", "/v1/recall", {"namespace": ns, "query": "pump", "routes": ["vector"]})
+        assert status == 200 and answer["results"] and answer["generation"] == third["id"]
+        listed = {g["id"] for g in daemon.call("GET", "/v1/generations")[1]["generations"]}
+        assert {first["id"], second["id"], third["id"]} <= listed, "earlier generations stay for rollback"
+        assert daemon.stop() == 0
+    finally:
+        fake.close()
+
+
+def test_several_daemons_one_builder_the_others_follow(make_daemon: Any, fresh_dsn: str) -> None:
+    shared = scratch_dir("recalld-test-shared-")
+    env = {"RECALLD_INDEX_DIRECTORY": str(shared)}
+    builder: Daemon = make_daemon(dsn=fresh_dsn, env=env)
+    follower: Daemon = make_daemon(dsn=fresh_dsn, env=env)
+    ns = "pair"
+    for i in range(5):
+        assert follower.call(
+            "POST", "/v1/records", {"namespace": ns, "kind": "doc", "title": f"Kiln note {i}", "body": "Fire the clay slowly."}
+        )[0] == 201
+    built = wait_current(builder, lambda c: c["count"] >= 5)
+    followed = wait_current(follower, lambda c: c["id"] == built["current"]["id"], timeout=30)
+    roles = sorted([built["index"]["builder"], followed["index"]["builder"]])
+    assert roles == [False, True], "exactly one daemon holds the builder lock"
+    deadline = time.monotonic() + 30
+    while True:
+        status, answer = follower.call("POST", "/v1/recall", {"namespace": ns, "query": "pottery", "routes": ["vector"]})
+        if status == 200 and answer["generation"] == built["current"]["id"] and len(answer["results"]) == 5:
+            break
+        assert time.monotonic() < deadline, answer
+        time.sleep(0.3)
+    # the builder stops: the follower takes the lock over and keeps indexing
+    assert builder.stop() == 0
+    follower.call("POST", "/v1/records", {"namespace": ns, "kind": "doc", "title": "Glaze note", "body": "Dip twice."})
+    deadline = time.monotonic() + 60
+    while True:
+        body = follower.call("GET", "/v1/generations")[1]
+        if body["index"]["builder"] and body["pending"] == 0 and body["index"]["handle"]["count"] >= 6:
+            break
+        assert time.monotonic() < deadline, body
+        time.sleep(0.3)
+
+
+def test_a_corrupt_current_generation_falls_back_and_is_rebuilt(make_daemon: Any, fresh_dsn: str) -> None:
+    shared = scratch_dir("recalld-test-corrupt-")
+    env = {"RECALLD_INDEX_DIRECTORY": str(shared)}
+    daemon: Daemon = make_daemon(dsn=fresh_dsn, env=env)
+    ns = "corrupt"
+    for i in range(8):
+        daemon.call("POST", "/v1/records", {"namespace": ns, "kind": "doc", "title": f"Orchard {i}", "body": "Prune apple trees."})
+    first = wait_current(daemon, lambda c: c["count"] >= 8)["current"]
+    assert daemon.call("POST", "/admin/generations/rebuild", {})[0] == 202
+    second = wait_current(daemon, lambda c: c["id"] != first["id"])["current"]
+    assert daemon.stop() == 0
+    index_file = shared / second["id"] / "index.faiss"
+    data = bytearray(index_file.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    index_file.write_bytes(bytes(data))
+
+    daemon = make_daemon(dsn=fresh_dsn, env=env)
+    status, answer = daemon.call("POST", "/v1/recall", {"namespace": ns, "query": "fruit trees", "routes": ["vector"]})
+    # served from the previous verified generation, never from the damaged file
+    assert status == 200 and answer["generation"] == first["id"] and len(answer["results"]) == 8, answer
+    ready = daemon.call("GET", "/readyz")[1]
+    assert ready["checks"]["vector"]["status"] == "pass"
+    third = wait_current(daemon, lambda c: c["id"] not in (first["id"], second["id"]))["current"]
+    assert third["count"] >= 8, "the builder replaced the corrupt generation"
