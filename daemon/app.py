@@ -48,7 +48,7 @@ from daemon.store import db
 from daemon.store.embedded import EmbeddedPostgres, EmbeddedPostgresError
 from daemon.store.migrations import SchemaTooNew, migrate
 from daemon.store.records import RecordRepository
-from daemon.store.search import SearchLog
+from daemon.store.search import FeedbackStore, SearchLog
 from daemon.store.usage import UsageStore
 from daemon.store.vectors import PgBuilderLock, PgVectorStore, new_generation_id
 from daemon.systemd import Notifier, listen_fds, watchdog_interval
@@ -274,6 +274,7 @@ def assemble(
         access=AccessPolicy(config.access),
         records=RecordRepository(pool),
         usage=usage,
+        feedback=FeedbackStore(pool),
         embedder=embedder,
         index=index,
         recall=RecallService(pool, config, metrics, vector_search(embedder, index) if embedder and index else None),

@@ -206,6 +206,30 @@ def cmd_generations(client: Client, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_stats(client: Client, args: argparse.Namespace) -> int:
+    answer = client.request("GET", "/v1/stats", params={"namespace": args.namespace, "k": str(args.k)})
+    if args.json:
+        print(json.dumps(answer, indent=2))
+        return EXIT_OK
+    precision = answer["precision_at_k"]
+    print(
+        f"namespace {answer['namespace']}: {answer['searches']} searches, {answer['degraded_searches']} degraded, "
+        f"{answer['empty_searches']} empty"
+    )
+    shown = "n/a (no feedback yet)" if precision is None else f"{precision:.3f}"
+    print(
+        f"precision@{answer['k']}: {shown} ({answer['useful_at_k']} useful of {answer['judged_at_k']} judged, "
+        f"{answer['searches_with_feedback']} searches with feedback)"
+    )
+    distribution = answer["useful_rank_distribution"]
+    if distribution:
+        top = max(distribution.values())
+        print("rank of useful results:")
+        for rank, count in sorted(distribution.items(), key=lambda item: int(item[0])):
+            print(f"  {int(rank):>3} {'#' * max(1, round(30 * count / top))} {count}")
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="recalld", description=__doc__)
     parser.add_argument("--socket", help="control socket (default: $RECALLD_SOCKET, then the runtime dir)")
@@ -248,6 +272,11 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("--namespace", "-n", default="default")
     ingest.add_argument("--kind", default="doc")
     ingest.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    stats = sub.add_parser("stats", help="recall quality of a namespace: precision@k from feedback, ranks")
+    stats.add_argument("--namespace", "-n", required=True)
+    stats.add_argument("-k", type=int, default=10)
+    stats.add_argument("--json", action="store_true")
+
     usage = sub.add_parser("usage", help="embedding usage per namespace and purpose")
     usage.add_argument("--namespace", "-n")
     usage.add_argument("--since", help="RFC 3339 timestamp")
@@ -263,6 +292,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 _CLIENT_COMMANDS = {
     "usage": cmd_usage,
+    "stats": cmd_stats,
     "generations": cmd_generations,
     "health": cmd_health,
     "put": cmd_put,

@@ -151,7 +151,9 @@ class RecallService:
     ) -> list[RecallHit]:
         """Re-read the best candidates; drop what is gone, filtered out or of a stale revision."""
         started = time.perf_counter()
-        vector_revisions = {c.id: c.revision for c in run.found.get("vector", [])}
+        vector_hits = run.found.get("vector", [])
+        vector_revisions = {c.id: c.revision for c in vector_hits}
+        best_chunks = {c.id: c.chunk for c in vector_hits if c.chunk is not None}
         results: list[RecallHit] = []
         window = k * 2
         offset = 0
@@ -159,9 +161,9 @@ class RecallService:
             while len(results) < k and offset < len(fused):
                 page = fused[offset : offset + window]
                 offset += len(page)
-                rows = await search.rehydrate(
-                    conn, filters, [f.key for f in page], query, self._config.recall.snippet_words
-                )
+                keys = [f.key for f in page]
+                chunks = {key: best_chunks[key] for key in keys if key in best_chunks}
+                rows = await search.rehydrate(conn, filters, keys, query, self._config.recall.snippet_words, chunks)
                 for entry in page:
                     row = rows.get(entry.key)
                     if row is None:
@@ -312,6 +314,7 @@ def vector_search(embedder: Embedder, index: IndexManager) -> VectorSearch:
             hits, generation = await index.search(result.vectors[0], namespace=filters.namespace, k_records=cap)
         except IndexUnavailable as exc:
             raise RouteDown(exc.reason, exc.message) from None
-        return VectorAnswer([Candidate(h.record_id, h.revision, h.score) for h in hits], embed_ms, generation)
+        candidates = [Candidate(h.record_id, h.revision, h.score, h.surrogate) for h in hits]
+        return VectorAnswer(candidates, embed_ms, generation)
 
     return route

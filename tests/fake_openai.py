@@ -1,4 +1,5 @@
-"""A real OpenAI-compatible embedding server on loopback, in a thread, for daemon-level tests.
+"""A real embedding server on loopback, in a thread, for daemon-level tests: it speaks the
+OpenAI wire format (`POST /v1/embeddings`) and Ollama's (`POST /api/embed`).
 
 Daemons under test are separate processes, so this server runs beside the test on a real
 port. Vectors are deterministic per input (a hash-seeded unit vector), so a test knows which
@@ -29,6 +30,7 @@ class FakeOpenAI:
         self.down = False
         self.calls = 0
         self.inputs = 0
+        self.tokens = 0
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -38,22 +40,28 @@ class FakeOpenAI:
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 owner.calls += 1
-                if owner.down or self.path != "/v1/embeddings":
+                if owner.down or self.path not in ("/v1/embeddings", "/api/embed"):
                     self.send_response(503 if owner.down else 404)
                     self.send_header("Content-Length", "0")
                     self.end_headers()
                     return
                 inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
                 owner.inputs += len(inputs)
-                answer = {
-                    "object": "list",
-                    "model": body.get("model", "fake"),
-                    "data": [
-                        {"object": "embedding", "index": i, "embedding": unit_vector(t, owner.dimension)}
-                        for i, t in enumerate(inputs)
-                    ],
-                    "usage": {"prompt_tokens": sum(len(t.split()) for t in inputs), "total_tokens": 0},
-                }
+                owner.tokens += sum(len(t.split()) for t in inputs)
+                vectors = [unit_vector(t, owner.dimension) for t in inputs]
+                if self.path == "/api/embed":
+                    answer: dict[str, Any] = {
+                        "model": body.get("model", "fake"),
+                        "embeddings": vectors,
+                        "prompt_eval_count": sum(len(t.split()) for t in inputs),
+                    }
+                else:
+                    answer = {
+                        "object": "list",
+                        "model": body.get("model", "fake"),
+                        "data": [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)],
+                        "usage": {"prompt_tokens": sum(len(t.split()) for t in inputs), "total_tokens": 0},
+                    }
                 data = json.dumps(answer).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
@@ -69,10 +77,11 @@ class FakeOpenAI:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
 
-    def env(self, model: str = "fake-embedder") -> dict[str, str]:
+    def env(self, model: str = "fake-embedder", provider: str = "openai") -> dict[str, str]:
+        base = f"http://127.0.0.1:{self.server.server_address[1]}"
         return {
-            "RECALLD_EMBEDDING_PROVIDER": "openai",
-            "RECALLD_EMBEDDING_URL": self.url,
+            "RECALLD_EMBEDDING_PROVIDER": provider,
+            "RECALLD_EMBEDDING_URL": base + "/v1" if provider == "openai" else base,
             "RECALLD_EMBEDDING_MODEL": model,
         }
 

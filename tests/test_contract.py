@@ -13,7 +13,7 @@ CHECK = ROOT.parent / "shared" / "tools" / "contract_check.py"
 
 @pytest.mark.slow
 @pytest.mark.skipif(not CHECK.exists(), reason="../shared/tools/contract_check.py is not beside this checkout")
-@pytest.mark.parametrize("scenario", ["foundation"])
+@pytest.mark.parametrize("scenario", ["foundation", "degraded", "generations"])
 def test_contract_scenario(scenario: str) -> None:
     done = subprocess.run([sys.executable, str(CHECK), scenario], capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]

@@ -167,3 +167,28 @@ def test_each_recall_writes_a_telemetry_row_without_the_query_text(daemon: Daemo
     found = asyncio.run(row())
     assert found is not None and found["namespace"] == ns and found["routes"] == ["fts"]
     assert "secret" not in str(dict(found))
+
+
+def test_feedback_feeds_per_namespace_statistics(daemon: Daemon, ns: str) -> None:
+    ids = seed(daemon, ns)
+    answer = recall(daemon, ns, "refund", k=5)
+    first, second = answer["results"][0]["id"], answer["results"][1]["id"]
+    for rid, useful in ((first, True), (second, False), (second, True), (second, False)):  # the latest judgement wins
+        status, body = daemon.call("POST", "/v1/recall/feedback", {"search_id": answer["search_id"], "id": rid, "useful": useful})
+        assert status == 200 and body["rank"] in (1, 2)
+    recall(daemon, ns, "nothing matches this xyzzy")
+    status, stats = daemon.call("GET", f"/v1/stats?namespace={ns}&k=5")
+    assert status == 200
+    assert (stats["searches"], stats["empty_searches"], stats["searches_with_feedback"]) == (2, 1, 1)
+    assert (stats["judged_at_k"], stats["useful_at_k"], stats["precision_at_k"]) == (2, 1, 0.5)
+    assert stats["useful_rank_distribution"] == {"1": 1}
+    # other namespaces see nothing of it
+    assert daemon.call("GET", f"/v1/stats?namespace={ns}-other")[1]["searches"] == 0
+    # a result that was not in the answer, an unknown search, a missing namespace
+    status, body = daemon.call("POST", "/v1/recall/feedback", {"search_id": answer["search_id"], "id": ids["Rotate signing keys"], "useful": True})
+    assert status == 400 and body["error"]["code"] == "invalid_value"
+    status, body = daemon.call("POST", "/v1/recall/feedback", {"search_id": str(uuid.uuid4()), "id": first, "useful": True})
+    assert status == 404 and body["error"]["code"] == "not_found"
+    status, body = daemon.call("POST", "/v1/recall/feedback", {"search_id": "nope", "id": first, "useful": True})
+    assert status == 400 and body["error"]["code"] == "invalid_request"
+    assert daemon.call("GET", "/v1/stats")[0] == 400

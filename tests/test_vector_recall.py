@@ -192,3 +192,24 @@ def test_usage_rows_are_metered_per_purpose(daemon: Daemon, corpus: tuple[str, d
     assert purposes["query"]["calls"] >= 1
     assert all(row["namespace"] == ns for row in usage["usage"])
     assert usage["system"] == [], "system purposes never count in a namespace's report"
+
+
+def test_a_long_record_is_chunked_and_the_snippet_is_its_best_chunk(daemon: Daemon) -> None:
+    ns = "vec-chunks"
+    garden = "Roses like sun and well-drained soil; prune them in early spring and feed them monthly. " * 14
+    database = "The replica streams write-ahead log records from the primary and can take over after a failure."
+    status, created = daemon.call(
+        "POST", "/v1/records", {"namespace": ns, "kind": "doc", "title": "Notes", "body": garden + "\n\n" + database}
+    )
+    assert status == 201
+    daemon.call("POST", "/v1/records", {"namespace": ns, "kind": "doc", "title": "Other", "body": "Bread needs flour."})
+    wait_indexed(daemon)
+    deadline = time.monotonic() + 60
+    while True:
+        hits = vector(daemon, ns, "standby server takes over when the main one dies", k=1)["results"]
+        if hits and hits[0]["id"] == created["id"]:
+            break
+        assert time.monotonic() < deadline, hits
+        time.sleep(0.3)
+    assert "replica" in hits[0]["snippet"] or "write-ahead" in hits[0]["snippet"], hits[0]["snippet"]
+    assert "Roses" not in hits[0]["snippet"]

@@ -16,6 +16,7 @@ from daemon.control.errors import ApiError, ErrorCode, bad_value, not_found
 from daemon.control.server import SERVICES, peer
 from daemon.control.wire import (
     DuplicateCheck,
+    Feedback,
     RecallRequest,
     RecordCreated,
     RecordIn,
@@ -190,6 +191,38 @@ async def recall(request: web.Request) -> web.Response:
     return ok(await services.recall.recall(query))
 
 
+async def feedback(request: web.Request) -> web.Response:
+    """`{search_id, id, useful}`: a judgement on one result of an earlier recall."""
+    services = request.app[SERVICES]
+    judgement = decode(await request.read(), Feedback)
+    namespace = await services.feedback.search_namespace(judgement.search_id)
+    if namespace is None:
+        raise not_found(f"search {judgement.search_id}")
+    services.access.require_read(peer(request), namespace)
+    rank = await services.feedback.record(judgement.search_id, judgement.id, judgement.useful)
+    if rank is None:
+        raise bad_value(f"record {judgement.id} was not among the results of search {judgement.search_id}")
+    return ok(
+        {"search_id": str(judgement.search_id), "id": str(judgement.id), "rank": rank, "useful": judgement.useful}
+    )
+
+
+async def stats(request: web.Request) -> web.Response:
+    """`?namespace=` (required: statistics are per namespace only) and `?k=` (default 10)."""
+    services = request.app[SERVICES]
+    namespace = request.query.get("namespace", "")
+    if not namespace:
+        raise bad_value("the namespace query parameter is required")
+    services.access.require_read(peer(request), namespace)
+    try:
+        k = int(request.query.get("k", "10"))
+    except ValueError:
+        raise bad_value("k must be an integer") from None
+    if not 1 <= k <= services.config.recall.max_k:
+        raise bad_value(f"k must be between 1 and {services.config.recall.max_k}")
+    return ok(await services.feedback.stats(namespace, k))
+
+
 async def usage(request: web.Request) -> web.Response:
     """`?namespace=` (admins may omit it: all namespaces) and `?since=` (RFC 3339)."""
     services = request.app[SERVICES]
@@ -283,6 +316,8 @@ def install(app: web.Application) -> None:
     app.router.add_put("/v1/records/{id}", update_record)
     app.router.add_delete("/v1/records/{id}", forget_record)
     app.router.add_post("/v1/recall", recall)
+    app.router.add_post("/v1/recall/feedback", feedback)
+    app.router.add_get("/v1/stats", stats)
     app.router.add_get("/v1/usage", usage)
     app.router.add_get("/v1/generations", generations)
     app.router.add_post("/admin/generations/rebuild", rebuild)

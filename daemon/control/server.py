@@ -28,6 +28,7 @@ from daemon.metrics import Metrics
 from daemon.recall import RecallService
 from daemon.store.db import STORE_DOWN_ERRORS
 from daemon.store.records import RecordRepository
+from daemon.store.search import FeedbackStore
 from daemon.store.usage import UsageStore
 
 log = logging.getLogger("recalld.control")
@@ -43,6 +44,7 @@ class Services:
     access: AccessPolicy
     records: RecordRepository
     usage: UsageStore
+    feedback: FeedbackStore
     embedder: Embedder | None
     index: IndexManager | None
     recall: RecallService

@@ -56,6 +56,12 @@ class RecallRequest(_In):
     deadline_ms: int | None = None
 
 
+class Feedback(_In):
+    search_id: uuid.UUID
+    id: uuid.UUID
+    useful: bool
+
+
 class RecordOut(msgspec.Struct, kw_only=True):
     id: uuid.UUID
     namespace: str

@@ -23,6 +23,8 @@ class Candidate:
     id: uuid.UUID
     revision: int
     score: float
+    chunk: int | None = None
+    """The surrogate of the best-matching chunk, when the route knows it (the vector route)."""
 
 
 @dataclass(frozen=True)
@@ -70,17 +72,34 @@ async def structured(conn: asyncpg.Connection, filters: Filters, limit: int) -> 
     return [Candidate(row["id"], row["revision"], float(row["score"])) for row in rows]
 
 
+# Highlighting is not matching: any query word may mark the passage to show, so the snippet
+# uses the words OR-ed, whatever the route that found the record.
+_HIGHLIGHT = f"to_tsquery('{TS_CONFIG}', replace(plainto_tsquery('{TS_CONFIG}', $5)::text, ' & ', ' | '))"
+
+
 async def rehydrate(
-    conn: asyncpg.Connection, filters: Filters, ids: list[uuid.UUID], query: str, snippet_words: int
+    conn: asyncpg.Connection,
+    filters: Filters,
+    ids: list[uuid.UUID],
+    query: str,
+    snippet_words: int,
+    best_chunks: dict[uuid.UUID, int] | None = None,
 ) -> dict[uuid.UUID, asyncpg.Record]:
-    """Re-read candidates in one query; only live rows of the namespace that pass the filters."""
+    """Re-read candidates in one query; only live rows of the namespace that pass the filters.
+
+    The snippet comes from the record's best chunk when a route named one (so a hit found by
+    meaning shows the passage that matched), else from the body, highlighted for the query.
+    """
     if not ids:
         return {}
+    chunks = best_chunks or {}
     options = f"MaxWords={snippet_words}, MinWords={max(3, snippet_words // 3)}, MaxFragments=1"
     rows = await conn.fetch(
         f"""SELECT r.id, r.title, r.kind, r.source_path, r.revision,
-                   ts_headline('{TS_CONFIG}', r.body, websearch_to_tsquery('{TS_CONFIG}', $5), $6) AS snippet
+                   ts_headline('{TS_CONFIG}', coalesce(c.text, r.body), {_HIGHLIGHT}, $6) AS snippet
             FROM records r
+            LEFT JOIN unnest($7::uuid[], $8::bigint[]) AS best (id, surrogate) ON best.id = r.id
+            LEFT JOIN chunks c ON c.surrogate = best.surrogate AND c.retired_at IS NULL
             WHERE {_FILTER_SQL} AND r.id = ANY($4::uuid[])""",
         filters.namespace,
         filters.kinds,
@@ -88,6 +107,8 @@ async def rehydrate(
         ids,
         query,
         options,
+        list(chunks),
+        list(chunks.values()),
     )
     return {row["id"]: row for row in rows}
 
@@ -119,3 +140,74 @@ class SearchLog:
         async with self._pool.acquire() as conn:
             done = await conn.execute("DELETE FROM searches WHERE created_at < $1", cutoff)
         return int(done.split()[-1])
+
+
+class FeedbackStore:
+    """Feedback on recall answers and the per-namespace statistics built from it."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    async def search_namespace(self, search_id: uuid.UUID) -> str | None:
+        async with self._pool.acquire() as conn:
+            found = await conn.fetchval("SELECT namespace FROM searches WHERE id = $1", search_id)
+        return str(found) if found is not None else None
+
+    async def record(self, search_id: uuid.UUID, record_id: uuid.UUID, useful: bool) -> int | None:
+        """Store a judgement; the result's rank in that answer, or None when it was not in it."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            rank = await conn.fetchval(
+                """SELECT (r->>'rank')::int FROM searches s, jsonb_array_elements(s.results) r
+                   WHERE s.id = $1 AND r->>'id' = $2""",
+                search_id,
+                str(record_id),
+            )
+            if rank is None:
+                return None
+            await conn.execute(
+                """INSERT INTO search_feedback (search_id, record_id, rank, useful) VALUES ($1, $2, $3, $4)
+                   ON CONFLICT (search_id, record_id) DO UPDATE SET useful = EXCLUDED.useful, created_at = now()""",
+                search_id,
+                record_id,
+                rank,
+                useful,
+            )
+            return int(rank)
+
+    async def stats(self, namespace: str, k: int) -> dict[str, object]:
+        """Precision@k over judged results, where useful results ranked, and how often routes degraded."""
+        async with self._pool.acquire() as conn:
+            searches = await conn.fetchrow(
+                """SELECT count(*) AS searches,
+                          count(*) FILTER (WHERE jsonb_array_length(degraded_routes) > 0) AS degraded,
+                          count(*) FILTER (WHERE jsonb_array_length(results) = 0) AS empty
+                   FROM searches WHERE namespace = $1""",
+                namespace,
+            )
+            judged = await conn.fetchrow(
+                """SELECT count(DISTINCT f.search_id) AS searches_with_feedback,
+                          count(*) FILTER (WHERE f.rank <= $2) AS judged_at_k,
+                          count(*) FILTER (WHERE f.rank <= $2 AND f.useful) AS useful_at_k
+                   FROM search_feedback f JOIN searches s ON s.id = f.search_id
+                   WHERE s.namespace = $1""",
+                namespace,
+                k,
+            )
+            ranks = await conn.fetch(
+                """SELECT f.rank, count(*) AS n FROM search_feedback f JOIN searches s ON s.id = f.search_id
+                   WHERE s.namespace = $1 AND f.useful GROUP BY f.rank ORDER BY f.rank""",
+                namespace,
+            )
+        judged_at_k = int(judged["judged_at_k"])
+        return {
+            "namespace": namespace,
+            "k": k,
+            "searches": int(searches["searches"]),
+            "degraded_searches": int(searches["degraded"]),
+            "empty_searches": int(searches["empty"]),
+            "searches_with_feedback": int(judged["searches_with_feedback"]),
+            "judged_at_k": judged_at_k,
+            "useful_at_k": int(judged["useful_at_k"]),
+            "precision_at_k": round(int(judged["useful_at_k"]) / judged_at_k, 4) if judged_at_k else None,
+            "useful_rank_distribution": {str(r["rank"]): int(r["n"]) for r in ranks},
+        }

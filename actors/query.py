@@ -1,0 +1,153 @@
+"""How a user's query becomes full-text search input. Pure: no I/O.
+
+PostgreSQL's `websearch_to_tsquery` reads a query the way a web search box does: a leading `-`
+negates a word, `"..."` is a phrase, `or` is OR, everything else is ANDed. Queries sent to
+recalld are questions and identifiers typed as-is, where that syntax misfires:
+
+- `pg_ctl -m fast`, `tar --strip-components`: a leading dash is an option, not a NOT (a negated
+  term also forces a scan the GIN index cannot serve);
+- `--wal-method=stream`: `=` glues the value into the option's phrase, which the page (that
+  writes `--wal-method=method`, and `stream` elsewhere) never contains;
+- `ERRCODE 23505 unique_violation`: one word the page lacks makes the AND match nothing.
+
+`build_text_query` returns a `TextQuery`: a `strict` string (every term required, as before,
+minus those misreadings) and a `loose` string (any term; pages holding more of them rank higher)
+for when the strict one finds too little. Both are websearch syntax, which never raises a syntax
+error whatever the input, and both keep identifiers whole: `pg_ctl`, `max_wal_size` or
+`strip-components` stay phrases, so they match only where the words are adjacent.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+
+QUERY_BUILDER_VERSION = 1
+"""Bump when the strings built for a given query change (it changes what full-text finds)."""
+
+
+class QueryKind(StrEnum):
+    IDENTIFIER = "identifier"
+    """At least one token looks like an option, setting, function, error code or file name."""
+    NATURAL = "natural"
+    """Words only: a question or phrase in a user's words."""
+
+
+@dataclass(frozen=True, slots=True)
+class TextQuery:
+    strict: str
+    """websearch_to_tsquery input: every term required; user phrases ("...") and `or` kept."""
+    loose: str
+    """websearch_to_tsquery input: the same terms joined by `or` (any term matches)."""
+    identifiers: tuple[str, ...]
+    """The tokens recognised as identifiers, as they are searched (dashes stripped, `=` split)."""
+    kind: QueryKind
+
+    @property
+    def empty(self) -> bool:
+        """Nothing searchable was left (the query was blank or punctuation only)."""
+        return not self.strict
+
+
+# A quoted phrase or a run of non-space characters.
+_TOKEN = re.compile(r'"([^"]*)"|(\S+)')
+# Punctuation around a token that is sentence syntax, not part of the identifier.
+_EDGE_OPEN = "\"'`([{<"
+_EDGE_CLOSE = "\"'`)]}>,;:!?."
+_LEADING_DASHES = re.compile(r"^-+(?=[0-9A-Za-z])")
+# Identifier shapes, tried on the token with its surrounding punctuation removed.
+_OPTION = re.compile(r"^--?[A-Za-z0-9][\w.-]*(=\S*)?$")
+_SNAKE = re.compile(r"^\w+_\w+")  # max_wal_size, pg_dump, unique_violation
+_DOTTED = re.compile(r"^[A-Za-z_]\w*(\.\w+)+$")  # pg_hba.conf, pg_stat_statements.track
+_CALL = re.compile(r"^[A-Za-z_][\w.]*\(.*\)$")  # gen_random_uuid(), now()
+_ASSIGNMENT = re.compile(r"^[A-Za-z_][\w.-]*=\S*$")  # work_mem=64MB
+_CODE = re.compile(r"^(?=[0-9A-Z]*[0-9])[0-9A-Z]{5}$|^[0-9]{3,}$")  # SQLSTATE 23505, 42P01, 0A000; ports, codes
+_CAMEL = re.compile(r"^[a-z]+[A-Z]\w*$")  # maxConnections
+_OR = "or"
+
+
+def _strip_edges(token: str) -> str:
+    start, end = 0, len(token)
+    while start < end and token[start] in _EDGE_OPEN:
+        start += 1
+    while end > start and token[end - 1] in _EDGE_CLOSE:
+        # keep the closing parenthesis of a call: `now()`
+        if token[end - 1] == ")" and "(" in token[start:end]:
+            break
+        end -= 1
+    return token[start:end]
+
+
+def is_identifier(token: str) -> bool:
+    """Whether one whitespace-free token looks like an identifier rather than a word.
+
+    Options (`-m`, `--no-owner`, `--wal-method=stream`), snake_case names, dotted names
+    (`pg_hba.conf`), calls (`now()`), assignments (`work_mem=64MB`), error codes (`23505`,
+    `42P01`) and camelCase. Plain words, capitalised or not, are not identifiers.
+    """
+    bare = _strip_edges(token)
+    if not bare:
+        return False
+    return any(
+        shape.match(bare) for shape in (_OPTION, _SNAKE, _DOTTED, _CALL, _ASSIGNMENT, _CODE, _CAMEL)
+    ) and any(ch.isalnum() for ch in bare)
+
+
+def _terms_of(token: str) -> list[str]:
+    """What one raw token searches for: leading dashes dropped, `=` splits option and value,
+    call parentheses dropped. A token of punctuation alone gives nothing."""
+    bare = _strip_edges(token)
+    bare = _LEADING_DASHES.sub("", bare)
+    if bare.startswith("-"):
+        # dashes before punctuation only (`--`, `-.`): no word to search
+        bare = bare.lstrip("-")
+    bare = bare.replace("()", " ").replace("(", " ").replace(")", " ")
+    parts = []
+    for piece in bare.replace("=", " ").split():
+        piece = _strip_edges(_LEADING_DASHES.sub("", piece))
+        if any(ch.isalnum() for ch in piece):
+            parts.append(piece.replace('"', ""))
+    return parts
+
+
+def build_text_query(query: str) -> TextQuery:
+    """The full-text inputs for `query` (see the module docstring). Same input, same output.
+
+    Guarantees: no term of `strict` or `loose` starts with `-` (nothing is negated); `=` never
+    joins two terms; a balanced `"..."` phrase stays a phrase in `strict` and one alternative in
+    `loose`; the word `or` between two terms stays an OR in `strict` and is no term of its own
+    in `loose`.
+    """
+    strict_parts: list[str] = []
+    alternatives: list[str] = []
+    identifiers: list[str] = []
+    text = query if query.count('"') % 2 == 0 else query.replace('"', " ")
+    for match in _TOKEN.finditer(text):
+        phrase, token = match.group(1), match.group(2)
+        if phrase is not None:
+            words = [t for raw in phrase.split() for t in _terms_of(raw)]
+            if words:
+                quoted = '"' + " ".join(words) + '"'
+                strict_parts.append(quoted)
+                alternatives.append(quoted)
+            continue
+        if token.lower() == _OR:
+            # websearch: `a or b` is an OR; keep it between terms in strict, never as a term
+            if strict_parts and strict_parts[-1] != _OR:
+                strict_parts.append(_OR)
+            continue
+        terms = _terms_of(token)
+        if is_identifier(token) and terms:
+            identifiers.extend(terms)
+        strict_parts.extend(terms)
+        alternatives.extend(terms)
+    while strict_parts and strict_parts[-1] == _OR:
+        strict_parts.pop()
+    unique_alternatives = list(dict.fromkeys(alternatives))
+    return TextQuery(
+        strict=" ".join(strict_parts),
+        loose=f" {_OR} ".join(unique_alternatives),
+        identifiers=tuple(dict.fromkeys(identifiers)),
+        kind=QueryKind.IDENTIFIER if identifiers else QueryKind.NATURAL,
+    )

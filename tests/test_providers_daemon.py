@@ -1,0 +1,116 @@
+"""Remote embedding providers as a deployment uses them: the daemon pointed by config at a real
+HTTP server on loopback (Ollama or OpenAI wire format), metered with a price catalogue, and
+degrading out loud when the provider goes away mid-run."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from conftest import Daemon
+from fake_openai import FakeOpenAI
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeOpenAI]:
+    server = FakeOpenAI(dimension=48)
+    yield server
+    server.close()
+
+
+def wait_vector(daemon: Daemon, ns: str, query: str, n: int, timeout: float = 60) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        status, answer = daemon.call("POST", "/v1/recall", {"namespace": ns, "query": query, "routes": ["vector"], "k": 10})
+        if status == 200 and len(answer["results"]) >= n and not answer["degraded_routes"]:
+            return answer
+        assert time.monotonic() < deadline, answer
+        time.sleep(0.3)
+
+
+@pytest.mark.parametrize("provider", ["ollama", "openai"])
+def test_switching_provider_in_config_works_against_a_real_http_server(
+    make_daemon: Any, fake: FakeOpenAI, provider: str
+) -> None:
+    daemon: Daemon = make_daemon(env=fake.env(model="fake-embedder", provider=provider))
+    ready = daemon.call("GET", "/readyz")[1]
+    embedding = ready["checks"]["embedding"]
+    assert embedding["status"] == "pass"
+    assert embedding["detail"]["space"]["provider"] == provider
+    assert embedding["detail"]["space"]["model"] == "fake-embedder" and embedding["detail"]["space"]["dimension"] == 48
+    assert embedding["detail"]["probe"]["status"] == "pass"
+    for i in range(4):
+        daemon.call("POST", "/v1/records", {"namespace": "p", "kind": "doc", "title": f"Note {i}", "body": f"text {i}"})
+    answer = wait_vector(daemon, "p", "anything", 4)
+    assert {hit["title"] for hit in answer["results"]} == {f"Note {i}" for i in range(4)}
+    assert fake.calls >= 3, "probe, index and query calls reached the server"
+
+
+def test_usage_rows_carry_provider_tokens_and_catalogue_cost(make_daemon: Any, fake: FakeOpenAI) -> None:
+    # 2,500 micro-units per 1,000 tokens: the provider reports tokens as words here
+    env = {**fake.env(model="fake-embedder"), "RECALLD_EMBEDDING_PRICES": "{ fake-embedder = 2500.0 }"}
+    daemon: Daemon = make_daemon(env=env)
+    body = "one two three four five six seven eight nine ten"
+    daemon.call("POST", "/v1/records", {"namespace": "metered", "kind": "doc", "title": "Ten words", "body": body})
+    wait_vector(daemon, "metered", "anything", 1)
+    status, usage = daemon.call("GET", "/v1/usage?namespace=metered")
+    assert status == 200
+    rows = {row["purpose"]: row for row in usage["usage"]}
+    index = rows["index"]
+    # the indexed input is "Ten words\n\n<body>": 12 words as the fake provider counts them
+    assert index["input_tokens"] == 12 and index["estimated_calls"] == 0
+    assert index["cost_micros"] == 30  # 12 tokens * 2500 / 1000
+    assert rows["query"]["input_tokens"] == 1 and rows["query"]["cost_micros"] in (2, 3)
+    everything = daemon.call("GET", "/v1/usage")[1]
+    assert any(row["purpose"] == "probe" for row in everything["system"]), "the probe is metered as system work"
+    assert all(row["purpose"] != "probe" for row in everything["usage"])
+
+
+def test_an_unpriced_model_costs_nothing_and_names_no_model(make_daemon: Any, fake: FakeOpenAI) -> None:
+    daemon: Daemon = make_daemon(env=fake.env(model="unlisted-model"))
+    daemon.call("POST", "/v1/records", {"namespace": "free", "kind": "doc", "title": "T", "body": "b"})
+    wait_vector(daemon, "free", "anything", 1)
+    rows = daemon.call("GET", "/v1/usage?namespace=free")[1]["usage"]
+    assert rows and all(row["cost_micros"] == 0 for row in rows)
+
+
+def test_provider_stopping_mid_run_degrades_to_full_text_and_recovers(make_daemon: Any, fake: FakeOpenAI) -> None:
+    env = {**fake.env(), "RECALLD_EMBEDDING_BREAKER_FAILURES": "2", "RECALLD_EMBEDDING_BREAKER_RESET_S": "1"}
+    daemon: Daemon = make_daemon(env=env)
+    ns = "outage"
+    daemon.call("POST", "/v1/records", {"namespace": ns, "kind": "doc", "title": "Ledger backup", "body": "Dumped nightly."})
+    wait_vector(daemon, ns, "ledger", 1)
+    fake.down = True
+    seen: set[str] = set()
+    for _ in range(4):
+        status, answer = daemon.call("POST", "/v1/recall", {"namespace": ns, "query": "ledger backup"})
+        assert status == 200 and answer["results"], "full-text still answers"
+        assert [d["route"] for d in answer["degraded_routes"]] == ["vector"]
+        seen |= {d["reason"] for d in answer["degraded_routes"]}
+    assert seen <= {"provider_error", "provider_unavailable", "circuit_open"} and "circuit_open" in seen, seen
+    # writes and forgets never wait on the provider
+    status, created = daemon.call("POST", "/v1/records", {"namespace": ns, "kind": "doc", "title": "During", "body": "x"})
+    assert status == 201
+    assert daemon.call("DELETE", f"/v1/records/{created['id']}")[0] == 200
+    status, body = daemon.call("POST", "/v1/recall", {"namespace": ns, "query": "ledger", "routes": ["vector"]})
+    assert status == 503 and body["error"]["code"] == "route_unavailable"
+    ready = daemon.call("GET", "/readyz")
+    assert ready[0] == 200 and ready[1]["status"] == "warn", "an optional route down is a warning, not unready"
+    fake.down = False
+    wait_vector(daemon, ns, "ledger", 1, timeout=30)
+
+
+def test_vector_required_makes_the_daemon_unready_without_a_provider(make_daemon: Any, fake: FakeOpenAI) -> None:
+    fake.down = True
+    daemon: Daemon = make_daemon(env={**fake.env(), "RECALLD_RECALL_VECTOR_REQUIRED": "true"}, wait_ready=False)
+    deadline = time.monotonic() + 30
+    while not daemon.socket.exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    time.sleep(0.5)
+    status, body = daemon.call("GET", "/readyz")
+    assert status == 503 and body["checks"]["embedding"]["status"] == "fail"
+    assert daemon.call("GET", "/livez")[0] == 200
