@@ -41,6 +41,9 @@ from actors.kernel.supervisor import stop_requested
 
 log = logging.getLogger("recalld.index")
 
+# A conservative reading speed for checksumming a generation at start (bytes per second).
+LOAD_BYTES_PER_S = 50e6
+
 BuildState = Literal["queued", "running", "done", "failed", "skipped"]
 
 
@@ -125,6 +128,7 @@ class IndexManager:
         *,
         new_generation_id: Callable[[], str],
         on_swap: Callable[[str], None] | None = None,
+        extend_start: Callable[[float], None] | None = None,
     ) -> None:
         self._store = store
         self._lock = lock
@@ -132,6 +136,7 @@ class IndexManager:
         self.settings = settings
         self._new_id = new_generation_id
         self._on_swap = on_swap
+        self._extend_start = extend_start
         self.cell = HandleCell()
         self._spaces: dict[str, VectorSpace] = {}
         self._pointer: Pointer | None = None
@@ -251,6 +256,7 @@ class IndexManager:
         stop = stop_requested()
         self.settings.root.mkdir(parents=True, exist_ok=True)
         try:
+            await self._announce_load()
             await self._follow_pointer()
         except Exception as exc:  # the store may be down at start; the loop retries
             log.warning("could not read the generation pointer at start: %s", exc)
@@ -260,6 +266,18 @@ class IndexManager:
             await stop.wait()
             tasks.cancel_scope.cancel()
         await self._lock.release()
+
+    async def _announce_load(self) -> None:
+        """Before the start-up load, tell the service manager how long it may take (systemd's
+        EXTEND_TIMEOUT_USEC): checksumming and mapping run at roughly disk speed."""
+        pointer = await self._store.pointer()
+        if self._extend_start is None or pointer.current is None:
+            return
+        directory = self.settings.root / pointer.current.id
+        size = await anyio.to_thread.run_sync(
+            lambda: sum(f.stat().st_size for f in directory.glob("*") if f.is_file()) if directory.is_dir() else 0
+        )
+        self._extend_start(30.0 + size / LOAD_BYTES_PER_S)
 
     async def _loop(self, tasks: anyio.abc.TaskGroup) -> None:
         while True:

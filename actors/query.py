@@ -55,11 +55,14 @@ _TOKEN = re.compile(r'"([^"]*)"|(\S+)')
 # Punctuation around a token that is sentence syntax, not part of the identifier.
 _EDGE_OPEN = "\"'`([{<"
 _EDGE_CLOSE = "\"'`)]}>,;:!?."
-_LEADING_DASHES = re.compile(r"^-+(?=[0-9A-Za-z])")
+# A dash is kept only inside a hyphenated word (`strip-components`): anywhere else the parser
+# starts a new word after it, and websearch reads `-word` as NOT word (`<->`, `--x`, `(-m)`).
+_UNJOINING_DASH = re.compile(r"(?<!\w)-|-(?!\w)")
+_SPLITTERS = re.compile(r"[=()]")
 # Identifier shapes, tried on the token with its surrounding punctuation removed.
 _OPTION = re.compile(r"^--?[A-Za-z0-9][\w.-]*(=\S*)?$")
 _SNAKE = re.compile(r"^\w+_\w+")  # max_wal_size, pg_dump, unique_violation
-_DOTTED = re.compile(r"^[A-Za-z_]\w*(\.\w+)+$")  # pg_hba.conf, pg_stat_statements.track
+_DOTTED = re.compile(r"^(?=.*\w\w)[A-Za-z_]\w*(\.\w+)+$")  # pg_hba.conf, pg_stat_statements.track; not e.g.
 _CALL = re.compile(r"^[A-Za-z_][\w.]*\(.*\)$")  # gen_random_uuid(), now()
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][\w.-]*=\S*$")  # work_mem=64MB
 _CODE = re.compile(r"^(?=[0-9A-Z]*[0-9])[0-9A-Z]{5}$|^[0-9]{3,}$")  # SQLSTATE 23505, 42P01, 0A000; ports, codes
@@ -89,26 +92,22 @@ def is_identifier(token: str) -> bool:
     bare = _strip_edges(token)
     if not bare:
         return False
-    return any(
-        shape.match(bare) for shape in (_OPTION, _SNAKE, _DOTTED, _CALL, _ASSIGNMENT, _CODE, _CAMEL)
-    ) and any(ch.isalnum() for ch in bare)
+    return any(shape.match(bare) for shape in (_OPTION, _SNAKE, _DOTTED, _CALL, _ASSIGNMENT, _CODE, _CAMEL)) and any(
+        ch.isalnum() for ch in bare
+    )
 
 
 def _terms_of(token: str) -> list[str]:
-    """What one raw token searches for: leading dashes dropped, `=` splits option and value,
-    call parentheses dropped. A token of punctuation alone gives nothing."""
-    bare = _strip_edges(token)
-    bare = _LEADING_DASHES.sub("", bare)
-    if bare.startswith("-"):
-        # dashes before punctuation only (`--`, `-.`): no word to search
-        bare = bare.lstrip("-")
-    bare = bare.replace("()", " ").replace("(", " ").replace(")", " ")
-    parts = []
-    for piece in bare.replace("=", " ").split():
-        piece = _strip_edges(_LEADING_DASHES.sub("", piece))
+    """What one raw token searches for: `=` and parentheses split it, a dash that does not join
+    two word characters is dropped (websearch would read one that starts a word as NOT), quotes
+    go. A token of punctuation alone gives nothing."""
+    bare = _UNJOINING_DASH.sub(" ", _SPLITTERS.sub(" ", _strip_edges(token)))
+    terms = []
+    for piece in bare.split():
+        piece = _strip_edges(piece).replace('"', "")
         if any(ch.isalnum() for ch in piece):
-            parts.append(piece.replace('"', ""))
-    return parts
+            terms.append(piece)
+    return terms
 
 
 def build_text_query(query: str) -> TextQuery:

@@ -265,6 +265,7 @@ def assemble(
             ),
             new_generation_id=new_generation_id,
             on_swap=lambda why: metrics.handle_swaps.labels(why=why.split()[0]).inc(),
+            extend_start=notifier.extend_timeout,
         )
     health = Health()
     services = Services(

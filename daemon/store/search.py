@@ -14,6 +14,8 @@ from typing import Any
 
 import asyncpg
 
+from actors.query import build_text_query
+
 # Must match the configuration of the generated `records.search` column (migration 0001).
 TS_CONFIG = "english"
 
@@ -39,21 +41,60 @@ _FILTER_SQL = """r.namespace = $1 AND r.deleted_at IS NULL
     AND ($3::jsonb IS NULL OR r.attributes @> $3)"""
 
 
-async def full_text(conn: asyncpg.Connection, filters: Filters, query: str, limit: int) -> list[Candidate]:
-    """Records matching `query` (web-search syntax), best `ts_rank` first, id as tie-break."""
+# Full-text scores: a record holding every term of the query (the strict query) scores in
+# [1, 2), one found only by the loose query in [0, 1): ts_rank normalised by rank/(rank + 1)
+# (flag 32), so the order within a tier is ts_rank's and the tiers never interleave.
+STRICT_TIER = 1.0
+# Below this many strict matches, the loose query (any term) fills the list up to `limit`.
+LOOSE_BELOW = 10
+
+
+async def _text_matches(
+    conn: asyncpg.Connection,
+    filters: Filters,
+    websearch: str,
+    limit: int,
+    *,
+    floor: float,
+    exclude: list[uuid.UUID],
+) -> list[Candidate]:
+    """Live records of the namespace matching `websearch`, best ts_rank first, id as tie-break;
+    `floor` is added to every score, `exclude`d ids are skipped."""
     rows = await conn.fetch(
-        f"""SELECT r.id, r.revision, ts_rank(r.search, q) AS score
+        f"""SELECT r.id, r.revision, $6::float8 + ts_rank(r.search, q, 32) AS score
             FROM records r, websearch_to_tsquery('{TS_CONFIG}', $4) AS q
-            WHERE {_FILTER_SQL} AND r.search @@ q
+            WHERE {_FILTER_SQL} AND r.search @@ q AND r.id <> ALL($7::uuid[])
             ORDER BY score DESC, r.id
             LIMIT $5""",
         filters.namespace,
         filters.kinds,
         filters.attributes,
-        query,
+        websearch,
         limit,
+        floor,
+        exclude,
     )
     return [Candidate(row["id"], row["revision"], float(row["score"])) for row in rows]
+
+
+async def full_text(conn: asyncpg.Connection, filters: Filters, query: str, limit: int) -> list[Candidate]:
+    """Records matching `query`, best first, id as tie-break; at most `limit`.
+
+    The query is read by `actors.query.build_text_query`: options and identifiers are searched
+    as written (a leading `-` is never a NOT, `=` splits an option from its value). Records
+    holding every term come first (scores >= STRICT_TIER); when fewer than LOOSE_BELOW do, records
+    holding any term follow (scores < STRICT_TIER), those holding more terms first. Both queries
+    are served by the GIN index on `records.search`.
+    """
+    built = build_text_query(query)
+    if built.empty or limit < 1:
+        return []
+    found = await _text_matches(conn, filters, built.strict, limit, floor=STRICT_TIER, exclude=[])
+    if len(found) < min(LOOSE_BELOW, limit) and built.loose != built.strict:
+        found += await _text_matches(
+            conn, filters, built.loose, limit - len(found), floor=0.0, exclude=[c.id for c in found]
+        )
+    return found
 
 
 async def structured(conn: asyncpg.Connection, filters: Filters, limit: int) -> list[Candidate]:

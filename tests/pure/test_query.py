@@ -1,0 +1,117 @@
+"""Query building for full-text search, table-driven: identifiers survive, nothing is negated."""
+
+from __future__ import annotations
+
+import pytest
+
+from actors.query import QueryKind, build_text_query, is_identifier
+
+
+@pytest.mark.parametrize(
+    ("query", "strict", "loose"),
+    [
+        # a leading dash is an option, never websearch's NOT
+        ("pg_ctl -m fast", "pg_ctl m fast", "pg_ctl or m or fast"),
+        ("--strip-components", "strip-components", "strip-components"),
+        ("--clean --if-exists", "clean if-exists", "clean or if-exists"),
+        ("(-m)", "m", "m"),
+        # `=` splits an option from its value, so the value is a term of its own
+        (
+            "pg_basebackup --wal-method=stream",
+            "pg_basebackup wal-method stream",
+            "pg_basebackup or wal-method or stream",
+        ),
+        ("work_mem=64MB", "work_mem 64MB", "work_mem or 64MB"),
+        ("x=-1", "x 1", "x or 1"),
+        # dashes that would start a word after punctuation are dropped too
+        ("foo <-> bar", "foo bar", "foo or bar"),
+        ("a - b", "a b", "a or b"),
+        # calls lose their parentheses, arguments become terms
+        ("gen_random_uuid()", "gen_random_uuid", "gen_random_uuid"),
+        ("to_char(now(), 'YYYY')", "to_char now YYYY", "to_char or now or YYYY"),
+        # sentence punctuation around a token is not part of it; inner dots are
+        ("FATAL: no pg_hba.conf entry", "FATAL no pg_hba.conf entry", "FATAL or no or pg_hba.conf or entry"),
+        ("what is pg_stat_statements.track?", "what is pg_stat_statements.track", None),
+        # user phrases stay phrases; an unbalanced quote is ignored
+        ('the "right" way', 'the "right" way', 'the or "right" or way'),
+        ('"foo -bar" baz', '"foo bar" baz', '"foo bar" or baz'),
+        ('"unbalanced phrase', "unbalanced phrase", "unbalanced or phrase"),
+        # `or` between terms stays an OR in strict, never a term in loose
+        ("char or varchar", "char or varchar", "char or varchar"),
+        ("or foo or", "foo", "foo"),
+        ("OR", "", ""),
+        # repeated terms are asked for once in loose
+        ("index index scan", "index index scan", "index or scan"),
+        # nothing searchable
+        ("", "", ""),
+        ("-- ?!", "", ""),
+    ],
+)
+def test_strict_and_loose_strings(query: str, strict: str, loose: str | None) -> None:
+    built = build_text_query(query)
+    assert built.strict == strict
+    if loose is not None:
+        assert built.loose == loose
+    assert built.empty == (strict == "")
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["pg_ctl -m fast", "--no-owner", "a <-> b", "x=-1", '"-m" -n', "tar -xzf file", "(-1)", "---x"],
+)
+def test_no_term_is_ever_negated(query: str) -> None:
+    built = build_text_query(query)
+    for text in (built.strict, built.loose):
+        assert all(not term.lstrip('"').startswith("-") for term in text.split())
+        assert "<-" not in text and "->" not in text
+
+
+@pytest.mark.parametrize(
+    ("token", "expected"),
+    [
+        ("-m", True),
+        ("--no-owner", True),
+        ("--wal-method=stream", True),
+        ("max_wal_size", True),
+        ("pg_dump", True),
+        ("pg_hba.conf", True),
+        ("gen_random_uuid()", True),
+        ("now()", True),
+        ("work_mem=64MB", True),
+        ("23505", True),
+        ("42P01", True),
+        ("maxConnections", True),
+        ("'unique_violation',", True),
+        ("index", False),
+        ("FATAL:", False),
+        ("Postgres", False),
+        ("auto-increments", False),
+        ("e.g.", False),
+        ("12", False),
+        ("-", False),
+        ("", False),
+    ],
+)
+def test_identifier_shapes(token: str, expected: bool) -> None:
+    assert is_identifier(token) is expected
+
+
+@pytest.mark.parametrize(
+    ("query", "kind", "identifiers"),
+    [
+        ("pg_ctl -m fast", QueryKind.IDENTIFIER, ("pg_ctl", "m")),
+        ("ERRCODE 23505 unique_violation", QueryKind.IDENTIFIER, ("23505", "unique_violation")),
+        ("--checkpoint=fast", QueryKind.IDENTIFIER, ("checkpoint", "fast")),
+        ("how do I make a column that auto-increments", QueryKind.NATURAL, ()),
+        ("why is my query not using my index", QueryKind.NATURAL, ()),
+    ],
+)
+def test_query_kind(query: str, kind: QueryKind, identifiers: tuple[str, ...]) -> None:
+    built = build_text_query(query)
+    assert built.kind is kind
+    assert built.identifiers == identifiers
+
+
+def test_same_input_same_output() -> None:
+    query = 'pg_basebackup --wal-method=stream "exact phrase" or x'
+    assert build_text_query(query) == build_text_query(query)
