@@ -367,31 +367,47 @@ class IndexManager:
     # -- catching up (builder only)
 
     async def _catch_up(self, space: VectorSpace) -> None:
+        """Chunk, embed and store every live record that has no vectors in `space` yet.
+
+        One pass walks the records in change order behind a cursor, a batch at a time: one
+        embedder call per namespace in the batch (usage is metered per namespace), one store
+        transaction per batch. Provider trouble ends the pass; the next step resumes it.
+        """
         assert self._embedder is not None
+        settings = self.settings
+        cursor = 0
         while True:
-            batch = await self._store.records_to_index(space.key, self.settings.chunker, self.settings.index_batch)
+            batch = await self._store.records_to_index(space.key, settings.chunker, settings.index_batch, after=cursor)
             if not batch:
                 return
-            for record in batch:
-                chunks = chunk_text(
-                    record.body, max_chars=self.settings.chunk_chars, overlap=self.settings.chunk_overlap
-                )
-                inputs = [self._embedder.render_document(record.title, c) for c in chunks]
+            cursor = batch[-1].change_seq
+            chunks = [chunk_text(r.body, max_chars=settings.chunk_chars, overlap=settings.chunk_overlap) for r in batch]
+            vectors: list[npt.NDArray[np.float32]] = [np.empty((0, space.dimension), np.float32)] * len(batch)
+            by_namespace: dict[str, list[int]] = {}
+            for position, record in enumerate(batch):
+                by_namespace.setdefault(record.namespace, []).append(position)
+            for namespace, members in by_namespace.items():
+                texts = [
+                    self._embedder.render_document(batch[i].title, chunk).text for i in members for chunk in chunks[i]
+                ]
                 try:
-                    result = await self._embedder.embed(
-                        [i.text for i in inputs], purpose="index", namespace=record.namespace
-                    )
+                    result = await self._embedder.embed(texts, purpose="index", namespace=namespace)
                 except EmbeddingError as exc:
                     self._progress.last_error = f"{exc.reason}: {exc}"
-                    return  # provider trouble: try again on the next step
+                    return  # provider trouble: the next step tries again
                 if result.space.key != space.key:
                     return  # the space changed under us; the next step starts over
-                hashes = [hashlib.sha256(c.encode()).hexdigest() for c in chunks]
-                stored = await self._store.store_chunks(
-                    space.key, self.settings.chunker, record, chunks, hashes, result.vectors
-                )
-                self._progress.stored_vectors += stored
-                self._progress.indexed_records += 1 if stored else 0
+                offset = 0
+                for i in members:
+                    vectors[i] = result.vectors[offset : offset + len(chunks[i])]
+                    offset += len(chunks[i])
+            items = [
+                (record, chunks[i], [hashlib.sha256(c.encode()).hexdigest() for c in chunks[i]], vectors[i])
+                for i, record in enumerate(batch)
+            ]
+            stored = await self._store.store_batch(space.key, settings.chunker, items)
+            self._progress.stored_vectors += stored
+            self._progress.indexed_records += len(batch)
 
     # -- refreshing the handle (everyone)
 

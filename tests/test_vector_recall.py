@@ -67,7 +67,7 @@ def test_paraphrases_are_found_by_the_vector_route_and_by_fusion(
         assert answer["degraded_routes"] == [] and answer["generation"]
         assert answer["timings_ms"]["embed"] > 0 and answer["timings_ms"]["vector"] > 0
         status, fused = daemon.call("POST", "/v1/recall", {"namespace": ns, "query": query, "k": 3})
-        assert status == 200 and fused["results"][0]["id"] == ids[key]
+        assert status == 200 and fused["results"][0]["id"] == ids[key], (query, fused["results"][:2])
         assert "vector" in fused["results"][0]["routes"]
 
 
@@ -160,6 +160,12 @@ def test_kind_filter_on_the_vector_route_still_fills_k(daemon: Daemon) -> None:
 
 def test_rebuild_swaps_and_activate_rolls_back(daemon: Daemon, corpus: tuple[str, dict[str, str]]) -> None:
     before = wait_indexed(daemon)["current"]["id"]
+
+    def index_calls() -> int:
+        usage = daemon.call("GET", "/v1/usage")[1]["usage"]
+        return sum(row["calls"] for row in usage if row["purpose"] == "index")
+
+    embedded = index_calls()
     status, body = daemon.call("POST", "/admin/generations/rebuild", {})
     assert status == 202 and body["build_id"]
     deadline = time.monotonic() + 60
@@ -167,6 +173,7 @@ def test_rebuild_swaps_and_activate_rolls_back(daemon: Daemon, corpus: tuple[str
         assert time.monotonic() < deadline
         time.sleep(0.2)
     assert current["previous"] == before
+    assert index_calls() == embedded, "a rebuild of an unchanged space re-embeds nothing"
     build = next(b for b in current["builds"] if b["id"] == body["build_id"])
     assert build["state"] == "done" and build["done"] == build["total"] > 0
     status, answer = daemon.call("POST", f"/admin/generations/{before}/activate", {})

@@ -162,6 +162,8 @@ class RecordToIndex(NamedTuple):
     namespace: str
     title: str
     body: str
+    change_seq: int = 0
+    """Where the record stands in change order (the catch-up's cursor)."""
 
 
 @dataclass(frozen=True)
@@ -213,7 +215,9 @@ class VectorStore(Protocol):
     """The index manager's durable side (PostgreSQL in the daemon)."""
 
     async def ensure_space(self, space: VectorSpace) -> None: ...
-    async def records_to_index(self, space_id: str, chunker: str, limit: int) -> list[RecordToIndex]: ...
+    async def records_to_index(
+        self, space_id: str, chunker: str, limit: int, *, after: int = 0
+    ) -> list[RecordToIndex]: ...
     async def count_to_index(self, space_id: str, chunker: str) -> int: ...
     async def store_chunks(
         self,
@@ -223,6 +227,12 @@ class VectorStore(Protocol):
         texts: list[str],
         hashes: list[str],
         vectors: npt.NDArray[np.float32],
+    ) -> int: ...
+    async def store_batch(
+        self,
+        space_id: str,
+        chunker: str,
+        items: Sequence[tuple[RecordToIndex, list[str], list[str], npt.NDArray[np.float32]]],
     ) -> int: ...
     async def vectors_after(self, space_id: str, dimension: int, after: int, limit: int) -> VectorRows: ...
     async def max_surrogate(self, space_id: str) -> int: ...

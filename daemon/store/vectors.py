@@ -69,92 +69,119 @@ class PgVectorStore:
 
     # -- what needs embedding
 
-    async def records_to_index(self, space_id: str, chunker: str, limit: int) -> list[RecordToIndex]:
-        """Live records whose current revision has no vectors in `space_id` yet, oldest change first."""
+    async def records_to_index(self, space_id: str, chunker: str, limit: int, *, after: int = 0) -> list[RecordToIndex]:
+        """Live records whose current revision has no vectors in `space_id` yet, in change order after `after`."""
         async with self._pool.acquire() as conn:
             rows = await conn.fetch(
-                """SELECT r.id, r.revision, r.namespace, r.title, r.body
+                """SELECT r.id, r.revision, r.namespace, r.title, r.body, r.change_seq
                    FROM records r
-                   WHERE r.deleted_at IS NULL AND NOT EXISTS (
-                       SELECT 1 FROM chunks c JOIN chunk_vectors v
-                              ON v.surrogate = c.surrogate AND v.space_id = $1
-                       WHERE c.record_id = r.id AND c.revision = r.revision AND c.chunker = $2)
+                   LEFT JOIN indexed_records i ON i.space_id = $1 AND i.record_id = r.id
+                   WHERE r.deleted_at IS NULL AND r.change_seq > $4
+                     AND (i.record_id IS NULL OR i.revision <> r.revision OR i.chunker <> $2)
                    ORDER BY r.change_seq
                    LIMIT $3""",
                 space_id,
                 chunker,
                 limit,
+                after,
             )
-        return [RecordToIndex(r["id"], r["revision"], r["namespace"], r["title"], r["body"]) for r in rows]
+        return [RecordToIndex(*row.values()) for row in rows]
 
     async def count_to_index(self, space_id: str, chunker: str) -> int:
         async with self._pool.acquire() as conn:
             return int(
                 await conn.fetchval(
                     """SELECT count(*) FROM records r
-                       WHERE r.deleted_at IS NULL AND NOT EXISTS (
-                           SELECT 1 FROM chunks c JOIN chunk_vectors v
-                                  ON v.surrogate = c.surrogate AND v.space_id = $1
-                           WHERE c.record_id = r.id AND c.revision = r.revision AND c.chunker = $2)""",
+                       LEFT JOIN indexed_records i ON i.space_id = $1 AND i.record_id = r.id
+                       WHERE r.deleted_at IS NULL
+                         AND (i.record_id IS NULL OR i.revision <> r.revision OR i.chunker <> $2)""",
                     space_id,
                     chunker,
                 )
             )
 
     async def store_chunks(
-        self,
-        space_id: str,
-        chunker: str,
-        record: RecordToIndex,
-        texts: list[str],
-        hashes: list[str],
-        vectors: Any,
+        self, space_id: str, chunker: str, record: RecordToIndex, texts: list[str], hashes: list[str], vectors: Any
     ) -> int:
-        """Store one record's chunks and their vectors atomically; 0 when the record changed meanwhile.
+        return await self.store_batch(space_id, chunker, [(record, texts, hashes, vectors)])
 
-        The record row is share-locked, so an update or forget either commits before (and we
-        store nothing) or waits for us (and then retires what we stored).
+    async def store_batch(self, space_id: str, chunker: str, items: Any) -> int:
+        """Store records' chunks and vectors in one transaction, set-based; returns vectors stored.
+
+        The record rows are share-locked first, so an update or forget either committed before
+        (that record is skipped: its revision is no longer live) or waits for us (and then
+        retires what we stored). A chunk that already exists for the same record revision and
+        text (the same chunk, embedded for another space) keeps its surrogate.
         """
-        matrix = np.ascontiguousarray(vectors, dtype="<f4")
+        if not items:
+            return 0
         async with self._pool.acquire() as conn, conn.transaction():
-            live = await conn.fetchval(
-                "SELECT revision FROM records WHERE id = $1 AND deleted_at IS NULL FOR SHARE", record.id
-            )
-            if live != record.revision:
+            live = {
+                r["id"]: r["revision"]
+                for r in await conn.fetch(
+                    "SELECT id, revision FROM records WHERE id = ANY($1::uuid[]) AND deleted_at IS NULL "
+                    "ORDER BY id FOR SHARE",
+                    [record.id for record, *_ in items],
+                )
+            }
+            kept = [item for item in items if live.get(item[0].id) == item[0].revision]
+            if not kept:
                 return 0
             existing = {
-                r["chunk_no"]: (r["surrogate"], r["text_sha256"])
+                (r["record_id"], r["chunk_no"]): (r["surrogate"], r["text_sha256"])
                 for r in await conn.fetch(
-                    "SELECT chunk_no, surrogate, text_sha256 FROM chunks "
-                    "WHERE record_id = $1 AND revision = $2 AND chunker = $3",
-                    record.id,
-                    record.revision,
+                    """SELECT c.record_id, c.chunk_no, c.surrogate, c.text_sha256 FROM chunks c
+                       JOIN unnest($1::uuid[], $2::int[]) AS k (record_id, revision)
+                         ON k.record_id = c.record_id AND k.revision = c.revision
+                       WHERE c.chunker = $3""",
+                    [record.id for record, *_ in kept],
+                    [record.revision for record, *_ in kept],
                     chunker,
                 )
             }
+            fresh: list[tuple[uuid.UUID, int, int, str, str, str]] = []
+            for record, texts, hashes, _ in kept:
+                for number, (text, digest) in enumerate(zip(texts, hashes, strict=True)):
+                    if existing.get((record.id, number), (None, None))[1] != digest:
+                        fresh.append((record.id, record.revision, number, record.namespace, text, digest))
+            if fresh:
+                columns = list(zip(*fresh, strict=True))
+                for r in await conn.fetch(
+                    """INSERT INTO chunks (record_id, revision, chunker, chunk_no, namespace, text, text_sha256)
+                       SELECT k.record_id, k.revision, $7, k.chunk_no, k.namespace, k.text, k.digest
+                       FROM unnest($1::uuid[], $2::int[], $3::int[], $4::text[], $5::text[], $6::text[])
+                            WITH ORDINALITY AS k (record_id, revision, chunk_no, namespace, text, digest, n)
+                       ORDER BY k.n
+                       RETURNING record_id, chunk_no, surrogate, text_sha256""",
+                    *columns,
+                    chunker,
+                ):
+                    existing[(r["record_id"], r["chunk_no"])] = (r["surrogate"], r["text_sha256"])
             surrogates: list[int] = []
-            for number, (text, digest) in enumerate(zip(texts, hashes, strict=True)):
-                if number in existing and existing[number][1] == digest:
-                    surrogates.append(existing[number][0])  # same chunk, another space: same surrogate
-                    continue
-                surrogates.append(
-                    await conn.fetchval(
-                        """INSERT INTO chunks (record_id, revision, chunker, chunk_no, namespace, text, text_sha256)
-                           VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING surrogate""",
-                        record.id,
-                        record.revision,
-                        chunker,
-                        number,
-                        record.namespace,
-                        text,
-                        digest,
-                    )
-                )
-            await conn.executemany(
-                "INSERT INTO chunk_vectors (space_id, surrogate, vector) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
-                [(space_id, s, matrix[i].tobytes()) for i, s in enumerate(surrogates)],
+            blobs: list[bytes] = []
+            for record, texts, _, vectors in kept:
+                matrix = np.ascontiguousarray(vectors, dtype="<f4")
+                for number in range(len(texts)):
+                    surrogates.append(existing[(record.id, number)][0])
+                    blobs.append(matrix[number].tobytes())
+            await conn.execute(
+                """INSERT INTO chunk_vectors (space_id, surrogate, vector)
+                   SELECT $1, k.surrogate, k.vector FROM unnest($2::bigint[], $3::bytea[]) AS k (surrogate, vector)
+                   ON CONFLICT DO NOTHING""",
+                space_id,
+                surrogates,
+                blobs,
             )
-            return len(surrogates)
+            await conn.execute(
+                """INSERT INTO indexed_records (space_id, record_id, revision, chunker)
+                   SELECT $1, k.record_id, k.revision, $4 FROM unnest($2::uuid[], $3::int[]) AS k (record_id, revision)
+                   ON CONFLICT (space_id, record_id) DO UPDATE SET revision = EXCLUDED.revision, chunker = EXCLUDED.chunker""",
+                space_id,
+                [record.id for record, *_ in kept],
+                [record.revision for record, *_ in kept],
+                chunker,
+            )
+        return len(surrogates)
 
     # -- what a handle is missing
 
@@ -212,10 +239,8 @@ class PgVectorStore:
             tombstone = await conn.fetchval("SELECT coalesce(max(change_seq), 0) FROM records")
             missing = await conn.fetchval(
                 """SELECT count(*) FROM records r
-                   WHERE r.deleted_at IS NULL AND NOT EXISTS (
-                       SELECT 1 FROM chunks c JOIN chunk_vectors v
-                              ON v.surrogate = c.surrogate AND v.space_id = $1
-                       WHERE c.record_id = r.id AND c.revision = r.revision AND c.chunker = $2)""",
+                   LEFT JOIN indexed_records i ON i.space_id = $1 AND i.record_id = r.id
+                   WHERE r.deleted_at IS NULL AND (i.record_id IS NULL OR i.revision <> r.revision OR i.chunker <> $2)""",
                 space_id,
                 chunker,
             )

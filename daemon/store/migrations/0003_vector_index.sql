@@ -39,6 +39,16 @@ CREATE TABLE chunk_vectors (
     PRIMARY KEY (space_id, surrogate)
 );
 
+-- Which revision of each record has its vectors stored in a space (and cut by which chunker):
+-- "what still needs embedding" is then one indexed lookup per record, whatever the table sizes.
+CREATE TABLE indexed_records (
+    space_id  text NOT NULL REFERENCES vector_spaces (space_id),
+    record_id uuid NOT NULL REFERENCES records (id),
+    revision  integer NOT NULL,
+    chunker   text NOT NULL,
+    PRIMARY KEY (space_id, record_id)
+);
+
 CREATE TABLE generations (
     id                  text PRIMARY KEY,
     space_id            text NOT NULL REFERENCES vector_spaces (space_id),
