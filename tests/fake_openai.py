@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -28,6 +29,8 @@ class FakeOpenAI:
     def __init__(self, dimension: int = 64) -> None:
         self.dimension = dimension
         self.down = False
+        self.delay_s = 0.0
+        """Answer this much later (the start-up probe excepted), to make a slow provider."""
         self.calls = 0
         self.inputs = 0
         self.tokens = 0
@@ -40,6 +43,8 @@ class FakeOpenAI:
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 owner.calls += 1
+                if owner.delay_s and "start-up probe" not in str(body.get("input")):
+                    time.sleep(owner.delay_s)
                 if owner.down or self.path not in ("/v1/embeddings", "/api/embed"):
                     self.send_response(503 if owner.down else 404)
                     self.send_header("Content-Length", "0")

@@ -114,3 +114,20 @@ def test_vector_required_makes_the_daemon_unready_without_a_provider(make_daemon
     status, body = daemon.call("GET", "/readyz")
     assert status == 503 and body["checks"]["embedding"]["status"] == "fail"
     assert daemon.call("GET", "/livez")[0] == 200
+
+
+def test_a_short_deadline_returns_what_finished_and_names_the_late_route(make_daemon: Any, fake: FakeOpenAI) -> None:
+    daemon: Daemon = make_daemon(env=fake.env())
+    ns = "deadline"
+    daemon.call("POST", "/v1/records", {"namespace": ns, "kind": "doc", "title": "Kiln schedule", "body": "Fire at dawn."})
+    wait_vector(daemon, ns, "kiln", 1)
+    fake.delay_s = 2.0  # the provider now answers too late for the request below
+    started = time.monotonic()
+    status, answer = daemon.call("POST", "/v1/recall", {"namespace": ns, "query": "kiln schedule", "deadline_ms": 300})
+    elapsed = time.monotonic() - started
+    assert status == 200 and [r["title"] for r in answer["results"]] == ["Kiln schedule"]
+    assert answer["degraded_routes"] == [
+        {"route": "vector", "reason": "deadline_exceeded", "message": "no answer within 300 ms"}
+    ]
+    assert elapsed < 1.5, f"the answer waited {elapsed:.2f}s for a late route"
+    assert answer["results"][0]["routes"] == {"fts": 1}
