@@ -660,6 +660,33 @@ class Embedder:
 
     # --- probing ------------------------------------------------------------------------------
 
+    def _probe_result(
+        self,
+        started: float,
+        dimension: int | None,
+        normalized: bool | None,
+        space: VectorSpace | None,
+        *,
+        message: str,
+        reason: str | None = None,
+    ) -> ProbeResult:
+        """What /readyz shows of a probe: `pass` exactly when it produced a space."""
+        info = self._info
+        return ProbeResult(
+            status="pass" if space is not None else "fail",
+            reason=reason,
+            message=message,
+            provider=info.provider,
+            model=info.model,
+            dimension=dimension,
+            normalized=normalized,
+            max_input_tokens=info.max_input_tokens,
+            latency_ms=(self._clock() - started) * 1000,
+            attempts=self._probe_attempts,
+            at=datetime.now(UTC),
+            space=space,
+        )
+
     async def _probe_once(self) -> bool:
         s, info = self.settings, self._info
         self._probe_attempts += 1
@@ -679,19 +706,8 @@ class Embedder:
             dimension = int(matrix.shape[1])
             normalized = is_normalized(matrix, tolerance=s.norm_tolerance)
         except EmbeddingError as error:
-            self._probe = ProbeResult(
-                status="fail",
-                reason=error.reason.value,
-                message=error.message,
-                provider=info.provider,
-                model=info.model,
-                dimension=dimension,
-                normalized=normalized,
-                max_input_tokens=info.max_input_tokens,
-                latency_ms=(self._clock() - started) * 1000,
-                attempts=self._probe_attempts,
-                at=datetime.now(UTC),
-                space=None,
+            self._probe = self._probe_result(
+                started, dimension, normalized, None, reason=error.reason.value, message=error.message
             )
             log.warning(
                 "embedding probe failed",
@@ -707,20 +723,7 @@ class Embedder:
             builder_version=s.builder_version,
         )
         self._space = space
-        self._probe = ProbeResult(
-            status="pass",
-            reason=None,
-            message=f"probe ok: {space.describe()}",
-            provider=info.provider,
-            model=info.model,
-            dimension=dimension,
-            normalized=normalized,
-            max_input_tokens=info.max_input_tokens,
-            latency_ms=(self._clock() - started) * 1000,
-            attempts=self._probe_attempts,
-            at=datetime.now(UTC),
-            space=space,
-        )
+        self._probe = self._probe_result(started, dimension, normalized, space, message=f"probe ok: {space.describe()}")
         log.info(
             "embedding probe passed",
             extra={
