@@ -1,8 +1,17 @@
 """Fusion of ranked candidate lists from several recall routes. Pure: no I/O.
 
 Every fused answer names its method and version, so telemetry and clients can tell which rule
-produced an order. Ties are broken deterministically (best single-route rank, then id), so
+produced an order. Ties are broken deterministically (best single-route rank, then key), so
 equal scores always come back in the same order.
+
+Both methods take, besides a weight per route, an optional factor per candidate (`factors`):
+a route whose candidates are not all equally good evidence says so there. Recall uses it for
+full-text matches, whose evidence level (every identifier of the query, every word, some words)
+differs far more than their rank shows; see docs/RETRIEVAL.md for why and how it was measured.
+
+Versions (bump when the same inputs can give a different order):
+- rrf v1, weighted v1: one weight per route.
+- rrf v2, weighted v2: per-candidate factors; rrf `depth`.
 """
 
 from __future__ import annotations
@@ -14,7 +23,9 @@ from typing import Generic, TypeVar
 Key = TypeVar("Key", bound=Hashable)
 
 RRF_NAME = "rrf"
-RRF_VERSION = 1
+RRF_VERSION = 2
+WEIGHTED_NAME = "weighted"
+WEIGHTED_VERSION = 2
 
 
 @dataclass
@@ -25,37 +36,65 @@ class Fused(Generic[Key]):
     """Route name -> 1-based rank of this key in that route's list."""
 
 
-def reciprocal_rank(
-    rankings: Mapping[str, Sequence[Key]], *, k: float, weights: Mapping[str, float] | None = None
-) -> list[Fused[Key]]:
-    """Reciprocal-rank fusion: score = sum over routes of weight / (k + rank) (weights default to 1).
+def _factors_of(route: str, count: int, factors: Mapping[str, Sequence[float]] | None) -> Sequence[float]:
+    given = (factors or {}).get(route)
+    if given is None:
+        return [1.0] * count
+    if len(given) != count:
+        raise ValueError(f"route {route!r} lists {count} keys but {len(given)} factors")
+    if any(not 0 <= f < float("inf") for f in given):
+        raise ValueError(f"route {route!r} has a factor that is negative or not finite")
+    return given
 
-    Each route's list must already be de-duplicated by key (best position kept). A key found by
-    one route only keeps that route's contribution, so a single-route answer keeps its order.
+
+def _ordered(fused: dict[Key, Fused[Key]]) -> list[Fused[Key]]:
+    return sorted(fused.values(), key=lambda f: (-f.score, min(f.ranks.values()), str(f.key)))
+
+
+def reciprocal_rank(
+    rankings: Mapping[str, Sequence[Key]],
+    *,
+    k: float,
+    weights: Mapping[str, float] | None = None,
+    factors: Mapping[str, Sequence[float]] | None = None,
+    depth: int | None = None,
+) -> list[Fused[Key]]:
+    """Reciprocal-rank fusion: score = sum over routes of weight * factor / (k + rank).
+
+    Weights default to 1 per route, factors to 1 per candidate (`factors[route]` is parallel to
+    `rankings[route]`). Each route's list must already be de-duplicated by key (best position
+    kept). A key found by one route only keeps that route's contribution, so a single-route
+    answer keeps its order when its factors are equal. With `depth`, only the first `depth` keys
+    of each route score; the rest follow every scored key (they keep `ranks`, score 0).
     """
+    if k <= 0:
+        raise ValueError("k must be positive")
     fused: dict[Key, Fused[Key]] = {}
     for route, keys in rankings.items():
-        for position, key in enumerate(keys, start=1):
+        weight = (weights or {}).get(route, 1.0)
+        route_factors = _factors_of(route, len(keys), factors)
+        for position, (key, factor) in enumerate(zip(keys, route_factors, strict=True), start=1):
             entry = fused.setdefault(key, Fused(key, 0.0))
             if route in entry.ranks:
                 raise ValueError(f"route {route!r} lists {key!r} twice")
             entry.ranks[route] = position
-            entry.score += (weights or {}).get(route, 1.0) / (k + position)
-    return sorted(fused.values(), key=lambda f: (-f.score, min(f.ranks.values()), str(f.key)))
-
-
-WEIGHTED_NAME = "weighted"
-WEIGHTED_VERSION = 1
+            if depth is None or position <= depth:
+                entry.score += weight * factor / (k + position)
+    return _ordered(fused)
 
 
 def weighted_score(
-    scored: Mapping[str, Sequence[tuple[Key, float]]], *, weights: Mapping[str, float]
+    scored: Mapping[str, Sequence[tuple[Key, float]]],
+    *,
+    weights: Mapping[str, float],
+    factors: Mapping[str, Sequence[float]] | None = None,
 ) -> list[Fused[Key]]:
-    """Weighted score fusion: each route's scores min-max normalised to [0, 1], then summed by weight.
+    """Weighted score fusion: each route's scores min-max normalised to [0, 1], times the route's
+    weight and the candidate's factor, summed over routes.
 
     Normalising per route makes a ts_rank of 0.1 and a cosine of 0.8 comparable; a route whose
-    candidates all scored alike contributes its full weight to each. Lists are best-first and
-    de-duplicated by key, as for `reciprocal_rank`.
+    candidates all scored alike gives each its full weight. Lists are best-first and
+    de-duplicated by key, and `factors` parallel to them, as for `reciprocal_rank`.
     """
     fused: dict[Key, Fused[Key]] = {}
     for route, pairs in scored.items():
@@ -65,10 +104,11 @@ def weighted_score(
         low, high = min(values), max(values)
         span = high - low
         weight = weights.get(route, 1.0)
-        for position, (key, score) in enumerate(pairs, start=1):
+        route_factors = _factors_of(route, len(pairs), factors)
+        for position, ((key, score), factor) in enumerate(zip(pairs, route_factors, strict=True), start=1):
             entry = fused.setdefault(key, Fused(key, 0.0))
             if route in entry.ranks:
                 raise ValueError(f"route {route!r} lists {key!r} twice")
             entry.ranks[route] = position
-            entry.score += weight * ((score - low) / span if span > 0 else 1.0)
-    return sorted(fused.values(), key=lambda f: (-f.score, min(f.ranks.values()), str(f.key)))
+            entry.score += weight * factor * ((score - low) / span if span > 0 else 1.0)
+    return _ordered(fused)

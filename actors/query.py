@@ -11,17 +11,25 @@ recalld are questions and identifiers typed as-is, where that syntax misfires:
 - `ERRCODE 23505 unique_violation`: one word the page lacks makes the AND match nothing.
 
 `build_text_query` returns a `TextQuery`: a `strict` string (every term required, as before,
-minus those misreadings) and a `loose` string (any term; pages holding more of them rank higher)
-for when the strict one finds too little. Both are websearch syntax, which never raises a syntax
-error whatever the input, and both keep identifiers whole: `pg_ctl`, `max_wal_size` or
-`strip-components` stay phrases, so they match only where the words are adjacent.
+minus those misreadings), a `loose` string (any term; pages holding more of them rank higher)
+for when the strict one finds too little, and for queries without identifiers a `phrase` string
+(the whole query word for word, e.g. a pasted error message). All are websearch syntax, which
+never raises a syntax error whatever the input, and all keep identifiers whole: `pg_ctl`,
+`max_wal_size` or `strip-components` stay phrases, so they match only where the words are adjacent.
+
+What a full-text match is worth depends on what matched (`Evidence`): every identifier of the
+query, or the whole query word for word, is near-certain evidence (embeddings read `--no-owner`
+or `23505` poorly, the text says it verbatim); every word of a question is weak evidence on long
+pages; some words weaker still. The full-text route carries the level in its score
+(`banded_score`), so fusion can weigh it (`evidence_of`) without seeing the query.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
-from enum import StrEnum
+from enum import IntEnum, StrEnum
 
 QUERY_BUILDER_VERSION = 1
 """Bump when the strings built for a given query change (it changes what full-text finds)."""
@@ -34,12 +42,48 @@ class QueryKind(StrEnum):
     """Words only: a question or phrase in a user's words."""
 
 
+class Evidence(IntEnum):
+    """What a full-text match holds of the query, weakest first; the integer part of its score."""
+
+    SOME_TERMS = 0
+    """Found by the loose query: at least one term."""
+    ALL_TERMS = 1
+    """Found by the strict query of a query that names no identifier: every word."""
+    EXACT = 2
+    """Every term of a query that names identifiers (the strict query), or the whole query word
+    for word (the phrase query): what was asked, as it was typed."""
+
+    @property
+    def key(self) -> str:
+        """The name config uses for this level (`exact`, `all_terms`, `some_terms`)."""
+        return self.name.lower()
+
+
+def banded_score(evidence: Evidence, rank: float) -> float:
+    """A full-text score: the evidence level plus `rank / (rank + 1)` (in [0, 1) for a ts_rank
+    >= 0), so scores order by evidence first, then by rank, and `evidence_of` reads the level back.
+    This is what `ts_rank(..., 32)` (normalisation flag 32) plus the level computes in SQL."""
+    return int(evidence) + (rank / (rank + 1) if rank > 0 else 0.0)
+
+
+def evidence_of(score: float) -> Evidence:
+    """The evidence level of a `banded_score` (levels above the highest read as the highest)."""
+    if not math.isfinite(score) or score < 1:
+        return Evidence.SOME_TERMS
+    return Evidence(min(int(score), int(max(Evidence))))
+
+
 @dataclass(frozen=True, slots=True)
 class TextQuery:
     strict: str
     """websearch_to_tsquery input: every term required; user phrases ("...") and `or` kept."""
     loose: str
     """websearch_to_tsquery input: the same terms joined by `or` (any term matches)."""
+    phrase: str
+    """websearch_to_tsquery input: every term, in order, as one phrase; empty for a query that
+    names identifiers (`strict` is exact evidence already), reads as a question (a question's
+    words on a page are no quotation of it), has fewer than two terms, or uses websearch syntax
+    of its own (quotes, `or`)."""
     identifiers: tuple[str, ...]
     """The tokens recognised as identifiers, as they are searched (dashes stripped, `=` split)."""
     kind: QueryKind
@@ -48,6 +92,11 @@ class TextQuery:
     def empty(self) -> bool:
         """Nothing searchable was left (the query was blank or punctuation only)."""
         return not self.strict
+
+    @property
+    def strict_evidence(self) -> Evidence:
+        """What a record matching `strict` holds."""
+        return Evidence.EXACT if self.identifiers else Evidence.ALL_TERMS
 
 
 # A quoted phrase or a run of non-space characters.
@@ -68,6 +117,8 @@ _ASSIGNMENT = re.compile(r"^[A-Za-z_][\w.-]*=\S*$")  # work_mem=64MB
 _CODE = re.compile(r"^(?=[0-9A-Z]*[0-9])[0-9A-Z]{5}$|^[0-9]{3,}$")  # SQLSTATE 23505, 42P01, 0A000; ports, codes
 _CAMEL = re.compile(r"^[a-z]+[A-Z]\w*$")  # maxConnections
 _OR = "or"
+# A query that opens with one of these, or ends with "?", is a question, not pasted text.
+_QUESTION_WORDS = frozenset("how why what when where which who whom whose can should is are does do did".split())
 
 
 def _strip_edges(token: str) -> str:
@@ -113,14 +164,15 @@ def _terms_of(token: str) -> list[str]:
 def build_text_query(query: str) -> TextQuery:
     """The full-text inputs for `query` (see the module docstring). Same input, same output.
 
-    Guarantees: no term of `strict` or `loose` starts with `-` (nothing is negated); `=` never
-    joins two terms; a balanced `"..."` phrase stays a phrase in `strict` and one alternative in
-    `loose`; the word `or` between two terms stays an OR in `strict` and is no term of its own
-    in `loose`.
+    Guarantees: no term of `strict`, `loose` or `phrase` starts with `-` (nothing is negated);
+    `=` never joins two terms; a balanced `"..."` phrase stays a phrase in `strict` and one
+    alternative in `loose`; the word `or` between two terms stays an OR in `strict` and is no
+    term of its own in `loose`.
     """
     strict_parts: list[str] = []
     alternatives: list[str] = []
     identifiers: list[str] = []
+    syntax = False  # the user wrote a phrase or an OR: no phrase of our own
     text = query if query.count('"') % 2 == 0 else query.replace('"', " ")
     for match in _TOKEN.finditer(text):
         phrase, token = match.group(1), match.group(2)
@@ -130,11 +182,13 @@ def build_text_query(query: str) -> TextQuery:
                 quoted = '"' + " ".join(words) + '"'
                 strict_parts.append(quoted)
                 alternatives.append(quoted)
+                syntax = True
             continue
         if token.lower() == _OR:
             # websearch: `a or b` is an OR; keep it between terms in strict, never as a term
             if strict_parts and strict_parts[-1] != _OR:
                 strict_parts.append(_OR)
+                syntax = True
             continue
         terms = _terms_of(token)
         if is_identifier(token) and terms:
@@ -144,9 +198,13 @@ def build_text_query(query: str) -> TextQuery:
     while strict_parts and strict_parts[-1] == _OR:
         strict_parts.pop()
     unique_alternatives = list(dict.fromkeys(alternatives))
+    first = _strip_edges(query.split()[0]).lower() if query.split() else ""
+    question = first in _QUESTION_WORDS or query.rstrip().endswith("?")
+    whole = not identifiers and not syntax and not question and len(strict_parts) >= 2
     return TextQuery(
         strict=" ".join(strict_parts),
         loose=f" {_OR} ".join(unique_alternatives),
+        phrase='"' + " ".join(strict_parts) + '"' if whole else "",
         identifiers=tuple(dict.fromkeys(identifiers)),
         kind=QueryKind.IDENTIFIER if identifiers else QueryKind.NATURAL,
     )

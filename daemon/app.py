@@ -267,6 +267,7 @@ def assemble(
             on_swap=lambda why: metrics.handle_swaps.labels(why=why.split()[0]).inc(),
             extend_start=notifier.extend_timeout,
         )
+    metrics.watch(embedder, index)
     health = Health()
     services = Services(
         config=config,

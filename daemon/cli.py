@@ -65,8 +65,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"recalld: {exc}", file=sys.stderr)
         return EXIT_USAGE
     log.setup(config.log.level)
-    data_dir = Path(args.data_dir or config.store.data_dir or paths.default_data_dir())
-    socket_path = Path(args.socket or config.server.socket or paths.default_socket())
+    # absolute: the embedded PostgreSQL's tools run from / and would misread a relative path
+    data_dir = Path(args.data_dir or config.store.data_dir or paths.default_data_dir()).absolute()
+    socket_path = Path(args.socket or config.server.socket or paths.default_socket()).absolute()
     try:
         return anyio.run(lambda: app.serve(config, data_dir=data_dir, socket_path=socket_path), backend="asyncio")
     except app.DataDirInUse as exc:

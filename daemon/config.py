@@ -77,17 +77,31 @@ class RecallConfig(_Section):
     fts_candidates: Annotated[int, Meta(ge=1, le=10_000)] = 100
     snippet_words: Annotated[int, Meta(ge=3, le=200)] = 30
     fusion: Literal["rrf", "weighted"] = "rrf"
-    rrf_k: Annotated[float, Meta(gt=0, le=1000)] = 60.0
+    """Fusion method when a request names none: reciprocal-rank (`rrf`) or min-max normalised
+    score sum (`weighted`). Chosen by bench/retrieval.py; see docs/RETRIEVAL.md."""
+    rrf_k: Annotated[float, Meta(gt=0, le=1000)] = 30.0
+    """RRF's k: a candidate at rank r adds weight / (k + r). Smaller k trusts each route's top more."""
     weights: dict[Literal["fts", "vector", "structured"], Annotated[float, Meta(ge=0, le=100)]] = msgspec.field(
         default_factory=lambda: {"fts": 1.0, "vector": 1.0, "structured": 0.5}
     )
     """Route weights for weighted fusion (and for RRF, each route's reciprocal ranks)."""
+    fts_evidence_weights: dict[Literal["exact", "all_terms", "some_terms"], Annotated[float, Meta(ge=0, le=100)]] = (
+        msgspec.field(default_factory=lambda: {"exact": 2.0, "all_terms": 0.03, "some_terms": 0.03})
+    )
+    """Factor on a full-text candidate's weight by what it matched: `exact` (every term of a query
+    naming identifiers such as options, settings or error codes, or the whole query word for
+    word), `all_terms` (every word of a plain question) or `some_terms`. Plain words on long
+    pages are weak evidence next to the vector route: below 1 / (rrf_k + 2) they cannot lift a
+    record above the vector route's first answer on their own. A level not named weighs 1."""
     vector_candidates: Annotated[int, Meta(ge=1, le=10_000)] = 100
     overfetch_rounds: Annotated[int, Meta(ge=0, le=10)] = 3
     """How often the vector route may search again, 4x deeper, when filters or rehydration
     left fewer than k results."""
     vector_required: bool = False
     """True: not ready while the embedding provider or a verified generation is missing."""
+    route_deadline_ms: dict[Literal["fts", "vector", "structured"], Annotated[int, Meta(ge=1, le=600_000)]] = {}
+    """A route's own time limit inside the request's deadline (the sooner of the two applies);
+    a route not named here has the request's whole deadline."""
 
 
 class IndexConfig(_Section):

@@ -79,7 +79,14 @@ def _write(client: JsonClient, record: dict[str, Any], relative: str) -> str:
         "GET", "/v1/records", params={"namespace": record["namespace"], "source_path": record["source_path"]}
     )["records"]
     if found:
-        answer = client.request("PUT", f"/v1/records/{found[0]['id']}", record)
+        path = f"/v1/records/{found[0]['id']}"
+        try:
+            answer = client.request("PUT", path, record)
+        except ClientError as exc:
+            if exc.status != 409:
+                raise
+            # its title was told apart by its path when it was created: keep it that way
+            answer = client.request("PUT", path, dict(record, title=f"{record['title']} ({relative})"))
         return "updated" if answer["changed"] else "unchanged"
     try:
         client.request("POST", "/v1/records", record)

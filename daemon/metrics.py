@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+if TYPE_CHECKING:
+    from actors.embedder import Embedder
+    from actors.index_manager import IndexManager
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 # Recall answers are expected in milliseconds; the upper buckets catch slow fallbacks.
@@ -51,5 +59,71 @@ class Metrics:
         self.store_up = Gauge("recalld_store_up", "1 when PostgreSQL answered the last check", registry=r)
         self.ready = Gauge("recalld_ready", "1 when /readyz passes or warns", registry=r)
 
+    def watch(self, embedder: Embedder | None, index: IndexManager | None) -> None:
+        self.registry.register(ActorCollector(embedder, index))
+
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+class ActorCollector:
+    """Reads the actors' own counters at scrape time, so /metrics shows what they counted on the
+    real code paths without the actors knowing about Prometheus."""
+
+    def __init__(self, embedder: Embedder | None, index: IndexManager | None) -> None:
+        self._embedder = embedder
+        self._index = index
+
+    def collect(self) -> Iterator[Metric]:
+        if self._embedder is not None:
+            stats = self._embedder.stats()
+            labels = ["provider", "model"]
+            values = [stats.provider, stats.model]
+            yield _counter("recalld_embedder_calls", "Provider calls", labels, values, stats.calls_total)
+            yield _counter(
+                "recalld_embedder_call_failures", "Failed provider calls", labels, values, stats.call_failures_total
+            )
+            yield _counter(
+                "recalld_embedder_input_tokens", "Input tokens metered", labels, values, stats.input_tokens_total
+            )
+            yield _counter("recalld_embedder_texts", "Texts embedded", labels, values, stats.texts_total)
+            failures = CounterMetricFamily(
+                "recalld_embedder_failures", "Embedding failures and refusals by reason", labels=["reason"]
+            )
+            for reason, count in stats.failures_by_reason.items():
+                failures.add_metric([reason], count)
+            yield failures
+            state = GaugeMetricFamily(
+                "recalld_embedder_circuit_state", "1 for the circuit breaker's current state", labels=["state"]
+            )
+            for name in ("closed", "open", "half_open"):
+                state.add_metric([name], 1.0 if stats.breaker_state == name else 0.0)
+            yield state
+            yield _counter(
+                "recalld_embedder_circuit_opened", "Times the circuit opened", [], [], stats.breaker_opened_total
+            )
+            queued = GaugeMetricFamily("recalld_embedder_queued_requests", "Requests waiting for a batch")
+            queued.add_metric([], stats.queued_requests)
+            yield queued
+        if self._index is not None:
+            builds = CounterMetricFamily(
+                "recalld_generation_builds", "Generation builds by outcome (recent ones)", labels=["state"]
+            )
+            by_state: dict[str, int] = {}
+            for build in self._index.builds():
+                by_state[build.state] = by_state.get(build.state, 0) + 1
+            for state_name, count in by_state.items():
+                builds.add_metric([state_name], count)
+            yield builds
+            pending = GaugeMetricFamily("recalld_index_pending_records", "Live records not yet searchable by vector")
+            pending.add_metric([], self._index.pending)
+            yield pending
+            leases = GaugeMetricFamily("recalld_index_open_leases", "Searches holding a handle now")
+            leases.add_metric([], self._index.cell.open_leases)
+            yield leases
+
+
+def _counter(name: str, help_text: str, labels: list[str], values: list[str], value: float) -> CounterMetricFamily:
+    family = CounterMetricFamily(name, help_text, labels=labels)
+    family.add_metric(values, value)
+    return family

@@ -17,9 +17,10 @@ from enum import StrEnum
 
 import anyio
 import asyncpg
+import msgspec
 
 from actors.embedder import Embedder
-from actors.embedding.errors import EmbeddingError
+from actors.embedding.errors import EmbeddingError, Reason
 from actors.fusion import (
     RRF_NAME,
     RRF_VERSION,
@@ -30,6 +31,7 @@ from actors.fusion import (
     weighted_score,
 )
 from actors.index_manager import IndexManager, IndexUnavailable
+from actors.query import evidence_of
 from actors.records import query_hash
 from daemon.config import Config
 from daemon.control.errors import ApiError, ErrorCode
@@ -52,7 +54,6 @@ DEFAULT_ROUTES: tuple[Route, ...] = ("fts", "vector")
 
 
 class DegradedReason(StrEnum):
-    VECTOR_UNAVAILABLE = "vector_route_unavailable"
     DEADLINE_EXCEEDED = "deadline_exceeded"
     STORE_UNAVAILABLE = "store_unavailable"
 
@@ -116,7 +117,7 @@ class RecallService:
                     found = await search.structured(conn, filters, cap)
             else:
                 if self._vector is None:
-                    raise RouteDown(DegradedReason.VECTOR_UNAVAILABLE, "no embedding provider is configured")
+                    raise RouteDown(Reason.NO_PROVIDER, "no embedding provider is configured")
                 answer = await self._vector(filters, query, cap, deadline)
                 found, embed_ms, run.generation = answer.candidates, answer.embed_ms, answer.generation
                 run.timings["embed"] = run.timings.get("embed", 0.0) + embed_ms
@@ -132,16 +133,34 @@ class RecallService:
             self._metrics.route_latency.labels(route=route).observe(elapsed / 1000)
         run.found[route] = _dedupe(found)
 
+    async def _bounded(self, run: _Run, route: Route, filters: Filters, query: str, cap: int, deadline: float) -> None:
+        """Run a route under its own deadline when it has one (the sooner of it and the request's)."""
+        own = self._config.recall.route_deadline_ms.get(route)
+        if own is None:
+            await self._route(run, route, filters, query, cap, deadline)
+            return
+        limit = anyio.current_time() + own / 1000
+        with anyio.move_on_at(min(deadline, limit)) as scope:
+            await self._route(run, route, filters, query, cap, min(deadline, limit))
+        if scope.cancelled_caught and route not in run.found and limit < deadline:
+            run.down(route, DegradedReason.DEADLINE_EXCEEDED, f"no answer within its {own} ms route limit")
+
     def _fuse(self, run: _Run, method: str) -> list[Fused[uuid.UUID]]:
+        """Fuse the routes' candidates with `method`; a full-text candidate weighs by its evidence
+        level (exact, every word, some words: `[recall] fts_evidence_weights`)."""
         started = time.perf_counter()
-        weights = dict(self._config.recall.weights)
+        config = self._config.recall
+        weights = dict(config.weights)
+        factors = {
+            "fts": [config.fts_evidence_weights.get(evidence_of(c.score).key, 1.0) for c in run.found.get("fts", [])]
+        }
         if method == WEIGHTED_NAME:
-            fused = weighted_score({r: [(c.id, c.score) for c in cs] for r, cs in run.found.items()}, weights=weights)
+            fused = weighted_score(
+                {r: [(c.id, c.score) for c in cs] for r, cs in run.found.items()}, weights=weights, factors=factors
+            )
         else:
             fused = reciprocal_rank(
-                {r: [c.id for c in cs] for r, cs in run.found.items()},
-                k=self._config.recall.rrf_k,
-                weights=weights,
+                {r: [c.id for c in cs] for r, cs in run.found.items()}, k=config.rrf_k, weights=weights, factors=factors
             )
         run.timings["fusion"] = run.timings.get("fusion", 0.0) + (time.perf_counter() - started) * 1000
         return fused
@@ -208,7 +227,7 @@ class RecallService:
         with anyio.move_on_at(deadline):
             async with anyio.create_task_group() as tg:
                 for route in routes:
-                    tg.start_soon(self._route, run, route, filters, request.query, max(caps[route], k), deadline)
+                    tg.start_soon(self._bounded, run, route, filters, request.query, max(caps[route], k), deadline)
         for route in routes:
             if route not in run.found:
                 run.down(route, DegradedReason.DEADLINE_EXCEEDED, f"no answer within {deadline_s * 1000:.0f} ms")
@@ -247,6 +266,7 @@ class RecallService:
             version=version,
             weights={r: config.weights.get(r, 1.0) for r in routes},
             k=config.rrf_k if name == RRF_NAME else None,
+            evidence=dict(config.fts_evidence_weights) if "fts" in routes else {},
         )
         search_id = uuid.uuid4()
         await self._record(search_id, request, routes, fusion, results, timings, run.degraded)
@@ -279,12 +299,7 @@ class RecallService:
                     "namespace": request.namespace,
                     "query_hash": query_hash(request.namespace, request.query),
                     "routes": list(routes),
-                    "fusion": {
-                        "name": fusion.name,
-                        "version": fusion.version,
-                        "weights": fusion.weights,
-                        "k": fusion.k,
-                    },
+                    "fusion": msgspec.to_builtins(fusion),  # everything the order depended on, frozen
                     "results": [{"id": str(r.id), "rank": i, "routes": r.routes} for i, r in enumerate(results, 1)],
                     "timings_ms": timings,
                     "degraded_routes": [{"route": d.route, "reason": d.reason} for d in degraded],

@@ -7,6 +7,7 @@ import json
 
 import asyncpg
 import pytest
+
 from conftest import Daemon
 
 NS = "bad-input"

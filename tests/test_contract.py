@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+
 from conftest import ROOT
 
 CHECK = ROOT.parent / "shared" / "tools" / "contract_check.py"

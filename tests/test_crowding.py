@@ -66,7 +66,9 @@ def test_a_small_namespace_crowded_by_a_large_one_still_fills_k(make_daemon: Any
             assert time.monotonic() < deadline, body
             time.sleep(1)
         for k in (10, 100):
-            status, answer = daemon.call("POST", "/v1/recall", {"namespace": "small", "query": "q", "routes": ["vector"], "k": k})
+            status, answer = daemon.call(
+                "POST", "/v1/recall", {"namespace": "small", "query": "q", "routes": ["vector"], "k": k}
+            )
             assert status == 200 and len(answer["results"]) == k, answer["degraded_routes"]
             assert all(hit["title"].startswith("small ") for hit in answer["results"])
         # a filter the index cannot apply: the vector route searches deeper until k are found

@@ -51,8 +51,11 @@ def check_mapping(dsn: str, root: Path, current: dict[str, Any], sample: list[st
     generation = load_generation(
         root,
         Expected(
-            generation_id=current["id"], manifest_sha256=current["manifest_sha256"], count=current["count"],
-            space_id=current["space_id"], source_watermark=current["source_watermark"],
+            generation_id=current["id"],
+            manifest_sha256=current["manifest_sha256"],
+            count=current["count"],
+            space_id=current["space_id"],
+            source_watermark=current["source_watermark"],
             tombstone_watermark=current["tombstone_watermark"],
         ),
     )
@@ -88,8 +91,14 @@ def test_template_change_then_model_change_over_1000_records(make_daemon: Any, f
     ids = []
     for i in range(RECORDS):
         status, created = daemon.call(
-            "POST", "/v1/records",
-            {"namespace": ns, "kind": "doc", "title": f"Runbook {i}", "body": f"Step {i}: check the pump, log pressure {i % 17}."},
+            "POST",
+            "/v1/records",
+            {
+                "namespace": ns,
+                "kind": "doc",
+                "title": f"Runbook {i}",
+                "body": f"Step {i}: check the pump, log pressure {i % 17}.",
+            },
         )
         assert status == 201
         ids.append(created["id"])
@@ -101,14 +110,14 @@ def test_template_change_then_model_change_over_1000_records(make_daemon: Any, f
 
     # A template change: the v1 generation keeps answering while the v2 one is built.
     daemon = make_daemon(dsn=fresh_dsn, env={**env, "RECALLD_EMBEDDING_TEMPLATE_VERSION": "2"})
-    status, answer = daemon.call("POST", "/v1/recall", {"namespace": ns, "query": "pump pressure", "routes": ["vector"]})
+    status, answer = daemon.call(
+        "POST", "/v1/recall", {"namespace": ns, "query": "pump pressure", "routes": ["vector"]}
+    )
     assert status == 200 and answer["results"] and not answer["degraded_routes"]
     second = wait_current(daemon, lambda c: c["space"]["template_version"] == 2 and c["count"] >= RECORDS)["current"]
     assert second["space_id"] != first["space_id"]
     check_mapping(fresh_dsn, shared, second, sample)
-    surrogates = query(
-        fresh_dsn, "SELECT space_id, count(*) FROM chunk_vectors GROUP BY space_id ORDER BY space_id"
-    )
+    surrogates = query(fresh_dsn, "SELECT space_id, count(*) FROM chunk_vectors GROUP BY space_id ORDER BY space_id")
     assert sorted(r["count"] for r in surrogates) == [RECORDS, RECORDS], "re-embedding kept one surrogate per chunk"
     assert daemon.stop() == 0
 
@@ -147,16 +156,23 @@ def test_several_daemons_one_builder_the_others_follow(make_daemon: Any, fresh_d
     follower: Daemon = make_daemon(dsn=fresh_dsn, env=env)
     ns = "pair"
     for i in range(5):
-        assert follower.call(
-            "POST", "/v1/records", {"namespace": ns, "kind": "doc", "title": f"Kiln note {i}", "body": "Fire the clay slowly."}
-        )[0] == 201
+        assert (
+            follower.call(
+                "POST",
+                "/v1/records",
+                {"namespace": ns, "kind": "doc", "title": f"Kiln note {i}", "body": "Fire the clay slowly."},
+            )[0]
+            == 201
+        )
     built = wait_current(builder, lambda c: c["count"] >= 5)
     followed = wait_current(follower, lambda c: c["id"] == built["current"]["id"], timeout=30)
     roles = sorted([built["index"]["builder"], followed["index"]["builder"]])
     assert roles == [False, True], "exactly one daemon holds the builder lock"
     deadline = time.monotonic() + 30
     while True:
-        status, answer = follower.call("POST", "/v1/recall", {"namespace": ns, "query": "pottery", "routes": ["vector"]})
+        status, answer = follower.call(
+            "POST", "/v1/recall", {"namespace": ns, "query": "pottery", "routes": ["vector"]}
+        )
         if status == 200 and answer["generation"] == built["current"]["id"] and len(answer["results"]) == 5:
             break
         assert time.monotonic() < deadline, answer
@@ -179,7 +195,11 @@ def test_a_corrupt_current_generation_falls_back_and_is_rebuilt(make_daemon: Any
     daemon: Daemon = make_daemon(dsn=fresh_dsn, env=env)
     ns = "corrupt"
     for i in range(8):
-        daemon.call("POST", "/v1/records", {"namespace": ns, "kind": "doc", "title": f"Orchard {i}", "body": "Prune apple trees."})
+        daemon.call(
+            "POST",
+            "/v1/records",
+            {"namespace": ns, "kind": "doc", "title": f"Orchard {i}", "body": "Prune apple trees."},
+        )
     first = wait_current(daemon, lambda c: c["count"] >= 8)["current"]
     assert daemon.call("POST", "/admin/generations/rebuild", {})[0] == 202
     second = wait_current(daemon, lambda c: c["id"] != first["id"])["current"]

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import RECALLD, ROOT, Daemon, scratch_dir
 
+from conftest import RECALLD, ROOT, Daemon, scratch_dir
 from daemon.store.embedded import EmbeddedPostgres
 
 

@@ -4,6 +4,7 @@ degrading out loud when the provider goes away mid-run."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -24,7 +25,9 @@ def fake() -> Iterator[FakeOpenAI]:
 def wait_vector(daemon: Daemon, ns: str, query: str, n: int, timeout: float = 60) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     while True:
-        status, answer = daemon.call("POST", "/v1/recall", {"namespace": ns, "query": query, "routes": ["vector"], "k": 10})
+        status, answer = daemon.call(
+            "POST", "/v1/recall", {"namespace": ns, "query": query, "routes": ["vector"], "k": 10}
+        )
         if status == 200 and len(answer["results"]) >= n and not answer["degraded_routes"]:
             return answer
         assert time.monotonic() < deadline, answer
@@ -81,7 +84,9 @@ def test_provider_stopping_mid_run_degrades_to_full_text_and_recovers(make_daemo
     env = {**fake.env(), "RECALLD_EMBEDDING_BREAKER_FAILURES": "2", "RECALLD_EMBEDDING_BREAKER_RESET_S": "1"}
     daemon: Daemon = make_daemon(env=env)
     ns = "outage"
-    daemon.call("POST", "/v1/records", {"namespace": ns, "kind": "doc", "title": "Ledger backup", "body": "Dumped nightly."})
+    daemon.call(
+        "POST", "/v1/records", {"namespace": ns, "kind": "doc", "title": "Ledger backup", "body": "Dumped nightly."}
+    )
     wait_vector(daemon, ns, "ledger", 1)
     fake.down = True
     seen: set[str] = set()
@@ -91,8 +96,15 @@ def test_provider_stopping_mid_run_degrades_to_full_text_and_recovers(make_daemo
         assert [d["route"] for d in answer["degraded_routes"]] == ["vector"]
         seen |= {d["reason"] for d in answer["degraded_routes"]}
     assert seen <= {"provider_error", "provider_unavailable", "circuit_open"} and "circuit_open" in seen, seen
+    metrics = daemon.http.get("/metrics").text
+    opened = re.search(r"^recalld_embedder_circuit_opened_total ([0-9.]+)$", metrics, re.M)
+    assert opened and float(opened.group(1)) >= 1, "the breaker's state is in /metrics"
+    assert re.search(r'^recalld_recall_degraded_total\{reason="circuit_open",route="vector"\} [1-9]', metrics, re.M)
+    assert "recalld_embedder_circuit_state{state=" in metrics
     # writes and forgets never wait on the provider
-    status, created = daemon.call("POST", "/v1/records", {"namespace": ns, "kind": "doc", "title": "During", "body": "x"})
+    status, created = daemon.call(
+        "POST", "/v1/records", {"namespace": ns, "kind": "doc", "title": "During", "body": "x"}
+    )
     assert status == 201
     assert daemon.call("DELETE", f"/v1/records/{created['id']}")[0] == 200
     status, body = daemon.call("POST", "/v1/recall", {"namespace": ns, "query": "ledger", "routes": ["vector"]})
@@ -119,7 +131,9 @@ def test_vector_required_makes_the_daemon_unready_without_a_provider(make_daemon
 def test_a_short_deadline_returns_what_finished_and_names_the_late_route(make_daemon: Any, fake: FakeOpenAI) -> None:
     daemon: Daemon = make_daemon(env=fake.env())
     ns = "deadline"
-    daemon.call("POST", "/v1/records", {"namespace": ns, "kind": "doc", "title": "Kiln schedule", "body": "Fire at dawn."})
+    daemon.call(
+        "POST", "/v1/records", {"namespace": ns, "kind": "doc", "title": "Kiln schedule", "body": "Fire at dawn."}
+    )
     wait_vector(daemon, ns, "kiln", 1)
     fake.delay_s = 2.0  # the provider now answers too late for the request below
     started = time.monotonic()
@@ -131,3 +145,20 @@ def test_a_short_deadline_returns_what_finished_and_names_the_late_route(make_da
     ]
     assert elapsed < 1.5, f"the answer waited {elapsed:.2f}s for a late route"
     assert answer["results"][0]["routes"] == {"fts": 1}
+
+
+def test_a_route_limit_bounds_a_slow_route_inside_a_longer_deadline(make_daemon: Any, fake: FakeOpenAI) -> None:
+    daemon: Daemon = make_daemon(env={**fake.env(), "RECALLD_RECALL_ROUTE_DEADLINE_MS": "{ vector = 400 }"})
+    ns = "route-limit"
+    daemon.call("POST", "/v1/records", {"namespace": ns, "kind": "doc", "title": "Glaze recipe", "body": "Mix ash."})
+    wait_vector(daemon, ns, "glaze", 1)
+    fake.delay_s = 3.0
+    started = time.monotonic()
+    status, answer = daemon.call(
+        "POST", "/v1/recall", {"namespace": ns, "query": "glaze recipe", "deadline_ms": 10_000}
+    )
+    assert status == 200 and answer["results"][0]["title"] == "Glaze recipe"
+    assert answer["degraded_routes"][0]["route"] == "vector"
+    assert answer["degraded_routes"][0]["reason"] == "deadline_exceeded"
+    assert "400 ms route limit" in answer["degraded_routes"][0]["message"]
+    assert time.monotonic() - started < 2.0

@@ -7,6 +7,8 @@ import uuid
 from typing import Any
 
 import asyncpg
+
+from actors.fusion import RRF_VERSION
 from conftest import Daemon
 
 DOCS = [
@@ -75,7 +77,7 @@ def test_keyword_and_identifier_queries_find_the_right_record(daemon: Daemon, ns
     hit = answer["results"][0]
     assert hit["routes"] == {"fts": 1} and hit["score"] > 0 and hit["kind"] in ("rule", "story")
     assert "refund" in (hit["snippet"] or "").lower()
-    assert answer["fusion"]["name"] == "rrf" and answer["fusion"]["version"] == 1
+    assert (answer["fusion"]["name"], answer["fusion"]["version"]) == ("rrf", RRF_VERSION)
     assert set(answer["timings_ms"]) >= {"embed", "vector", "fts", "rehydrate", "fusion", "total"}
     assert answer["generation"] is None and answer["search_id"]
 
@@ -142,12 +144,12 @@ def test_updated_text_is_what_recall_sees(daemon: Daemon, ns: str) -> None:
     assert (hit["id"], hit["revision"]) == (rid, 2)
 
 
-def test_vector_route_is_reported_degraded_not_silently_dropped(daemon: Daemon, ns: str) -> None:
+def test_vector_route_is_reported_degraded_not_silently_dropped(make_daemon: Any, ns: str) -> None:
+    daemon = make_daemon(env={"RECALLD_EMBEDDING_PROVIDER": "none"})
     seed(daemon, ns)
     status, answer = daemon.call("POST", "/v1/recall", {"namespace": ns, "query": "ledger"})
     assert status == 200 and answer["results"]
-    assert [d["route"] for d in answer["degraded_routes"]] == ["vector"]
-    assert answer["degraded_routes"][0]["reason"]
+    assert [(d["route"], d["reason"]) for d in answer["degraded_routes"]] == [("vector", "no_provider")]
     status, body = daemon.call("POST", "/v1/recall", {"namespace": ns, "query": "ledger", "routes": ["vector"]})
     assert status == 503 and body["error"]["code"] == "route_unavailable"
     assert body["degraded_routes"][0]["route"] == "vector"
@@ -174,7 +176,9 @@ def test_feedback_feeds_per_namespace_statistics(daemon: Daemon, ns: str) -> Non
     answer = recall(daemon, ns, "refund", k=5)
     first, second = answer["results"][0]["id"], answer["results"][1]["id"]
     for rid, useful in ((first, True), (second, False), (second, True), (second, False)):  # the latest judgement wins
-        status, body = daemon.call("POST", "/v1/recall/feedback", {"search_id": answer["search_id"], "id": rid, "useful": useful})
+        status, body = daemon.call(
+            "POST", "/v1/recall/feedback", {"search_id": answer["search_id"], "id": rid, "useful": useful}
+        )
         assert status == 200 and body["rank"] in (1, 2)
     recall(daemon, ns, "nothing matches this xyzzy")
     status, stats = daemon.call("GET", f"/v1/stats?namespace={ns}&k=5")
@@ -185,9 +189,15 @@ def test_feedback_feeds_per_namespace_statistics(daemon: Daemon, ns: str) -> Non
     # other namespaces see nothing of it
     assert daemon.call("GET", f"/v1/stats?namespace={ns}-other")[1]["searches"] == 0
     # a result that was not in the answer, an unknown search, a missing namespace
-    status, body = daemon.call("POST", "/v1/recall/feedback", {"search_id": answer["search_id"], "id": ids["Rotate signing keys"], "useful": True})
+    status, body = daemon.call(
+        "POST",
+        "/v1/recall/feedback",
+        {"search_id": answer["search_id"], "id": ids["Rotate signing keys"], "useful": True},
+    )
     assert status == 400 and body["error"]["code"] == "invalid_value"
-    status, body = daemon.call("POST", "/v1/recall/feedback", {"search_id": str(uuid.uuid4()), "id": first, "useful": True})
+    status, body = daemon.call(
+        "POST", "/v1/recall/feedback", {"search_id": str(uuid.uuid4()), "id": first, "useful": True}
+    )
     assert status == 404 and body["error"]["code"] == "not_found"
     status, body = daemon.call("POST", "/v1/recall/feedback", {"search_id": "nope", "id": first, "useful": True})
     assert status == 400 and body["error"]["code"] == "invalid_request"

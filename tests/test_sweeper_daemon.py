@@ -63,7 +63,11 @@ def test_sweeper_removes_only_what_nothing_references(make_daemon: Any, fresh_ds
     second = rebuild(daemon)
     third = rebuild(daemon)
     # a crashed build long ago, a build directory touched just now, a stray unknown generation
-    stale_tmp, fresh_tmp, stray = root / ".tmp-gcrashed-1", root / ".tmp-gbuilding-2", root / "g19990101T000000-deadbeef"
+    stale_tmp, fresh_tmp, stray = (
+        root / ".tmp-gcrashed-1",
+        root / ".tmp-gbuilding-2",
+        root / "g19990101T000000-deadbeef",
+    )
     for path in (stale_tmp, fresh_tmp, stray):
         path.mkdir()
         (path / "index.faiss").write_bytes(b"partial")

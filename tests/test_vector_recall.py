@@ -6,6 +6,7 @@ import time
 from typing import Any
 
 import pytest
+
 from conftest import Daemon
 
 # Paraphrase pairs: the query shares no content word with its record.
@@ -50,7 +51,9 @@ def corpus(daemon: Daemon) -> tuple[str, dict[str, str]]:
     ns = "vec-corpus"
     ids = {}
     for key, (title, body) in RECORDS.items():
-        status, created = daemon.call("POST", "/v1/records", {"namespace": ns, "kind": "doc", "title": title, "body": body})
+        status, created = daemon.call(
+            "POST", "/v1/records", {"namespace": ns, "kind": "doc", "title": title, "body": body}
+        )
         assert status == 201
         ids[key] = created["id"]
     wait_indexed(daemon, min_count=len(RECORDS))

@@ -119,6 +119,8 @@ class FusionInfo(msgspec.Struct, kw_only=True):
     version: int
     weights: dict[str, float]
     k: float | None = None
+    evidence: dict[str, float] = {}
+    """The factor on a full-text candidate by what it matched (`[recall] fts_evidence_weights`)."""
 
 
 class RecallResponse(msgspec.Struct, kw_only=True):

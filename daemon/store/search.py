@@ -14,7 +14,7 @@ from typing import Any
 
 import asyncpg
 
-from actors.query import build_text_query
+from actors.query import Evidence, build_text_query
 
 # Must match the configuration of the generated `records.search` column (migration 0001).
 TS_CONFIG = "english"
@@ -41,10 +41,6 @@ _FILTER_SQL = """r.namespace = $1 AND r.deleted_at IS NULL
     AND ($3::jsonb IS NULL OR r.attributes @> $3)"""
 
 
-# Full-text scores: a record holding every term of the query (the strict query) scores in
-# [1, 2), one found only by the loose query in [0, 1): ts_rank normalised by rank/(rank + 1)
-# (flag 32), so the order within a tier is ts_rank's and the tiers never interleave.
-STRICT_TIER = 1.0
 # Below this many strict matches, the loose query (any term) fills the list up to `limit`.
 LOOSE_BELOW = 10
 
@@ -55,11 +51,11 @@ async def _text_matches(
     websearch: str,
     limit: int,
     *,
-    floor: float,
+    evidence: Evidence,
     exclude: list[uuid.UUID],
 ) -> list[Candidate]:
-    """Live records of the namespace matching `websearch`, best ts_rank first, id as tie-break;
-    `floor` is added to every score, `exclude`d ids are skipped."""
+    """Live records of the namespace matching `websearch`, best first, id as tie-break, skipping
+    `exclude`; scores are `banded_score(evidence, ts_rank)` (flag 32 is rank / (rank + 1))."""
     rows = await conn.fetch(
         f"""SELECT r.id, r.revision, $6::float8 + ts_rank(r.search, q, 32) AS score
             FROM records r, websearch_to_tsquery('{TS_CONFIG}', $4) AS q
@@ -71,7 +67,7 @@ async def _text_matches(
         filters.attributes,
         websearch,
         limit,
-        floor,
+        float(evidence),
         exclude,
     )
     return [Candidate(row["id"], row["revision"], float(row["score"])) for row in rows]
@@ -82,17 +78,28 @@ async def full_text(conn: asyncpg.Connection, filters: Filters, query: str, limi
 
     The query is read by `actors.query.build_text_query`: options and identifiers are searched
     as written (a leading `-` is never a NOT, `=` splits an option from its value). Records
-    holding every term come first (scores >= STRICT_TIER); when fewer than LOOSE_BELOW do, records
-    holding any term follow (scores < STRICT_TIER), those holding more terms first. Both queries
-    are served by the GIN index on `records.search`.
+    holding the query word for word come first (a query without identifiers), then records
+    holding every term; when fewer than LOOSE_BELOW did, records holding any term follow, those
+    holding more of them first. A score's integer part is its `Evidence` level
+    (`actors.query.evidence_of`): exact, every word, or some terms. Every query is served by the
+    GIN index on `records.search`.
     """
     built = build_text_query(query)
     if built.empty or limit < 1:
         return []
-    found = await _text_matches(conn, filters, built.strict, limit, floor=STRICT_TIER, exclude=[])
-    if len(found) < min(LOOSE_BELOW, limit) and built.loose != built.strict:
+    steps = [
+        (built.phrase, Evidence.EXACT),
+        (built.strict, built.strict_evidence),
+        (built.loose if built.loose != built.strict else "", Evidence.SOME_TERMS),
+    ]
+    found: list[Candidate] = []
+    for websearch, evidence in steps:
+        if not websearch or len(found) >= limit:
+            continue
+        if evidence is Evidence.SOME_TERMS and len(found) >= LOOSE_BELOW:
+            break
         found += await _text_matches(
-            conn, filters, built.loose, limit - len(found), floor=0.0, exclude=[c.id for c in found]
+            conn, filters, websearch, limit - len(found), evidence=evidence, exclude=[c.id for c in found]
         )
     return found
 

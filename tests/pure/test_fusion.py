@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from actors.fusion import reciprocal_rank, weighted_score
+from actors.fusion import RRF_NAME, RRF_VERSION, WEIGHTED_NAME, WEIGHTED_VERSION, reciprocal_rank, weighted_score
 
 
 def keys(fused: list) -> list[str]:
@@ -49,3 +49,72 @@ def test_weighted_normalises_each_route() -> None:
 def test_a_route_listing_a_key_twice_is_a_bug() -> None:
     with pytest.raises(ValueError):
         reciprocal_rank({"fts": ["a", "a"]}, k=60)
+
+
+@pytest.mark.parametrize(
+    ("depth", "expected"),
+    [
+        # without a depth every position scores: b (3rd and 3rd) beats a (1st, then 9th)
+        (None, ["b", "a", "c"]),
+        # only the first 2 of each route score: b's places no longer count, a's 1st still does
+        (2, ["a", "b", "c"]),
+    ],
+)
+def test_rrf_depth_limits_which_positions_score(depth: int | None, expected: list[str]) -> None:
+    fts = ["a", "f1", "b", "f2", "f3", "f4", "f5", "f6", "c"]
+    vector = ["v1", "v2", "b", "v3", "v4", "v5", "v6", "v7", "a"]
+    fused = reciprocal_rank({"fts": fts, "vector": vector}, k=60, depth=depth)
+    assert [key for key in keys(fused) if key in {"a", "b", "c"}] == expected
+
+
+def test_rrf_depth_keeps_unscored_keys_after_scored_ones() -> None:
+    fused = reciprocal_rank({"fts": ["a", "b", "c"], "vector": ["d"]}, k=60, depth=1)
+    assert keys(fused)[:2] == ["a", "d"]
+    assert {f.key: f.score for f in fused}["c"] == 0.0
+    assert fused[-1].ranks == {"fts": 3}
+
+
+def test_factors_scale_single_candidates_of_a_route() -> None:
+    # weak full-text evidence (factor 0.1) no longer outranks the vector route's own order
+    rankings = {"fts": ["noise", "answer"], "vector": ["answer", "other"]}
+    plain = reciprocal_rank(rankings, k=30)
+    assert keys(plain)[0] == "answer"
+    weak = reciprocal_rank(rankings, k=30, factors={"fts": [0.1, 0.1]})
+    assert keys(weak) == ["answer", "other", "noise"]
+    # strong evidence (factor 2) puts a full-text-only hit above the vector route's first
+    strong = reciprocal_rank({"fts": ["exact"], "vector": ["near", "exact2"]}, k=30, factors={"fts": [2.0]})
+    assert keys(strong)[0] == "exact"
+    assert strong[0].score == pytest.approx(2 / 31)
+
+
+def test_factors_apply_to_weighted_fusion_after_normalising() -> None:
+    fused = weighted_score(
+        {"fts": [("a", 2.5), ("b", 0.5)], "vector": [("b", 0.9), ("c", 0.3)]},
+        weights={"fts": 1.0, "vector": 1.0},
+        factors={"fts": [0.5, 0.5]},
+    )
+    scores = {f.key: f.score for f in fused}
+    assert scores == pytest.approx({"a": 0.5, "b": 1.0, "c": 0.0})
+    assert keys(fused) == ["b", "a", "c"]
+
+
+@pytest.mark.parametrize(
+    "factors",
+    [
+        {"fts": [1.0]},  # one factor for two keys
+        {"fts": [1.0, -1.0]},
+        {"fts": [1.0, float("nan")]},
+        {"fts": [1.0, float("inf")]},
+    ],
+)
+def test_factors_must_match_the_list_and_be_finite(factors: dict[str, list[float]]) -> None:
+    with pytest.raises(ValueError):
+        reciprocal_rank({"fts": ["a", "b"]}, k=60, factors=factors)
+    with pytest.raises(ValueError):
+        weighted_score({"fts": [("a", 1.0), ("b", 0.5)]}, weights={}, factors=factors)
+
+
+def test_methods_are_named_and_versioned() -> None:
+    assert (RRF_NAME, WEIGHTED_NAME) == ("rrf", "weighted")
+    # v2: per-candidate factors (the full-text evidence levels)
+    assert RRF_VERSION == 2 and WEIGHTED_VERSION == 2

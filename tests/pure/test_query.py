@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from actors.query import QueryKind, build_text_query, is_identifier
+from actors.query import Evidence, QueryKind, banded_score, build_text_query, evidence_of, is_identifier
 
 
 @pytest.mark.parametrize(
@@ -115,3 +115,65 @@ def test_query_kind(query: str, kind: QueryKind, identifiers: tuple[str, ...]) -
 def test_same_input_same_output() -> None:
     query = 'pg_basebackup --wal-method=stream "exact phrase" or x'
     assert build_text_query(query) == build_text_query(query)
+
+
+@pytest.mark.parametrize(
+    ("query", "evidence"),
+    [
+        ("pg_ctl -m fast", Evidence.EXACT),
+        ("--no-owner", Evidence.EXACT),
+        ("why is my query not using my index", Evidence.ALL_TERMS),
+    ],
+)
+def test_a_strict_match_is_identifier_evidence_only_when_the_query_names_one(query: str, evidence: Evidence) -> None:
+    assert build_text_query(query).strict_evidence is evidence
+
+
+@pytest.mark.parametrize("evidence", list(Evidence))
+@pytest.mark.parametrize("rank", [0.0, 1e-9, 0.05, 0.6, 1.0, 37.0])
+def test_banded_scores_carry_their_evidence_and_order_by_it_first(evidence: Evidence, rank: float) -> None:
+    score = banded_score(evidence, rank)
+    assert evidence_of(score) is evidence
+    assert int(evidence) <= score < int(evidence) + 1
+    if evidence < Evidence.EXACT:
+        # the weakest match of a higher level beats the strongest of a lower one
+        assert banded_score(Evidence(evidence + 1), 0.0) > score
+
+
+def test_banded_score_is_monotonic_in_rank() -> None:
+    ranks = [0.0, 0.01, 0.1, 0.5, 2.0, 10.0]
+    scores = [banded_score(Evidence.ALL_TERMS, r) for r in ranks]
+    assert scores == sorted(scores) and len(set(scores)) == len(scores)
+
+
+@pytest.mark.parametrize(
+    ("score", "evidence"),
+    [(-1.0, Evidence.SOME_TERMS), (float("nan"), Evidence.SOME_TERMS), (9.5, Evidence.EXACT)],
+)
+def test_evidence_of_out_of_range_scores(score: float, evidence: Evidence) -> None:
+    assert evidence_of(score) is evidence
+
+
+@pytest.mark.parametrize(
+    ("query", "phrase"),
+    [
+        # a pasted message or command: the whole query, word for word
+        ("ERROR: could not serialize access", '"ERROR could not serialize access"'),
+        ("REINDEX CONCURRENTLY", '"REINDEX CONCURRENTLY"'),
+        ("database is not accepting commands", '"database is not accepting commands"'),
+        # a question's words on a page are no quotation of it
+        ("how do I make a column that auto-increments", ""),
+        ("Why is my query slow", ""),
+        ("replica lag keeps growing?", ""),
+        # identifiers: the strict query is exact evidence already
+        ("pg_ctl -m fast", ""),
+        ("FATAL: no pg_hba.conf entry for host", ""),
+        # one term is no phrase; the user's own syntax is left alone
+        ("vacuum", ""),
+        ('the "right" way', ""),
+        ("char or varchar", ""),
+        ("", ""),
+    ],
+)
+def test_phrase_is_the_whole_query_for_queries_without_identifiers(query: str, phrase: str) -> None:
+    assert build_text_query(query).phrase == phrase

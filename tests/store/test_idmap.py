@@ -43,7 +43,9 @@ def unit(rng: random.Random, n: int) -> np.ndarray:
     return v / np.linalg.norm(v, axis=1, keepdims=True)
 
 
-async def store_for(store: PgVectorStore, space: VectorSpace, repo: RecordRepository, rid: uuid.UUID, rng: random.Random) -> int:
+async def store_for(
+    store: PgVectorStore, space: VectorSpace, repo: RecordRepository, rid: uuid.UUID, rng: random.Random
+) -> int:
     row = await repo.get(rid)
     if row is None:
         return 0
