@@ -38,7 +38,7 @@ from actors.kernel.supervisor import (
 from actors.sweeper import Sweeper, SweepSettings
 from daemon.config import Config
 from daemon.control.access import AccessPolicy
-from daemon.control.health import Check, Health
+from daemon.control.health import Check, CheckFn, Health
 from daemon.control.server import Listener, Services, SocketInUse, run_control_server
 from daemon.metrics import Metrics
 from daemon.notifications import listen
@@ -163,7 +163,7 @@ def _on_event(metrics: Metrics, event: SupervisorEvent) -> None:
         metrics.actor_up.labels(actor=event.child).set(0)
 
 
-def _store_check(pool: asyncpg.Pool, config: Config, metrics: Metrics):  # type: ignore[no-untyped-def]
+def _store_check(pool: asyncpg.Pool, config: Config, metrics: Metrics) -> CheckFn:
     async def check() -> Check:
         problem = await db.ping(pool, config.store.health_timeout_s)
         metrics.store_up.set(0 if problem else 1)
@@ -176,7 +176,7 @@ def _store_check(pool: asyncpg.Pool, config: Config, metrics: Metrics):  # type:
     return check
 
 
-def _embedding_check(embedder: Embedder | None):  # type: ignore[no-untyped-def]
+def _embedding_check(embedder: Embedder | None) -> CheckFn:
     async def check() -> Check:
         if embedder is None:
             return Check(status="fail", reason="no_provider", detail={"message": "[embedding] provider = none"})
@@ -192,7 +192,7 @@ def _embedding_check(embedder: Embedder | None):  # type: ignore[no-untyped-def]
     return check
 
 
-def _actors_check(supervisor: Supervisor):  # type: ignore[no-untyped-def]
+def _actors_check(supervisor: Supervisor) -> CheckFn:
     async def check() -> Check:
         states = supervisor.status()
         down = {name: str(state) for name, state in states.items() if state != ChildState.RUNNING}
@@ -205,7 +205,7 @@ def _actors_check(supervisor: Supervisor):  # type: ignore[no-untyped-def]
     return check
 
 
-def _vector_check(index: IndexManager | None):  # type: ignore[no-untyped-def]
+def _vector_check(index: IndexManager | None) -> CheckFn:
     async def check() -> Check:
         if index is None:
             return Check(status="fail", reason="no_provider", detail={"message": "provider = none"})
