@@ -44,6 +44,8 @@ log = logging.getLogger("recalld.index")
 # A conservative reading speed for checksumming a generation at start (bytes per second).
 LOAD_BYTES_PER_S = 50e6
 
+NOTHING_INDEXED = ("no_verified_generation", "nothing is indexed yet")
+
 BuildState = Literal["queued", "running", "done", "failed", "skipped"]
 
 
@@ -196,7 +198,7 @@ class IndexManager:
             health = self._embedder.health()
             return (health.reason or "embedder_unavailable", health.message)
         if handle is None or handle.count == 0:
-            return self._problem or ("no_verified_generation", "nothing is indexed yet")
+            return self._problem or NOTHING_INDEXED
         if not query_compatible(handle.space_id, space, self._spaces):
             return ("vector_space_rebuilding", "the index is being rebuilt for the configured model")
         return None
@@ -212,7 +214,7 @@ class IndexManager:
         """Search the current handle under a lease, off the event loop. Returns (hits, generation id)."""
         async with self.cell.lease() as handle:
             if handle is None or handle.count == 0:
-                reason, message = self._problem or ("no_verified_generation", "nothing is indexed yet")
+                reason, message = self._problem or NOTHING_INDEXED
                 raise IndexUnavailable(reason, message)
             hits = await anyio.to_thread.run_sync(
                 lambda: handle.search(query, k_records=k_records, namespace=namespace, accept=accept)
@@ -303,13 +305,10 @@ class IndexManager:
         if builder:
             await self._catch_up(space)
         await self._refresh(space)
-        if builder:
-            self._pending = await self._store.count_to_index(space.key, self.settings.chunker)
-            if not self._building and self._should_build(space):
-                self._building = True
-                tasks.start_soon(self._build, space)
-        else:
-            self._pending = await self._store.count_to_index(space.key, self.settings.chunker)
+        self._pending = await self._store.count_to_index(space.key, self.settings.chunker)
+        if builder and not self._building and self._should_build(space):
+            self._building = True
+            tasks.start_soon(self._build, space)
 
     # -- following the pointer
 

@@ -8,6 +8,7 @@ socket, exactly as a client would.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import signal
@@ -47,20 +48,23 @@ def postgres() -> Iterator[EmbeddedPostgres]:
     shutil.rmtree(home, ignore_errors=True)
 
 
-def create_database(server: EmbeddedPostgres) -> str:
-    """A fresh, empty database in the session server; returns its DSN."""
-    import asyncio
+def sql(dsn: str, statement: str, *args: Any) -> list[asyncpg.Record]:
+    """Run one statement against a database from a synchronous test (a connection of its own)."""
 
-    name = "t_" + uuid.uuid4().hex[:12]
-
-    async def make() -> None:
-        conn = await asyncpg.connect(server.dsn)
+    async def run() -> list[asyncpg.Record]:
+        conn = await asyncpg.connect(dsn)
         try:
-            await conn.execute(f"CREATE DATABASE {name}")
+            return await conn.fetch(statement, *args)
         finally:
             await conn.close()
 
-    asyncio.run(make())
+    return asyncio.run(run())
+
+
+def create_database(server: EmbeddedPostgres) -> str:
+    """A fresh, empty database in the session server; returns its DSN."""
+    name = "t_" + uuid.uuid4().hex[:12]
+    sql(server.dsn, f"CREATE DATABASE {name}")
     return server.dsn.replace("/recalld?", f"/{name}?")
 
 

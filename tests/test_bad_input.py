@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 
-import asyncpg
 import pytest
 
-from conftest import Daemon
+from conftest import Daemon, sql
 
 NS = "bad-input"
 GOOD = {"namespace": NS, "kind": "doc", "title": "A title", "body": "A body"}
@@ -88,14 +86,7 @@ CASES: list[tuple[str, str, bytes | None, int, str]] = [
 
 
 def count_rows(dsn: str) -> int:
-    async def count() -> int:
-        conn = await asyncpg.connect(dsn)
-        try:
-            return int(await conn.fetchval("SELECT count(*) FROM records"))
-        finally:
-            await conn.close()
-
-    return asyncio.run(count())
+    return int(sql(dsn, "SELECT count(*) AS n FROM records")[0]["n"])
 
 
 def test_there_are_at_least_thirty_cases() -> None:

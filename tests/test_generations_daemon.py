@@ -3,21 +3,19 @@
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
-import asyncpg
 import numpy as np
 import pytest
 
 from actors.embedding import template
 from actors.index.generation import load_generation
 from actors.index.manifest import Expected
-from conftest import Daemon, scratch_dir
+from conftest import Daemon, scratch_dir, sql
 from fake_openai import FakeOpenAI, unit_vector
 
 RECORDS = 1000
@@ -34,17 +32,6 @@ def wait_current(daemon: Daemon, accept: Any, timeout: float = 240) -> dict[str,
         time.sleep(0.5)
 
 
-def query(dsn: str, sql: str, *args: Any) -> list[asyncpg.Record]:
-    async def run() -> list[asyncpg.Record]:
-        conn = await asyncpg.connect(dsn)
-        try:
-            return await conn.fetch(sql, *args)
-        finally:
-            await conn.close()
-
-    return asyncio.run(run())
-
-
 def check_mapping(dsn: str, root: Path, current: dict[str, Any], sample: list[str]) -> None:
     """Each sampled record: its chunk surrogate, text hash and vector in the generation's space,
     and the generation file maps that vector back to exactly that surrogate, record and revision."""
@@ -59,7 +46,7 @@ def check_mapping(dsn: str, root: Path, current: dict[str, Any], sample: list[st
             tombstone_watermark=current["tombstone_watermark"],
         ),
     )
-    rows = query(
+    rows = sql(
         dsn,
         "SELECT c.surrogate, c.record_id, c.revision, c.text, c.text_sha256, v.vector, r.revision AS live "
         "FROM chunks c JOIN chunk_vectors v ON v.surrogate = c.surrogate AND v.space_id = $1 "
@@ -117,7 +104,7 @@ def test_template_change_then_model_change_over_1000_records(make_daemon: Any, f
     second = wait_current(daemon, lambda c: c["space"]["template_version"] == 2 and c["count"] >= RECORDS)["current"]
     assert second["space_id"] != first["space_id"]
     check_mapping(fresh_dsn, shared, second, sample)
-    surrogates = query(fresh_dsn, "SELECT space_id, count(*) FROM chunk_vectors GROUP BY space_id ORDER BY space_id")
+    surrogates = sql(fresh_dsn, "SELECT space_id, count(*) FROM chunk_vectors GROUP BY space_id ORDER BY space_id")
     assert sorted(r["count"] for r in surrogates) == [RECORDS, RECORDS], "re-embedding kept one surrogate per chunk"
     assert daemon.stop() == 0
 
@@ -130,7 +117,7 @@ def test_template_change_then_model_change_over_1000_records(make_daemon: Any, f
         third = wait_current(daemon, lambda c: c["space"]["model"] == "fake-embedder")["current"]
         assert third["space"]["dimension"] == 64 and third["count"] >= RECORDS
         check_mapping(fresh_dsn, shared, third, sample)
-        rows = query(
+        rows = sql(
             fresh_dsn,
             "SELECT c.text, r.title, v.vector FROM chunks c JOIN records r ON r.id = c.record_id "
             "JOIN chunk_vectors v ON v.surrogate = c.surrogate AND v.space_id = $1 WHERE c.record_id = ANY($2::uuid[])",

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from typing import Any
 
-import asyncpg
-
 from actors.fusion import RRF_VERSION
-from conftest import Daemon
+from conftest import Daemon, sql
 
 DOCS = [
     (
@@ -159,15 +156,10 @@ def test_each_recall_writes_a_telemetry_row_without_the_query_text(daemon: Daemo
     seed(daemon, ns)
     answer = recall(daemon, ns, "ledger secret words")
 
-    async def row() -> Any:
-        conn = await asyncpg.connect(daemon.env["RECALLD_STORE_DSN"])
-        try:
-            return await conn.fetchrow("SELECT * FROM searches WHERE id = $1", uuid.UUID(answer["search_id"]))
-        finally:
-            await conn.close()
-
-    found = asyncio.run(row())
-    assert found is not None and found["namespace"] == ns and found["routes"] == ["fts"]
+    rows = sql(daemon.env["RECALLD_STORE_DSN"], "SELECT * FROM searches WHERE id = $1", uuid.UUID(answer["search_id"]))
+    assert len(rows) == 1
+    found = rows[0]
+    assert found["namespace"] == ns and found["routes"] == ["fts"]
     assert "secret" not in str(dict(found))
 
 

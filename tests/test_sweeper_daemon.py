@@ -4,27 +4,13 @@ directories stay. And a restart announces its generation load to systemd."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import socket
 import time
 from pathlib import Path
 from typing import Any
 
-import asyncpg
-
-from conftest import Daemon, scratch_dir
-
-
-def sql(dsn: str, statement: str, *args: Any) -> list[asyncpg.Record]:
-    async def run() -> list[asyncpg.Record]:
-        conn = await asyncpg.connect(dsn)
-        try:
-            return await conn.fetch(statement, *args)
-        finally:
-            await conn.close()
-
-    return asyncio.run(run())
+from conftest import Daemon, scratch_dir, sql
 
 
 def current_id(daemon: Daemon) -> str | None:

@@ -28,6 +28,16 @@ GENERATION_CHANNEL = "recalld_generation"
 BUILDER_LOCK_KEY = 0x7265_6361_6C6C_02
 
 
+# Live records whose current revision has no vectors in space $1 cut by chunker $2 yet.
+_TO_INDEX = """FROM records r
+    LEFT JOIN indexed_records i ON i.space_id = $1 AND i.record_id = r.id
+    WHERE r.deleted_at IS NULL AND (i.record_id IS NULL OR i.revision <> r.revision OR i.chunker <> $2)"""
+
+
+async def _count_to_index(conn: asyncpg.Connection, space_id: str, chunker: str) -> int:
+    return int(await conn.fetchval(f"SELECT count(*) {_TO_INDEX}", space_id, chunker))
+
+
 def _rows(rows: list[asyncpg.Record], dimension: int) -> VectorRows:
     if not rows:
         return VectorRows.empty(dimension)
@@ -73,11 +83,8 @@ class PgVectorStore:
         """Live records whose current revision has no vectors in `space_id` yet, in change order after `after`."""
         async with self._pool.acquire() as conn:
             rows = await conn.fetch(
-                """SELECT r.id, r.revision, r.namespace, r.title, r.body, r.change_seq
-                   FROM records r
-                   LEFT JOIN indexed_records i ON i.space_id = $1 AND i.record_id = r.id
-                   WHERE r.deleted_at IS NULL AND r.change_seq > $4
-                     AND (i.record_id IS NULL OR i.revision <> r.revision OR i.chunker <> $2)
+                f"""SELECT r.id, r.revision, r.namespace, r.title, r.body, r.change_seq
+                   {_TO_INDEX} AND r.change_seq > $4
                    ORDER BY r.change_seq
                    LIMIT $3""",
                 space_id,
@@ -89,16 +96,7 @@ class PgVectorStore:
 
     async def count_to_index(self, space_id: str, chunker: str) -> int:
         async with self._pool.acquire() as conn:
-            return int(
-                await conn.fetchval(
-                    """SELECT count(*) FROM records r
-                       LEFT JOIN indexed_records i ON i.space_id = $1 AND i.record_id = r.id
-                       WHERE r.deleted_at IS NULL
-                         AND (i.record_id IS NULL OR i.revision <> r.revision OR i.chunker <> $2)""",
-                    space_id,
-                    chunker,
-                )
-            )
+            return await _count_to_index(conn, space_id, chunker)
 
     async def store_chunks(
         self, space_id: str, chunker: str, record: RecordToIndex, texts: list[str], hashes: list[str], vectors: Any
@@ -237,13 +235,7 @@ class PgVectorStore:
                 "SELECT coalesce(max(surrogate), 0) FROM chunk_vectors WHERE space_id = $1", space_id
             )
             tombstone = await conn.fetchval("SELECT coalesce(max(change_seq), 0) FROM records")
-            missing = await conn.fetchval(
-                """SELECT count(*) FROM records r
-                   LEFT JOIN indexed_records i ON i.space_id = $1 AND i.record_id = r.id
-                   WHERE r.deleted_at IS NULL AND (i.record_id IS NULL OR i.revision <> r.revision OR i.chunker <> $2)""",
-                space_id,
-                chunker,
-            )
+            missing = await _count_to_index(conn, space_id, chunker)
         return _rows(rows, dimension), int(source), int(tombstone), int(missing)
 
     # -- generations and the pointer
