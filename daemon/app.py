@@ -24,6 +24,7 @@ import httpx
 import msgspec
 
 from actors.embedder import Embedder, EmbedderSettings
+from actors.embedding.query_cache import QueryVectorCache
 from actors.index_manager import IndexManager, IndexSettings
 from actors.kernel.supervisor import (
     ChildSpec,
@@ -267,7 +268,8 @@ def assemble(
             on_swap=lambda why: metrics.handle_swaps.labels(why=why.split()[0]).inc(),
             extend_start=notifier.extend_timeout,
         )
-    metrics.watch(embedder, index)
+    query_vectors = QueryVectorCache(config.recall.query_cache)
+    metrics.watch(embedder, index, query_vectors)
     health = Health()
     services = Services(
         config=config,
@@ -279,7 +281,9 @@ def assemble(
         feedback=FeedbackStore(pool),
         embedder=embedder,
         index=index,
-        recall=RecallService(pool, config, metrics, vector_search(embedder, index) if embedder and index else None),
+        recall=RecallService(
+            pool, config, metrics, vector_search(embedder, index, query_vectors) if embedder and index else None
+        ),
         alive=lambda: supervisor.alive,
         capabilities=lambda: _capabilities(health, embedder, index),
     )

@@ -97,6 +97,9 @@ class RecallConfig(_Section):
     overfetch_rounds: Annotated[int, Meta(ge=0, le=10)] = 3
     """How often the vector route may search again, 4x deeper, when filters or rehydration
     left fewer than k results."""
+    query_cache: Annotated[int, Meta(ge=0, le=1_000_000)] = 1024
+    """Query vectors kept for repeated queries (least recently used go first); 0 turns it off.
+    About 1.6 KB each at 384 dimensions."""
     vector_required: bool = False
     """True: not ready while the embedding provider or a verified generation is missing."""
     route_deadline_ms: dict[Literal["fts", "vector", "structured"], Annotated[int, Meta(ge=1, le=600_000)]] = {}

@@ -9,6 +9,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from actors.embedding.query_cache import QueryVectorCache
+
 if TYPE_CHECKING:
     from actors.embedder import Embedder
     from actors.index_manager import IndexManager
@@ -59,8 +61,10 @@ class Metrics:
         self.store_up = Gauge("recalld_store_up", "1 when PostgreSQL answered the last check", registry=r)
         self.ready = Gauge("recalld_ready", "1 when /readyz passes or warns", registry=r)
 
-    def watch(self, embedder: Embedder | None, index: IndexManager | None) -> None:
-        self.registry.register(ActorCollector(embedder, index))
+    def watch(
+        self, embedder: Embedder | None, index: IndexManager | None, query_vectors: QueryVectorCache | None = None
+    ) -> None:
+        self.registry.register(ActorCollector(embedder, index, query_vectors))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
@@ -70,11 +74,21 @@ class ActorCollector:
     """Reads the actors' own counters at scrape time, so /metrics shows what they counted on the
     real code paths without the actors knowing about Prometheus."""
 
-    def __init__(self, embedder: Embedder | None, index: IndexManager | None) -> None:
+    def __init__(
+        self, embedder: Embedder | None, index: IndexManager | None, query_vectors: QueryVectorCache | None = None
+    ) -> None:
         self._embedder = embedder
         self._index = index
+        self._query_vectors = query_vectors
 
     def collect(self) -> Iterator[Metric]:
+        if self._query_vectors is not None:
+            lookups = CounterMetricFamily(
+                "recalld_query_vector_cache_lookups", "Query vectors looked up in the cache", labels=["result"]
+            )
+            lookups.add_metric(["hit"], self._query_vectors.hits)
+            lookups.add_metric(["miss"], self._query_vectors.misses)
+            yield lookups
         if self._embedder is not None:
             stats = self._embedder.stats()
             labels = ["provider", "model"]

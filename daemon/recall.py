@@ -8,6 +8,7 @@ is re-read from PostgreSQL: forgotten, moved or stale-revision records never com
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 import uuid
@@ -21,6 +22,7 @@ import msgspec
 
 from actors.embedder import Embedder
 from actors.embedding.errors import EmbeddingError, Reason
+from actors.embedding.query_cache import QueryVectorCache
 from actors.fusion import (
     RRF_NAME,
     RRF_VERSION,
@@ -105,13 +107,15 @@ class RecallService:
         self._metrics = metrics
         self._vector = vector
 
-    async def _route(self, run: _Run, route: Route, filters: Filters, query: str, cap: int, deadline: float) -> None:
+    async def _route(
+        self, run: _Run, route: Route, filters: Filters, query: str, cap: int, deadline: float, *, loose: bool = True
+    ) -> None:
         started = time.perf_counter()
         embed_ms = 0.0
         try:
             if route == "fts":
                 async with self._pool.acquire() as conn:
-                    found = await search.full_text(conn, filters, query, cap)
+                    found = await search.full_text(conn, filters, query, cap, loose=loose)
             elif route == "structured":
                 async with self._pool.acquire() as conn:
                     found = await search.structured(conn, filters, cap)
@@ -133,15 +137,17 @@ class RecallService:
             self._metrics.route_latency.labels(route=route).observe(elapsed / 1000)
         run.found[route] = _dedupe(found)
 
-    async def _bounded(self, run: _Run, route: Route, filters: Filters, query: str, cap: int, deadline: float) -> None:
+    async def _bounded(
+        self, run: _Run, route: Route, filters: Filters, query: str, cap: int, deadline: float, *, loose: bool = True
+    ) -> None:
         """Run a route under its own deadline when it has one (the sooner of it and the request's)."""
         own = self._config.recall.route_deadline_ms.get(route)
         if own is None:
-            await self._route(run, route, filters, query, cap, deadline)
+            await self._route(run, route, filters, query, cap, deadline, loose=loose)
             return
         limit = anyio.current_time() + own / 1000
         with anyio.move_on_at(min(deadline, limit)) as scope:
-            await self._route(run, route, filters, query, cap, min(deadline, limit))
+            await self._route(run, route, filters, query, cap, min(deadline, limit), loose=loose)
         if scope.cancelled_caught and route not in run.found and limit < deadline:
             run.down(route, DegradedReason.DEADLINE_EXCEEDED, f"no answer within its {own} ms route limit")
 
@@ -224,10 +230,20 @@ class RecallService:
             "vector": config.vector_candidates,
         }
 
+        # Full text's any-word matches only break ties next to an answering vector route, and
+        # they are its costly step: fetched up front only without the vector route, otherwise
+        # only once the vector route has failed to answer.
+        loose = "vector" not in routes
         with anyio.move_on_at(deadline):
             async with anyio.create_task_group() as tg:
                 for route in routes:
-                    tg.start_soon(self._bounded, run, route, filters, request.query, max(caps[route], k), deadline)
+                    cap = max(caps[route], k)
+                    tg.start_soon(
+                        functools.partial(self._bounded, run, route, filters, request.query, cap, deadline, loose=loose)
+                    )
+        if not loose and "fts" in run.found and "vector" not in run.found:
+            with anyio.move_on_at(deadline):
+                await self._bounded(run, "fts", filters, request.query, max(caps["fts"], k), deadline)
         for route in routes:
             if route not in run.found:
                 run.down(route, DegradedReason.DEADLINE_EXCEEDED, f"no answer within {deadline_s * 1000:.0f} ms")
@@ -307,26 +323,28 @@ class RecallService:
             )
 
 
-def vector_search(embedder: Embedder, index: IndexManager) -> VectorSearch:
-    """The vector route: embed the query (purpose `query`), then search the leased handle."""
+def vector_search(embedder: Embedder, index: IndexManager, query_vectors: QueryVectorCache) -> VectorSearch:
+    """The vector route: embed the query (purpose `query`; a repeated query's vector comes from
+    `query_vectors`), then search the leased handle."""
 
     async def route(filters: Filters, query: str, cap: int, deadline: float) -> VectorAnswer:
         problem = index.problem()
         if problem is not None:
             raise RouteDown(*problem)
         started = time.perf_counter()
-        try:
-            result = await embedder.embed(
-                [embedder.render_query(query).text],
-                purpose="query",
-                namespace=filters.namespace,
-                deadline=deadline,
-            )
-        except EmbeddingError as exc:
-            raise RouteDown(exc.reason.value, exc.message) from None
+        text = embedder.render_query(query).text
+        space = embedder.space
+        vector = query_vectors.get(space, text) if space is not None else None
+        if vector is None:
+            try:
+                result = await embedder.embed([text], purpose="query", namespace=filters.namespace, deadline=deadline)
+            except EmbeddingError as exc:
+                raise RouteDown(exc.reason.value, exc.message) from None
+            vector = result.vectors[0]
+            query_vectors.put(result.space, text, vector)
         embed_ms = (time.perf_counter() - started) * 1000
         try:
-            hits, generation = await index.search(result.vectors[0], namespace=filters.namespace, k_records=cap)
+            hits, generation = await index.search(vector, namespace=filters.namespace, k_records=cap)
         except IndexUnavailable as exc:
             raise RouteDown(exc.reason, exc.message) from None
         candidates = [Candidate(h.record_id, h.revision, h.score, h.surrogate) for h in hits]

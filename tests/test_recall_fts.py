@@ -147,6 +147,9 @@ def test_vector_route_is_reported_degraded_not_silently_dropped(make_daemon: Any
     status, answer = daemon.call("POST", "/v1/recall", {"namespace": ns, "query": "ledger"})
     assert status == 200 and answer["results"]
     assert [(d["route"], d["reason"]) for d in answer["degraded_routes"]] == [("vector", "no_provider")]
+    # no record holds both words: with the vector route down, records holding either fill in
+    status, answer = daemon.call("POST", "/v1/recall", {"namespace": ns, "query": "ledger signing"})
+    assert status == 200 and {"Backup the ledger nightly", "Rotate signing keys"} <= set(titles(answer)), answer
     status, body = daemon.call("POST", "/v1/recall", {"namespace": ns, "query": "ledger", "routes": ["vector"]})
     assert status == 503 and body["error"]["code"] == "route_unavailable"
     assert body["degraded_routes"][0]["route"] == "vector"

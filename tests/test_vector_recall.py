@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import time
+import uuid
 from typing import Any
 
 import pytest
 
-from conftest import Daemon
+from conftest import Daemon, sql
 
 # Paraphrase pairs: the query shares no content word with its record.
 RECORDS = {
@@ -223,3 +225,61 @@ def test_a_long_record_is_chunked_and_the_snippet_is_its_best_chunk(daemon: Daem
         time.sleep(0.3)
     assert "replica" in hits[0]["snippet"] or "write-ahead" in hits[0]["snippet"], hits[0]["snippet"]
     assert "Roses" not in hits[0]["snippet"]
+
+
+def test_a_full_text_hit_shows_its_best_matching_chunk(daemon: Daemon) -> None:
+    ns = "fts-chunks"
+    garden = "Roses like sun and well-drained soil; prune them in early spring and feed them monthly. " * 14
+    quorum = "Writes are acknowledged once a quorum of three replicas has persisted the entry."
+    status, created = daemon.call(
+        "POST", "/v1/records", {"namespace": ns, "kind": "doc", "title": "Notes", "body": garden + "\n\n" + quorum}
+    )
+    assert status == 201
+    wait_indexed(daemon)
+    chunks = sql(
+        daemon.env["RECALLD_STORE_DSN"],
+        "SELECT count(*) FROM chunks WHERE record_id = $1 AND retired_at IS NULL",
+        uuid.UUID(created["id"]),
+    )
+    assert chunks[0]["count"] >= 2, "the record is long enough to be cut into several chunks"
+    status, answer = daemon.call("POST", "/v1/recall", {"namespace": ns, "query": "quorum", "routes": ["fts"]})
+    assert status == 200 and answer["results"][0]["id"] == created["id"]
+    snippet = answer["results"][0]["snippet"]
+    assert "quorum" in snippet and "Roses" not in snippet, snippet
+
+
+def test_a_repeated_query_reuses_its_vector_without_calling_the_model(
+    daemon: Daemon, corpus: tuple[str, dict[str, str]]
+) -> None:
+    ns, ids = corpus
+
+    def query_calls() -> int:
+        _, usage = daemon.call("GET", f"/v1/usage?namespace={ns}")
+        return sum(row["calls"] for row in usage["usage"] if row["purpose"] == "query")
+
+    def cache_hits() -> float:
+        metrics = daemon.http.get("/metrics").text
+        found = re.search(r'^recalld_query_vector_cache_lookups_total\{result="hit"\} (\S+)$', metrics, re.M)
+        assert found, "the cache's lookups are in /metrics"
+        return float(found.group(1))
+
+    query = "who keeps the pager during the week, asked twice"
+    first = vector(daemon, ns, query)
+    calls, hits = query_calls(), cache_hits()
+    second = vector(daemon, ns, query)
+    assert [r["id"] for r in second["results"]] == [r["id"] for r in first["results"]]
+    assert second["results"][0]["id"] == ids["oncall"]
+    assert query_calls() == calls, "the second ask did not reach the model"
+    assert cache_hits() == hits + 1
+
+
+def test_any_word_matches_are_fetched_only_when_full_text_answers_alone(
+    daemon: Daemon, corpus: tuple[str, dict[str, str]]
+) -> None:
+    ns, ids = corpus
+    query = "signing ledger"  # no record holds both words
+    alone = daemon.call("POST", "/v1/recall", {"namespace": ns, "query": query, "routes": ["fts"]})[1]
+    assert {hit["id"] for hit in alone["results"]} == {ids["keys"], ids["backup"]}, alone
+    fused = daemon.call("POST", "/v1/recall", {"namespace": ns, "query": query})[1]
+    assert fused["results"] and not fused["degraded_routes"]
+    assert all("fts" not in hit["routes"] for hit in fused["results"]), "any-word matches only break ties"

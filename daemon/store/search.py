@@ -41,39 +41,35 @@ _FILTER_SQL = """r.namespace = $1 AND r.deleted_at IS NULL
     AND ($3::jsonb IS NULL OR r.attributes @> $3)"""
 
 
-# Below this many strict matches, the loose query (any term) fills the list up to `limit`.
+# Below this many phrase and strict matches, the loose query (any term) fills the list up to the cap.
 LOOSE_BELOW = 10
 
 
-async def _text_matches(
-    conn: asyncpg.Connection,
-    filters: Filters,
-    websearch: str,
-    limit: int,
-    *,
-    evidence: Evidence,
-    exclude: list[uuid.UUID],
+def _step(number: int, param: int, evidence_param: int, exclude: str, when: str = "") -> str:
+    """One step of `full_text`: live records of the namespace matching the websearch input in
+    `$param`, scored `evidence + ts_rank / (ts_rank + 1)` (flag 32), skipping `exclude`."""
+    return f"""SELECT {number} AS step, r.id, r.revision, ${evidence_param}::float8 + ts_rank(r.search, q, 32) AS score
+        FROM records r, websearch_to_tsquery('{TS_CONFIG}', nullif(${param}, '')) AS q
+        WHERE ${param} <> '' {when} AND {_FILTER_SQL} AND r.search @@ q AND r.id NOT IN ({exclude})
+        ORDER BY score DESC, r.id
+        LIMIT $7"""
+
+
+# The three steps in one statement, one round trip: each step's `$n <> ''` and the loose step's
+# count are one-time filters, so PostgreSQL skips a step's scan when it does not apply.
+_FULL_TEXT_SQL = f"""
+WITH phrase AS ({_step(0, 4, 8, "SELECT NULL::uuid WHERE false")}),
+strict AS ({_step(1, 5, 9, "SELECT id FROM phrase")}),
+found AS (SELECT * FROM phrase UNION ALL SELECT * FROM strict),
+loose AS ({_step(2, 6, 10, "SELECT id FROM found", f"AND (SELECT count(*) FROM found) < {LOOSE_BELOW}")})
+SELECT id, revision, score FROM (SELECT * FROM found UNION ALL SELECT * FROM loose) AS steps
+ORDER BY step, score DESC, id
+LIMIT $7"""
+
+
+async def full_text(
+    conn: asyncpg.Connection, filters: Filters, query: str, limit: int, *, loose: bool = True
 ) -> list[Candidate]:
-    """Live records of the namespace matching `websearch`, best first, id as tie-break, skipping
-    `exclude`; scores are `banded_score(evidence, ts_rank)` (flag 32 is rank / (rank + 1))."""
-    rows = await conn.fetch(
-        f"""SELECT r.id, r.revision, $6::float8 + ts_rank(r.search, q, 32) AS score
-            FROM records r, websearch_to_tsquery('{TS_CONFIG}', $4) AS q
-            WHERE {_FILTER_SQL} AND r.search @@ q AND r.id <> ALL($7::uuid[])
-            ORDER BY score DESC, r.id
-            LIMIT $5""",
-        filters.namespace,
-        filters.kinds,
-        filters.attributes,
-        websearch,
-        limit,
-        float(evidence),
-        exclude,
-    )
-    return [Candidate(row["id"], row["revision"], float(row["score"])) for row in rows]
-
-
-async def full_text(conn: asyncpg.Connection, filters: Filters, query: str, limit: int) -> list[Candidate]:
     """Records matching `query`, best first, id as tie-break; at most `limit`.
 
     The query is read by `actors.query.build_text_query`: options and identifiers are searched
@@ -83,25 +79,28 @@ async def full_text(conn: asyncpg.Connection, filters: Filters, query: str, limi
     holding more of them first. A score's integer part is its `Evidence` level
     (`actors.query.evidence_of`): exact, every word, or some terms. Every query is served by the
     GIN index on `records.search`.
+
+    `loose=False` skips the any-term step: it ranks every record holding any of the words (on a
+    large namespace with a common word, most of it), which is the route's main cost, and fused
+    next to an answering vector route such matches only break ties.
     """
     built = build_text_query(query)
     if built.empty or limit < 1:
         return []
-    steps = [
-        (built.phrase, Evidence.EXACT),
-        (built.strict, built.strict_evidence),
-        (built.loose if built.loose != built.strict else "", Evidence.SOME_TERMS),
-    ]
-    found: list[Candidate] = []
-    for websearch, evidence in steps:
-        if not websearch or len(found) >= limit:
-            continue
-        if evidence is Evidence.SOME_TERMS and len(found) >= LOOSE_BELOW:
-            break
-        found += await _text_matches(
-            conn, filters, websearch, limit - len(found), evidence=evidence, exclude=[c.id for c in found]
-        )
-    return found
+    rows = await conn.fetch(
+        _FULL_TEXT_SQL,
+        filters.namespace,
+        filters.kinds,
+        filters.attributes,
+        built.phrase or "",
+        built.strict,
+        built.loose if loose and built.loose != built.strict else "",
+        limit,
+        float(Evidence.EXACT),
+        float(built.strict_evidence),
+        float(Evidence.SOME_TERMS),
+    )
+    return [Candidate(row["id"], row["revision"], float(row["score"])) for row in rows]
 
 
 async def structured(conn: asyncpg.Connection, filters: Filters, limit: int) -> list[Candidate]:
@@ -135,8 +134,10 @@ async def rehydrate(
 ) -> dict[uuid.UUID, asyncpg.Record]:
     """Re-read candidates in one query; only live rows of the namespace that pass the filters.
 
-    The snippet comes from the record's best chunk when a route named one (so a hit found by
-    meaning shows the passage that matched), else from the body, highlighted for the query.
+    The snippet comes from the record's best chunk: the one a route named (so a hit found by
+    meaning shows the passage that matched), else the live chunk of the record's revision that
+    ranks best for the query's words; a record not chunked yet falls back to its body. Either
+    way it is highlighted for the query.
     """
     if not ids:
         return {}
@@ -144,10 +145,17 @@ async def rehydrate(
     options = f"MaxWords={snippet_words}, MinWords={max(3, snippet_words // 3)}, MaxFragments=1"
     rows = await conn.fetch(
         f"""SELECT r.id, r.title, r.kind, r.source_path, r.revision,
-                   ts_headline('{TS_CONFIG}', coalesce(c.text, r.body), {_HIGHLIGHT}, $6) AS snippet
+                   ts_headline('{TS_CONFIG}', coalesce(c.text, matched.text, r.body), {_HIGHLIGHT}, $6) AS snippet
             FROM records r
             LEFT JOIN unnest($7::uuid[], $8::bigint[]) AS best (id, surrogate) ON best.id = r.id
             LEFT JOIN chunks c ON c.surrogate = best.surrogate AND c.retired_at IS NULL
+            LEFT JOIN LATERAL (
+                SELECT m.text FROM chunks m
+                WHERE c.surrogate IS NULL AND m.record_id = r.id AND m.revision = r.revision
+                  AND m.retired_at IS NULL
+                ORDER BY ts_rank(m.search, {_HIGHLIGHT}) DESC, m.chunk_no, m.surrogate
+                LIMIT 1
+            ) AS matched ON true
             WHERE {_FILTER_SQL} AND r.id = ANY($4::uuid[])""",
         filters.namespace,
         filters.kinds,
