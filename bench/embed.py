@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import argparse
 import inspect
-import os
-import platform
 import re
 import statistics
 import sys
@@ -33,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from actors.embedder import Embedder, EmbedderSettings
 from actors.kernel.ports import UsageRow
+from bench.harness import load_average, machine
 from daemon.providers.local import MAX_TOKENS, LocalProvider
 
 SOURCE_MODULES = (
@@ -98,20 +97,6 @@ async def actor_rate(embedder: Embedder, texts: Sequence[str], callers: int) -> 
     return len(texts) / wall, (embedder.stats().provider_seconds_total - busy) / wall
 
 
-def machine() -> str:
-    model = platform.processor() or "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    system = f"{platform.system()} {platform.machine()}"
-    return f"{model}, {cores} cores, Python {platform.python_version()}, {system}"
-
-
 async def bench(args: argparse.Namespace) -> str:
     model = LocalProvider()
     model.load()
@@ -166,7 +151,7 @@ async def bench(args: argparse.Namespace) -> str:
 
 
 def write(path: Path, table: str, command: str) -> None:
-    load = ", ".join(f"{x:.2f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "n/a"
+    load = load_average()
     section = "\n".join(
         [
             "## Embedding",

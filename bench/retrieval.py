@@ -32,8 +32,6 @@ import asyncio
 import itertools
 import json
 import os
-import platform
-import pwd
 import statistics
 import subprocess
 import sys
@@ -63,6 +61,7 @@ from actors.fusion import (  # noqa: E402
     weighted_score,
 )
 from actors.query import QUERY_BUILDER_VERSION, Evidence, evidence_of  # noqa: E402
+from bench.harness import embedded_dsn, machine, progress, start_daemon, stop_daemon, wait_caught_up, write_section  # noqa: E402
 from daemon.cli import Client  # noqa: E402
 from daemon.config import Config  # noqa: E402
 from daemon.store.search import Filters, full_text  # noqa: E402
@@ -84,16 +83,34 @@ class Question:
     kind: str
     text: str
     expected: tuple[str, ...]
+    fresh: bool = False
+    """Written after the fusion defaults were frozen."""
 
     @property
     def held_out(self) -> bool:
-        """Even-numbered questions are never used to choose a setting."""
-        return int(self.id[1:]) % 2 == 0
+        """Even-numbered and fresh questions are never used to choose a setting."""
+        return self.fresh or int(self.id[1:]) % 2 == 0
 
 
 def load_questions(path: Path) -> list[Question]:
     data = tomllib.loads(path.read_text())
-    return [Question(q["id"], q["kind"], q["question"], tuple(q["expected"])) for q in data["question"]]
+    return [
+        Question(q["id"], q["kind"], q["question"], tuple(q["expected"]), q.get("fresh", False))
+        for q in data["question"]
+    ]
+
+
+def groups(questions: Sequence[Question]) -> dict[str, list[Question]]:
+    """The question groups every table reports: all, the held-out and tuning halves of the set the
+    defaults were chosen with, and the fresh questions written after that."""
+    chosen_with = [q for q in questions if not q.fresh]
+    found = {
+        "all": list(questions),
+        "held-out (even ids)": [q for q in chosen_with if q.held_out],
+        "tuning (odd ids)": [q for q in chosen_with if not q.held_out],
+        "fresh (written after the defaults)": [q for q in questions if q.fresh],
+    }
+    return {name: qs for name, qs in found.items() if qs}
 
 
 def distinct(pages: Sequence[str]) -> list[str]:
@@ -141,32 +158,6 @@ def score(answers: dict[str, list[str]], questions: Sequence[Question]) -> dict[
 # --- the daemon -----------------------------------------------------------------------------------
 
 
-def progress(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
-def embedded_dsn(data_dir: Path) -> str:
-    """The DSN of the PostgreSQL a daemon on the embedded defaults runs in `data_dir`."""
-    user = "recalld" if os.geteuid() == 0 else pwd.getpwuid(os.geteuid()).pw_name
-    return f"postgresql://{user}@/recalld?host={data_dir / 'pg'}&port=5432"
-
-
-def start_daemon(data_dir: Path, socket: Path, log: Path) -> subprocess.Popen[bytes]:
-    data_dir.mkdir(parents=True, exist_ok=True)
-    command = [str(ROOT / ".venv/bin/recalld"), "serve", "--data-dir", str(data_dir), "--socket", str(socket)]
-    daemon = subprocess.Popen(command, stdout=log.open("ab"), stderr=subprocess.STDOUT)
-    client = Client(socket)
-    for _ in range(240):
-        try:
-            client.request("GET", "/livez")
-            return daemon
-        except ConnectionError:
-            if daemon.poll() is not None:
-                raise SystemExit(f"recalld serve exited ({daemon.returncode}); see {log}") from None
-            time.sleep(0.5)
-    raise SystemExit(f"recalld did not answer on {socket} within 120 s; see {log}")
-
-
 def ingest_corpus(client: Client, corpus: Path, namespace: str, *, reused: bool) -> None:
     from daemon.ingest import ingest
 
@@ -179,22 +170,6 @@ def ingest_corpus(client: Client, corpus: Path, namespace: str, *, reused: bool)
         # Re-ingesting a page whose title collided (stored as "title (file)") fails the update
         # with 409; the record from the first ingest is still there and unchanged.
         progress(f"warning: {len(summary.failed)} files not re-ingested; their first ingest stays")
-
-
-def wait_caught_up(client: Client) -> dict[str, Any]:
-    """Poll /v1/generations until the vector route has every live chunk (pending == 0)."""
-    started = time.monotonic()
-    last = -1
-    while True:
-        answer = client.request("GET", "/v1/generations")
-        pending = answer["pending"]
-        if pending == 0 and (answer["current"] is not None or answer["index"]["handle"] is not None):
-            progress(f"vector route caught up after {time.monotonic() - started:.0f} s")
-            return answer
-        if pending != last:
-            progress(f"waiting for the vector route: {pending} records pending ({time.monotonic() - started:.0f} s)")
-            last = pending
-        time.sleep(5)
 
 
 @dataclass
@@ -602,13 +577,9 @@ def median(values: Sequence[float]) -> float:
 
 
 def per_kind_table(rows: list[tuple[str, dict[str, list[str]]]], questions: Sequence[Question]) -> list[str]:
-    """One line per system: hit@5 · MRR@10 per kind, over all questions, the held-out and the
-    tuning half. `rows`: (label, question id -> pages) pairs."""
-    halves = {
-        "all": list(questions),
-        "held-out (even ids)": [q for q in questions if q.held_out],
-        "tuning (odd ids)": [q for q in questions if not q.held_out],
-    }
+    """One line per system: hit@5 · MRR@10 per kind and group (`groups`). `rows`: (label,
+    question id -> pages) pairs."""
+    halves = groups(questions)
     header = ["system"]
     for half, qs in halves.items():
         counts = {kind: sum(q.kind == kind for q in qs) for kind in KINDS}
@@ -621,18 +592,6 @@ def per_kind_table(rows: list[tuple[str, dict[str, list[str]]]], questions: Sequ
             cells += [scores["natural"].cell(), scores["identifier"].cell()]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
-
-
-def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{os.cpu_count()} × {cpu}, Python {platform.python_version()}, {platform.system()} {platform.release()}"
 
 
 # --- the run --------------------------------------------------------------------------------------
@@ -732,13 +691,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         report = build_report(args, questions, runs, raw, namespace, space)
         print("\n".join(report))
         if args.write:
-            write_section(args.write, report)
+            write_section(args.write, "retrieval.py", report)
             progress(f"wrote {args.write}")
     finally:
         client.close()
-        if daemon is not None:
-            daemon.terminate()
-            daemon.wait(timeout=60)
+        stop_daemon(daemon)
     return 0
 
 
@@ -752,7 +709,6 @@ def build_report(
 ) -> list[str]:
     config = Config().recall
     tune = [q for q in questions if not q.held_out]
-    held = [q for q in questions if q.held_out]
     pgvector_label = f"pgvector documented hybrid (RRF k={PGVECTOR_K}, top {PGVECTOR_TOP} chunks per route)" + (
         "" if raw.pgvector_native else " ¹"
     )
@@ -832,7 +788,9 @@ def build_report(
     # the claims issue 5 makes, checked on the daemon's default fusion, end to end
     default = runs[config.fusion].answers
     checks = []
-    for half, qs in (("all", list(questions)), ("held-out", held)):
+    for half, qs in groups(questions).items():
+        if half.startswith("tuning"):
+            continue
         fused = score(default, qs)
         single = [score(runs["fts"].answers, qs), score(runs["vector"].answers, qs)]
         pg = score(raw.pgvector.answers, qs)
@@ -917,20 +875,6 @@ def config_matches(config: Any, key: str, value: Any) -> bool:
             abs(float(current.get(k, 1.0)) - float(v)) < 1e-9 for k, v in value.items()
         )
     return current == value or (isinstance(value, float | int) and current is not None and float(current) == value)
-
-
-BEGIN, END = "<!-- retrieval.py: begin -->", "<!-- retrieval.py: end -->"
-
-
-def write_section(path: Path, lines: list[str]) -> None:
-    """Replace what lies between the BEGIN and END markers of `path` (append them if absent)."""
-    text = path.read_text() if path.exists() else ""
-    block = "\n".join([BEGIN, *lines, END])
-    if BEGIN in text and END in text:
-        text = text[: text.index(BEGIN)] + block + text[text.index(END) + len(END) :]
-    else:
-        text = text.rstrip("\n") + "\n\n" + block + "\n"
-    path.write_text(text)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,108 @@
+"""What every script in bench/ shares: progress lines, the machine's description, a daemon started
+on a data directory and driven over its socket, and markdown sections rewritten in place."""
+
+from __future__ import annotations
+
+import os
+import platform
+import pwd
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from daemon.cli import Client  # noqa: E402
+
+
+def progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def machine() -> str:
+    model = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return f"{model}, {cores} cores, Python {platform.python_version()}, {platform.system()} {platform.machine()}"
+
+
+def load_average() -> str:
+    return ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def embedded_dsn(data_dir: Path) -> str:
+    """The DSN of the PostgreSQL a daemon on the embedded defaults runs in `data_dir`."""
+    user = "recalld" if os.geteuid() == 0 else pwd.getpwuid(os.geteuid()).pw_name
+    return f"postgresql://{user}@/recalld?host={data_dir / 'pg'}&port=5432"
+
+
+def start_daemon(
+    data_dir: Path, socket: Path, log: Path, *, config: Path | None = None, env: Mapping[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """`recalld serve` on `data_dir`, returned once it answers /livez on `socket`."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    command = [str(ROOT / ".venv/bin/recalld"), "serve", "--data-dir", str(data_dir), "--socket", str(socket)]
+    if config is not None:
+        command += ["--config", str(config)]
+    daemon = subprocess.Popen(
+        command, stdout=log.open("ab"), stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}
+    )
+    client = Client(socket)
+    try:
+        for _ in range(240):
+            try:
+                client.request("GET", "/livez")
+                return daemon
+            except ConnectionError:
+                if daemon.poll() is not None:
+                    raise SystemExit(f"recalld serve exited ({daemon.returncode}); see {log}") from None
+                time.sleep(0.5)
+    finally:
+        client.close()
+    raise SystemExit(f"recalld did not answer on {socket} within 120 s; see {log}")
+
+
+def stop_daemon(daemon: subprocess.Popen[bytes] | None) -> None:
+    if daemon is not None:
+        daemon.terminate()
+        daemon.wait(timeout=60)
+
+
+def wait_caught_up(client: Client) -> dict[str, Any]:
+    """Poll /v1/generations until the vector route has every live chunk (pending == 0)."""
+    started = time.monotonic()
+    last = -1
+    while True:
+        answer = client.request("GET", "/v1/generations")
+        pending = answer["pending"]
+        if pending == 0 and (answer["current"] is not None or answer["index"]["handle"] is not None):
+            progress(f"vector route caught up after {time.monotonic() - started:.0f} s")
+            return answer
+        if pending != last:
+            progress(f"waiting for the vector route: {pending} records pending ({time.monotonic() - started:.0f} s)")
+            last = pending
+        time.sleep(5)
+
+
+def write_section(path: Path, name: str, lines: list[str]) -> None:
+    """Replace what lies between the `<!-- NAME: begin -->` and `<!-- NAME: end -->` markers of
+    `path` (appended when absent), so a rerun rewrites only its own results."""
+    begin, end = f"<!-- {name}: begin -->", f"<!-- {name}: end -->"
+    text = path.read_text() if path.exists() else ""
+    block = "\n".join([begin, *lines, end])
+    if begin in text and end in text:
+        text = text[: text.index(begin)] + block + text[text.index(end) + len(end) :]
+    else:
+        text = text.rstrip("\n") + "\n\n" + block + "\n"
+    path.write_text(text)
