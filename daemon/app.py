@@ -49,7 +49,7 @@ from daemon.store import db
 from daemon.store.embedded import EmbeddedPostgres, EmbeddedPostgresError
 from daemon.store.migrations import SchemaTooNew, migrate
 from daemon.store.records import RecordRepository
-from daemon.store.search import FeedbackStore, SearchLog
+from daemon.store.search import FeedbackStore, SearchLog, SearchRecorder
 from daemon.store.usage import UsageStore
 from daemon.store.vectors import PgBuilderLock, PgVectorStore, new_generation_id
 from daemon.systemd import Notifier, listen_fds, watchdog_interval
@@ -269,7 +269,8 @@ def assemble(
             extend_start=notifier.extend_timeout,
         )
     query_vectors = QueryVectorCache(config.recall.query_cache)
-    metrics.watch(embedder, index, query_vectors)
+    searches = SearchRecorder(pool)
+    metrics.watch(embedder, index, query_vectors, searches)
     health = Health()
     services = Services(
         config=config,
@@ -278,17 +279,24 @@ def assemble(
         access=AccessPolicy(config.access),
         records=RecordRepository(pool),
         usage=usage,
-        feedback=FeedbackStore(pool),
+        feedback=FeedbackStore(pool, searches),
         embedder=embedder,
         index=index,
         recall=RecallService(
-            pool, config, metrics, vector_search(embedder, index, query_vectors) if embedder and index else None
+            pool,
+            config,
+            metrics,
+            searches,
+            vector_search(embedder, index, query_vectors) if embedder and index else None,
         ),
         alive=lambda: supervisor.alive,
         capabilities=lambda: _capabilities(health, embedder, index),
     )
     # `supervisor` is bound below; the closures read it when called, after it exists
-    children = [ChildSpec("watchdog", functools.partial(heartbeat, lambda: supervisor.alive, notifier))]
+    children = [
+        ChildSpec("watchdog", functools.partial(heartbeat, lambda: supervisor.alive, notifier)),
+        ChildSpec("searches", searches.run),
+    ]
     if embedder is not None and index is not None:
         children += [
             ChildSpec("embedder", embedder.run, shutdown_timeout=config.embedding.timeout_s),

@@ -9,11 +9,11 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from actors.embedding.query_cache import QueryVectorCache
-
 if TYPE_CHECKING:
     from actors.embedder import Embedder
+    from actors.embedding.query_cache import QueryVectorCache
     from actors.index_manager import IndexManager
+    from daemon.store.search import SearchRecorder
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 # Recall answers are expected in milliseconds; the upper buckets catch slow fallbacks.
@@ -62,9 +62,13 @@ class Metrics:
         self.ready = Gauge("recalld_ready", "1 when /readyz passes or warns", registry=r)
 
     def watch(
-        self, embedder: Embedder | None, index: IndexManager | None, query_vectors: QueryVectorCache | None = None
+        self,
+        embedder: Embedder | None,
+        index: IndexManager | None,
+        query_vectors: QueryVectorCache | None = None,
+        searches: SearchRecorder | None = None,
     ) -> None:
-        self.registry.register(ActorCollector(embedder, index, query_vectors))
+        self.registry.register(ActorCollector(embedder, index, query_vectors, searches))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
@@ -75,13 +79,25 @@ class ActorCollector:
     real code paths without the actors knowing about Prometheus."""
 
     def __init__(
-        self, embedder: Embedder | None, index: IndexManager | None, query_vectors: QueryVectorCache | None = None
+        self,
+        embedder: Embedder | None,
+        index: IndexManager | None,
+        query_vectors: QueryVectorCache | None = None,
+        searches: SearchRecorder | None = None,
     ) -> None:
         self._embedder = embedder
         self._index = index
         self._query_vectors = query_vectors
+        self._searches = searches
 
     def collect(self) -> Iterator[Metric]:
+        if self._searches is not None:
+            rows = CounterMetricFamily(
+                "recalld_search_rows", "Search telemetry rows, written or dropped (store down)", labels=["outcome"]
+            )
+            rows.add_metric(["written"], self._searches.written)
+            rows.add_metric(["dropped"], self._searches.dropped)
+            yield rows
         if self._query_vectors is not None:
             lookups = CounterMetricFamily(
                 "recalld_query_vector_cache_lookups", "Query vectors looked up in the cache", labels=["result"]

@@ -100,9 +100,15 @@ def _dedupe(found: list[Candidate]) -> list[Candidate]:
 
 class RecallService:
     def __init__(
-        self, pool: asyncpg.Pool, config: Config, metrics: Metrics, vector: VectorSearch | None = None
+        self,
+        pool: asyncpg.Pool,
+        config: Config,
+        metrics: Metrics,
+        searches: search.SearchRecorder,
+        vector: VectorSearch | None = None,
     ) -> None:
         self._pool = pool
+        self._searches = searches
         self._config = config
         self._metrics = metrics
         self._vector = vector
@@ -285,7 +291,7 @@ class RecallService:
             evidence=dict(config.fts_evidence_weights) if "fts" in routes else {},
         )
         search_id = uuid.uuid4()
-        await self._record(search_id, request, routes, fusion, results, timings, run.degraded)
+        self._record(search_id, request, routes, fusion, results, timings, run.degraded)
         self._metrics.recalls.inc()
         self._metrics.recall_latency.observe(timings["total"] / 1000)
         return RecallResponse(
@@ -297,7 +303,7 @@ class RecallService:
             search_id=search_id,
         )
 
-    async def _record(
+    def _record(
         self,
         search_id: uuid.UUID,
         request: RecallRequest,
@@ -307,20 +313,18 @@ class RecallService:
         timings: dict[str, float],
         degraded: list[DegradedRoute],
     ) -> None:
-        async with self._pool.acquire() as conn:
-            await search.record_search(
-                conn,
-                {
-                    "id": search_id,
-                    "namespace": request.namespace,
-                    "query_hash": query_hash(request.namespace, request.query),
-                    "routes": list(routes),
-                    "fusion": msgspec.to_builtins(fusion),  # everything the order depended on, frozen
-                    "results": [{"id": str(r.id), "rank": i, "routes": r.routes} for i, r in enumerate(results, 1)],
-                    "timings_ms": timings,
-                    "degraded_routes": [{"route": d.route, "reason": d.reason} for d in degraded],
-                },
-            )
+        self._searches.add(
+            {
+                "id": search_id,
+                "namespace": request.namespace,
+                "query_hash": query_hash(request.namespace, request.query),
+                "routes": list(routes),
+                "fusion": msgspec.to_builtins(fusion),  # everything the order depended on, frozen
+                "results": [{"id": str(r.id), "rank": i, "routes": r.routes} for i, r in enumerate(results, 1)],
+                "timings_ms": timings,
+                "degraded_routes": [{"route": d.route, "reason": d.reason} for d in degraded],
+            }
+        )
 
 
 def vector_search(embedder: Embedder, index: IndexManager, query_vectors: QueryVectorCache) -> VectorSearch:

@@ -8,13 +8,20 @@ after a route looked at it is dropped there, never returned.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
 import asyncpg
+from anyio.abc import TaskStatus
 
+from actors.kernel import stop_requested
 from actors.query import Evidence, build_text_query
+from daemon.store.db import STORE_DOWN_ERRORS
+
+log = logging.getLogger("recalld.store.search")
 
 # Must match the configuration of the generated `records.search` column (migration 0001).
 TS_CONFIG = "english"
@@ -169,21 +176,87 @@ async def rehydrate(
     return {row["id"]: row for row in rows}
 
 
-async def record_search(conn: asyncpg.Connection, row: dict[str, Any]) -> None:
-    """Write the telemetry row of one recall (never the query text, only its hash)."""
-    await conn.execute(
-        """INSERT INTO searches
-               (id, namespace, query_hash, routes, fusion, results, timings_ms, degraded_routes)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8)""",
-        row["id"],
-        row["namespace"],
-        row["query_hash"],
-        row["routes"],
-        row["fusion"],
-        row["results"],
-        row["timings_ms"],
-        row["degraded_routes"],
-    )
+_INSERT_SEARCH = """INSERT INTO searches
+    (id, namespace, query_hash, routes, fusion, results, timings_ms, degraded_routes)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"""
+_SEARCH_COLUMNS = ("id", "namespace", "query_hash", "routes", "fusion", "results", "timings_ms", "degraded_routes")
+
+
+FLUSH_WAIT_S = 2.0
+"""How long a read of search rows waits for the recorder to write what it holds."""
+
+
+class SearchRecorder:
+    """Writes the telemetry row of each recall (never the query text, only its hash) in batches.
+
+    A recall hands its row over and answers; `run` writes whatever has gathered in one
+    statement, so under load many recalls share one round trip instead of each paying its own.
+    `flush` waits until every row handed over before it is written: feedback and statistics
+    read them. While PostgreSQL is down rows wait, up to `max_pending`; beyond that the oldest
+    are dropped and counted in `dropped`.
+    """
+
+    def __init__(self, pool: asyncpg.Pool, *, max_pending: int = 10_000, retry_s: float = 1.0) -> None:
+        self._pool = pool
+        self._max_pending = max_pending
+        self._retry_s = retry_s
+        self._pending: list[tuple[Any, ...]] = []
+        self._handed = 0  # rows handed over so far
+        self._done = 0  # of those, rows written or dropped, oldest first
+        self._wake: anyio.Event | None = None
+        self._progress: anyio.Event | None = None
+        self.written = 0
+        self.dropped = 0
+
+    def add(self, row: dict[str, Any]) -> None:
+        if len(self._pending) >= self._max_pending:
+            del self._pending[0]
+            self.dropped += 1
+            self._done += 1
+        self._pending.append(tuple(row[column] for column in _SEARCH_COLUMNS))
+        self._handed += 1
+        if self._wake is not None:
+            self._wake.set()
+
+    async def flush(self) -> None:
+        """Return once every row handed over before the call is written (or dropped)."""
+        target = self._handed
+        while self._done < target:
+            if self._progress is None:
+                self._progress = anyio.Event()
+            await self._progress.wait()
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        stop = stop_requested()
+        task_status.started()
+        while True:
+            if not self._pending:
+                if stop.is_set():
+                    return
+                self._wake = anyio.Event()
+                with anyio.move_on_after(0.5):  # to notice `stop`
+                    await self._wake.wait()
+                continue
+            batch, self._pending = self._pending, []
+            try:
+                async with self._pool.acquire() as conn:
+                    await conn.executemany(_INSERT_SEARCH, batch)
+            except STORE_DOWN_ERRORS as exc:
+                self._pending[:0] = batch  # oldest first, as they came
+                while len(self._pending) > self._max_pending:
+                    del self._pending[0]
+                    self.dropped += 1
+                    self._done += 1
+                log.warning("search telemetry not written (%s); %d rows wait", type(exc).__name__, len(self._pending))
+                if stop.is_set():
+                    return
+                await anyio.sleep(self._retry_s)
+                continue
+            self.written += len(batch)
+            self._done += len(batch)
+            if self._progress is not None:
+                self._progress.set()
+                self._progress = None
 
 
 class SearchLog:
@@ -201,10 +274,18 @@ class SearchLog:
 class FeedbackStore:
     """Feedback on recall answers and the per-namespace statistics built from it."""
 
-    def __init__(self, pool: asyncpg.Pool) -> None:
+    def __init__(self, pool: asyncpg.Pool, searches: SearchRecorder) -> None:
         self._pool = pool
+        self._searches = searches
+
+    async def _written(self) -> None:
+        """Judgements and statistics read search rows: let the recorder write what it holds
+        (bounded: with PostgreSQL down the reads fail on their own)."""
+        with anyio.move_on_after(FLUSH_WAIT_S):
+            await self._searches.flush()
 
     async def search_namespace(self, search_id: uuid.UUID) -> str | None:
+        await self._written()
         async with self._pool.acquire() as conn:
             found = await conn.fetchval("SELECT namespace FROM searches WHERE id = $1", search_id)
         return str(found) if found is not None else None
@@ -232,6 +313,7 @@ class FeedbackStore:
 
     async def stats(self, namespace: str, k: int) -> dict[str, object]:
         """Precision@k over judged results, where useful results ranked, and how often routes degraded."""
+        await self._written()
         async with self._pool.acquire() as conn:
             searches = await conn.fetchrow(
                 """SELECT count(*) AS searches,
