@@ -95,6 +95,14 @@ def wait_caught_up(client: Client) -> dict[str, Any]:
         time.sleep(5)
 
 
+STORED_CHUNKS_SQL = """SELECT c.surrogate, c.record_id, c.text, v.vector
+    FROM chunks c JOIN records r ON r.id = c.record_id AND r.revision = c.revision
+    JOIN chunk_vectors v ON v.surrogate = c.surrogate AND v.space_id = $2
+    WHERE r.namespace = $1 AND r.deleted_at IS NULL AND c.retired_at IS NULL
+    ORDER BY c.surrogate"""
+"""The live chunks of namespace $1 with their stored vectors in space $2 (float32 bytes)."""
+
+
 def write_section(path: Path, name: str, lines: list[str]) -> None:
     """Replace what lies between the `<!-- NAME: begin -->` and `<!-- NAME: end -->` markers of
     `path` (appended when absent), so a rerun rewrites only its own results."""

@@ -61,7 +61,16 @@ from actors.fusion import (  # noqa: E402
     weighted_score,
 )
 from actors.query import QUERY_BUILDER_VERSION, Evidence, evidence_of  # noqa: E402
-from bench.harness import embedded_dsn, machine, progress, start_daemon, stop_daemon, wait_caught_up, write_section  # noqa: E402
+from bench.harness import (  # noqa: E402
+    STORED_CHUNKS_SQL,
+    embedded_dsn,
+    machine,
+    progress,
+    start_daemon,
+    stop_daemon,
+    wait_caught_up,
+    write_section,
+)
 from daemon.cli import Client  # noqa: E402
 from daemon.config import Config  # noqa: E402
 from daemon.store.search import Filters, full_text  # noqa: E402
@@ -229,15 +238,7 @@ async def load_corpus(conn: asyncpg.Connection, namespace: str, space: dict[str,
         "SELECT id, source_path FROM records WHERE namespace = $1 AND deleted_at IS NULL", namespace
     )
     pages = {r["id"]: stem(r["source_path"]) for r in records}
-    rows = await conn.fetch(
-        """SELECT c.record_id, c.text, v.vector
-           FROM chunks c JOIN records r ON r.id = c.record_id AND r.revision = c.revision
-           JOIN chunk_vectors v ON v.surrogate = c.surrogate AND v.space_id = $2
-           WHERE r.namespace = $1 AND r.deleted_at IS NULL AND c.retired_at IS NULL
-           ORDER BY c.surrogate""",
-        namespace,
-        space_id,
-    )
+    rows = await conn.fetch(STORED_CHUNKS_SQL, namespace, space_id)
     record_ids = sorted(pages, key=str)
     position = {rid: i for i, rid in enumerate(record_ids)}
     dimension = int(space["dimension"])

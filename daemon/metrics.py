@@ -92,19 +92,19 @@ class ActorCollector:
 
     def collect(self) -> Iterator[Metric]:
         if self._searches is not None:
-            rows = CounterMetricFamily(
-                "recalld_search_rows", "Search telemetry rows, written or dropped (store down)", labels=["outcome"]
+            yield _by_label(
+                "recalld_search_rows",
+                "Search telemetry rows, written or dropped (store down)",
+                "outcome",
+                {"written": self._searches.written, "dropped": self._searches.dropped},
             )
-            rows.add_metric(["written"], self._searches.written)
-            rows.add_metric(["dropped"], self._searches.dropped)
-            yield rows
         if self._query_vectors is not None:
-            lookups = CounterMetricFamily(
-                "recalld_query_vector_cache_lookups", "Query vectors looked up in the cache", labels=["result"]
+            yield _by_label(
+                "recalld_query_vector_cache_lookups",
+                "Query vectors looked up in the cache",
+                "result",
+                {"hit": self._query_vectors.hits, "miss": self._query_vectors.misses},
             )
-            lookups.add_metric(["hit"], self._query_vectors.hits)
-            lookups.add_metric(["miss"], self._query_vectors.misses)
-            yield lookups
         if self._embedder is not None:
             stats = self._embedder.stats()
             labels = ["provider", "model"]
@@ -151,6 +151,13 @@ class ActorCollector:
             leases = GaugeMetricFamily("recalld_index_open_leases", "Searches holding a handle now")
             leases.add_metric([], self._index.cell.open_leases)
             yield leases
+
+
+def _by_label(name: str, help_text: str, label: str, counts: dict[str, int]) -> CounterMetricFamily:
+    family = CounterMetricFamily(name, help_text, labels=[label])
+    for value, count in counts.items():
+        family.add_metric([value], count)
+    return family
 
 
 def _counter(name: str, help_text: str, labels: list[str], values: list[str], value: float) -> CounterMetricFamily:
