@@ -356,7 +356,8 @@ class Embedder:
     async def _dispatch(self, calls: anyio.abc.TaskGroup, stop: anyio.Event) -> None:
         """Assemble batches from the queue and start provider calls, at most max_concurrency
         at a time. While all slots are busy the next batch keeps filling, so under load a call
-        starts full the moment a slot frees and max_wait costs nothing."""
+        starts full the moment a slot frees and max_wait costs nothing; with no call in flight a
+        batch starts at once."""
         slots = anyio.Semaphore(max(1, self._info.max_concurrency))
         max_batch, max_wait = self.settings.max_batch, self.settings.max_wait_s
         while True:
@@ -369,7 +370,9 @@ class Embedder:
             size = self._take(batch, 0, max_batch)
             if size == 0:
                 continue
-            if size < max_batch and max_wait > 0:
+            # Idle, a request goes at once: any company would come by chance, and waiting for it
+            # would add max_wait to every lone query. Busy, waiting fills the next free slot.
+            if size < max_batch and max_wait > 0 and self._in_flight > 0:
                 with anyio.move_on_after(max_wait):
                     while size < max_batch:
                         await self._wait_for_queue()

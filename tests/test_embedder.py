@@ -4,6 +4,7 @@ real local model."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -189,6 +190,17 @@ async def test_concurrent_callers_are_merged_into_one_provider_call(
         assert isinstance(result, EmbedResult)
         assert np.allclose(result.vectors[0], service.vector(text), atol=1e-6)  # each got its own
     assert stats.batch_texts_max == 10 and stats.calls_total == 1
+
+
+async def test_a_lone_request_does_not_wait_for_company(harness: Harness, backend: str) -> None:
+    if backend == "trio":
+        pytest.skip("the mock clock jumps over any wait; this measures real time")
+    async with harness(max_wait_s=3.0) as embedder:
+        started = time.perf_counter()
+        result = await embedder.embed(["just me"], purpose="query", namespace="ns1")
+        elapsed = time.perf_counter() - started
+    assert result.vectors.shape[0] == 1
+    assert elapsed < 1.0, f"an idle embedder sent a lone request after {elapsed:.2f} s, not at once"
 
 
 async def test_batches_never_exceed_max_batch(harness: Harness, service: EmbeddingService) -> None:
