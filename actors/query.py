@@ -31,8 +31,9 @@ import re
 from dataclasses import dataclass
 from enum import IntEnum, StrEnum
 
-QUERY_BUILDER_VERSION = 1
-"""Bump when the strings built for a given query change (it changes what full-text finds)."""
+QUERY_BUILDER_VERSION = 2
+"""Bump when the strings built for a given query change (it changes what full-text finds).
+v2: backslash commands (`\\gexec`, `\\copy`) are identifiers."""
 
 
 class QueryKind(StrEnum):
@@ -116,6 +117,7 @@ _CALL = re.compile(r"^[A-Za-z_][\w.]*\(.*\)$")  # gen_random_uuid(), now()
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][\w.-]*=\S*$")  # work_mem=64MB
 _CODE = re.compile(r"^(?=[0-9A-Z]*[0-9])[0-9A-Z]{5}$|^[0-9]{3,}$")  # SQLSTATE 23505, 42P01, 0A000; ports, codes
 _CAMEL = re.compile(r"^[a-z]+[A-Z]\w*$")  # maxConnections
+_COMMAND = re.compile(r"^\\[A-Za-z]\w*[+]?$")  # psql meta-commands: \gexec, \copy, \dt+
 _OR = "or"
 # A query that opens with one of these, or ends with "?", is a question, not pasted text.
 _QUESTION_WORDS = frozenset("how why what when where which who whom whose can should is are does do did".split())
@@ -138,14 +140,15 @@ def is_identifier(token: str) -> bool:
 
     Options (`-m`, `--no-owner`, `--wal-method=stream`), snake_case names, dotted names
     (`pg_hba.conf`), calls (`now()`), assignments (`work_mem=64MB`), error codes (`23505`,
-    `42P01`) and camelCase. Plain words, capitalised or not, are not identifiers.
+    `42P01`), camelCase and backslash commands (`\\gexec`). Plain words, capitalised or not,
+    are not identifiers.
     """
     bare = _strip_edges(token)
     if not bare:
         return False
-    return any(shape.match(bare) for shape in (_OPTION, _SNAKE, _DOTTED, _CALL, _ASSIGNMENT, _CODE, _CAMEL)) and any(
-        ch.isalnum() for ch in bare
-    )
+    return any(
+        shape.match(bare) for shape in (_OPTION, _SNAKE, _DOTTED, _CALL, _ASSIGNMENT, _CODE, _CAMEL, _COMMAND)
+    ) and any(ch.isalnum() for ch in bare)
 
 
 def _terms_of(token: str) -> list[str]:
