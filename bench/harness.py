@@ -79,19 +79,27 @@ def stop_daemon(daemon: subprocess.Popen[bytes] | None) -> None:
         daemon.wait(timeout=60)
 
 
-def wait_caught_up(client: Client) -> dict[str, Any]:
-    """Poll /v1/generations until the vector route has every live chunk (pending == 0)."""
+def wait_caught_up(client: Client, *, settled: bool = False) -> dict[str, Any]:
+    """Poll /v1/generations until the vector route has every live chunk (pending == 0).
+
+    `settled`: also until a verified generation is current and no build is queued or running,
+    so what is measured next does not share the machine with a build."""
     started = time.monotonic()
-    last = -1
+    last = ""
     while True:
         answer = client.request("GET", "/v1/generations")
         pending = answer["pending"]
-        if pending == 0 and (answer["current"] is not None or answer["index"]["handle"] is not None):
+        caught_up = pending == 0 and (answer["current"] is not None or answer["index"]["handle"] is not None)
+        if settled:
+            building = any(build["state"] in ("queued", "running") for build in answer["builds"])
+            caught_up = caught_up and answer["current"] is not None and not building
+        if caught_up:
             progress(f"vector route caught up after {time.monotonic() - started:.0f} s")
             return answer
-        if pending != last:
-            progress(f"waiting for the vector route: {pending} records pending ({time.monotonic() - started:.0f} s)")
-            last = pending
+        state = f"{pending} records pending" if pending else "a generation is being built"
+        if state != last:
+            progress(f"waiting for the vector route: {state} ({time.monotonic() - started:.0f} s)")
+            last = state
         time.sleep(5)
 
 

@@ -846,7 +846,8 @@ def build_report(
         "|---|---|---|---|---|",
         *checks,
         "",
-        f"Latency, median ms per query, one query at a time ({len(questions)} queries each):",
+        f"Latency, median ms per query, one query at a time ({len(questions)} queries each; the fused runs"
+        " follow the vector-route run, so their query vectors come from the query-vector cache):",
         "",
         *latency,
         "",

