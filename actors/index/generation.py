@@ -50,7 +50,7 @@ from actors.index.manifest import (
     index_family,
     is_valid_generation_id,
 )
-from actors.index.vectors import HNSW_EF_SEARCH, Vectors, VectorSet, search_parameters
+from actors.index.vectors import BUILD_THREADS, HNSW_EF_SEARCH, Vectors, VectorSet, search_parameters
 from actors.kernel.ports import VectorSpace
 
 BUILDER_VERSION: Final = f"recalld-index/{FORMAT_VERSION} faiss/{faiss.__version__}"
@@ -182,6 +182,7 @@ def build_generation(
         vectors = np.ascontiguousarray(vectors[order])
         id_map = id_map.take(order)
         index = _new_index(space.dimension, factory, hnsw_ef_construction, hnsw_ef_search)
+        faiss.omp_set_num_threads(BUILD_THREADS)  # this worker thread may have searched before
         total = len(id_map)
         for start in range(0, total, _ADD_BATCH):
             stop = min(start + _ADD_BATCH, total)

@@ -367,3 +367,28 @@ def test_small_deltas_are_merged_geometrically(tmp_path: Path) -> None:
         assert last.search(vectors[i], k_records=1, namespace="ns")[0].surrogate == 1000 + i
     # Every earlier handle still sees exactly what it had.
     assert handles[10].count == 60 and handles[10].search(vectors[10], k_records=1, namespace="ns")[0].surrogate != 1010
+
+
+def test_a_search_runs_faiss_single_threaded_in_its_own_thread_only(tmp_path: Path) -> None:
+    """OpenMP's thread count is per calling thread: a search pins its worker thread to one
+    (a one-vector search gains nothing from a spinning team) and leaves other threads alone."""
+    import threading
+
+    import faiss
+
+    from actors.index.vectors import BUILD_THREADS
+
+    rng = np.random.default_rng(7)
+    vectors = unit_vectors(rng, 50, 16)
+    handle = Handle.of(generation(tmp_path, vectors, id_map_for(np.arange(50, dtype=np.int64) + 1)))
+    seen: list[int] = []
+
+    def search_in_a_worker() -> None:
+        handle.search(vectors[0], k_records=3, namespace="ns")
+        seen.append(faiss.omp_get_max_threads())
+
+    worker = threading.Thread(target=search_in_a_worker)
+    worker.start()
+    worker.join()
+    assert seen == [1]
+    assert faiss.omp_get_max_threads() == BUILD_THREADS
