@@ -75,6 +75,7 @@ from bench.harness import (
 )
 from bench.retrieval import PGVECTOR_K, PGVECTOR_SQL, PGVECTOR_TOP, _vector_text, pgvector_works
 from daemon.cli import Client, ClientError
+from daemon.config import Config
 
 MAN_DIRS = [Path(f"/usr/share/man/man{section}") for section in (1, 8, 5, 7, 3)]
 NAMESPACE = "bench-recall"
@@ -231,7 +232,7 @@ def ingest(socket: Path, records: list[dict[str, str]], present: set[str], worke
 STAGES = ("embed", "vector", "fts", "rehydrate", "fusion", "total")
 LEVELS = (1, 16, 64)
 WARMUP = 30
-TOP = 100
+TOP = Config().recall.vector_candidates
 """Candidates per route, as the daemon's defaults (fts_candidates, vector_candidates)."""
 
 

@@ -77,8 +77,8 @@ from daemon.store.search import Filters, full_text  # noqa: E402
 
 KINDS = ("natural", "identifier")
 DEPTH = 100
-"""Candidates per route fetched for offline fusion: the daemon's default caps (fts_candidates,
-vector_candidates)."""
+"""Candidates per route fetched for offline fusion: more than the daemon's default caps
+(fts_candidates, vector_candidates), so the sweep can try every depth up to this."""
 PGVECTOR_K = 60
 PGVECTOR_TOP = 20
 
@@ -866,8 +866,24 @@ def build_report(
         "",
         f"Best on the tuning half: `{best.label}` ({json.dumps(best.config)});"
         f" {'it is' if matches else 'it is NOT'} the daemon's default.",
+        "",
+        "Candidates per route (`fts_candidates`, `vector_candidates`): the daemon's default fusion on the same"
+        f" route lists cut to each route's first n (the daemon's default is {config.vector_candidates}):",
+        "",
+        *per_kind_table(candidate_rows(config, raw), questions),
     ]
     return lines
+
+
+def candidate_rows(config: Any, raw: Raw) -> list[tuple[str, dict[str, list[str]]]]:
+    """The default fusion setting with each route's list cut to its first n candidates."""
+    setting = rrf_setting(config.rrf_k, {e: config.fts_evidence_weights.get(e, 1.0) for e in EVIDENCE})
+    rows = []
+    for n in (10, 20, 30, 50, DEPTH):
+        text = {qid: found[:n] for qid, found in raw.text.items()}
+        vector = {qid: found[:n] for qid, found in raw.vector.items()}
+        rows.append((f"{setting.label}, first {n} per route", fused_answers(setting, text, vector, raw.pages)[0]))
+    return rows
 
 
 def config_matches(config: Any, key: str, value: Any) -> bool:
