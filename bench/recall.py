@@ -73,7 +73,7 @@ from bench.harness import (
     wait_caught_up,
     write_section,
 )
-from bench.retrieval import PGVECTOR_K, PGVECTOR_SQL, PGVECTOR_TOP, _vector_text, pgvector_works
+from bench.retrieval import PGVECTOR_K, PGVECTOR_SQL, PGVECTOR_TOP, _vector_codec, _vector_text, pgvector_works
 from daemon.cli import Client, ClientError
 from daemon.config import Config
 
@@ -380,11 +380,6 @@ async def raw_parts(
 
 
 PGVECTOR_TABLE = "bench_recall_pgvector"
-
-
-async def _vector_codec(conn: asyncpg.Connection) -> None:
-    # what pgvector-python's register_vector does for asyncpg, in text form: '[x,y,...]'
-    await conn.set_type_codec("vector", encoder=_vector_text, decoder=lambda text: text, schema="public", format="text")
 
 
 async def pgvector_table(dsn: str, stored: Stored) -> None:

