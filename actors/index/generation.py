@@ -90,7 +90,7 @@ class Generation(VectorSet):
         *,
         manifest: Manifest,
         path: Path,
-        index: faiss.Index,
+        index: faiss.IndexIDMap2,
         id_map: IdMap,
         mmapped: bool,
         ef_search: int | None = None,

@@ -328,42 +328,42 @@ def _search(
     # (the last vector FAISS returns is never certain, an unseen one may tie with it).
     fetch = 2 * k_records
     while True:
-        scores_parts, surrogates_parts, owners, rows_parts = [], [], [], []
+        found: list[tuple[npt.NDArray[np.float32], IdMap, npt.NDArray[np.intp]]] = []
         # Below this score a part that was cut at `fetch` may hold unseen vectors: only
         # candidates strictly above it are certain to be in their final order.
         cutoff = -math.inf
         exhausted = True
-        for i, part in enumerate(parts):
-            scores, surrogates, done = part.search(query, fetch, namespace=namespace, exclude=excluded)
+        for part in parts:
+            scores, rows, done = part.search(query, fetch, namespace=namespace, exclude=excluded)
             if not done:
                 exhausted = False
                 cutoff = max(cutoff, float(scores.min()) if len(scores) else math.inf)
-            scores_parts.append(scores)
-            surrogates_parts.append(surrogates)
-            owners.append(np.full(len(surrogates), i, dtype=np.intp))
-            rows_parts.append(part.rows_of(surrogates))
-        scores = np.concatenate(scores_parts) if parts else np.empty(0, np.float32)
-        surrogates = np.concatenate(surrogates_parts) if parts else np.empty(0, np.int64)
-        owner = np.concatenate(owners) if parts else np.empty(0, np.intp)
-        rows = np.concatenate(rows_parts) if parts else np.empty(0, np.intp)
+            found.append((scores, part.id_map, rows))
+        scores = np.concatenate([f[0] for f in found]) if found else np.empty(0, np.float32)
+        surrogates = np.concatenate([m.surrogate[r] for _, m, r in found]) if found else np.empty(0, np.int64)
+        records = np.concatenate([m.record_id[r] for _, m, r in found]) if found else np.empty((0, 16), np.uint8)
+        revisions = np.concatenate([m.revision[r] for _, m, r in found]) if found else np.empty(0, np.int32)
+        keep = scores > cutoff if not exhausted else np.ones(len(scores), dtype=bool)
         if excluded is not None and len(surrogates):
             # The selector already excluded them; this second check costs little and keeps the
             # promise even if a FAISS version ignored the selector.
-            keep = ~excluded.contains(surrogates)
-            scores, surrogates, owner, rows = scores[keep], surrogates[keep], owner[keep], rows[keep]
+            keep &= ~excluded.contains(surrogates)
+        order = np.flatnonzero(keep)
+        order = order[np.lexsort((surrogates[order], -scores[order].astype(np.float64)))]
 
         hits: list[Hit] = []
         taken: set[bytes] = set()
-        for j in np.lexsort((surrogates, -scores.astype(np.float64))):
-            score = float(scores[j])
-            if not exhausted and score <= cutoff:
-                break
-            id_map = parts[int(owner[j])].id_map
-            row = int(rows[j])
-            record = id_map.record_id[row].tobytes()
+        # Python values up front: indexing numpy arrays one scalar at a time costs more than the search.
+        packed = records[order].tobytes()
+        for record, revision, surrogate, score in zip(
+            [packed[i : i + 16] for i in range(0, len(packed), 16)],
+            revisions[order].tolist(),
+            surrogates[order].tolist(),
+            scores[order].tolist(),
+            strict=True,
+        ):
             if record in taken:
                 continue
-            revision = int(id_map.revision[row])
             if accept is not None:
                 key = (record, revision)
                 verdict = verdicts.get(key)
@@ -372,7 +372,7 @@ def _search(
                 if not verdict:
                     continue
             taken.add(record)
-            hits.append(Hit(uuid.UUID(bytes=record), revision, int(surrogates[j]), score))
+            hits.append(Hit(uuid.UUID(bytes=record), revision, surrogate, score))
             if len(hits) == k_records:
                 return hits
         if exhausted:

@@ -1,9 +1,10 @@
 """Searchable, immutable vector sets: an `IndexIDMap2` plus its id map, filtered by namespace.
 
 The FAISS facts this relies on (faiss 1.15): searches on an index nobody modifies are thread-safe
-and release the GIL; `IndexIDMap2.search` translates a selector on external ids (surrogates) to
-internal positions itself, by temporarily writing into the `SearchParameters` it is given, so
-parameters are built per search and never shared.
+and release the GIL. Vectors are added in id-map order (generations check it on load), so the
+position of a vector inside the `IndexIDMap2` is its id-map row: searches go to the inner index
+with a namespace selector on positions (a bitmap) and get rows back, with no id translation.
+Parameters are built per search and never shared.
 """
 
 from __future__ import annotations
@@ -69,29 +70,40 @@ class VectorSet:
     (`IndexIDMap2.search` writes a translated selector into the parameters it is given).
     """
 
-    __slots__ = ("__weakref__", "_ef_search", "_family", "_id_map", "_index", "_ns_selector", "_ns_surrogates")
+    __slots__ = ("__weakref__", "_ef_search", "_family", "_id_map", "_index", "_inner", "_ns_rows", "_ns_selector")
 
     def __init__(
-        self, index: faiss.Index, id_map: IdMap, *, family: Literal["flat", "hnsw"], ef_search: int | None
+        self, index: faiss.IndexIDMap2, id_map: IdMap, *, family: Literal["flat", "hnsw"], ef_search: int | None
     ) -> None:
         if len(id_map) and np.any(np.diff(id_map.surrogate) <= 0):
             raise ValueError("id map must be sorted by surrogate, without duplicates")
         self._index = index
+        self._inner = faiss.downcast_index(index.index)  # positions are id-map rows
         self._id_map = id_map
         self._family = family
         # a generation built with a narrower stored beam still searches with at least ours
         self._ef_search = max(ef_search or 0, HNSW_EF_SEARCH)
-        self._ns_surrogates: dict[str, Surrogates] = {}
-        self._ns_selector: dict[str, faiss.IDSelectorBatch] = {}
-        # One stable sort groups rows by namespace and keeps each group sorted by surrogate.
+        self._ns_rows: dict[str, npt.NDArray[np.intp]] = {}
+        # None for a namespace that holds every vector: nothing to filter
+        self._ns_selector: dict[str, faiss.IDSelectorBitmap | None] = {}
+        # One stable sort groups rows by namespace, each group in row (so surrogate) order.
         by_namespace = np.argsort(id_map.namespace_code, kind="stable")
         bounds = np.searchsorted(id_map.namespace_code[by_namespace], np.arange(len(id_map.namespaces) + 1))
         for code, name in enumerate(id_map.namespaces):
-            members = id_map.surrogate[by_namespace[bounds[code] : bounds[code + 1]]]
-            if len(members):
-                members.setflags(write=False)
-                self._ns_surrogates[name] = members
-                self._ns_selector[name] = faiss.IDSelectorBatch(members)
+            rows = by_namespace[bounds[code] : bounds[code + 1]]
+            if not len(rows):
+                continue
+            rows.setflags(write=False)
+            self._ns_rows[name] = rows
+            if len(rows) < len(id_map):
+                members = np.zeros(len(id_map), dtype=bool)
+                members[rows] = True
+                # FAISS reads bit i of the bitmap as byte i >> 3, bit i & 7: little bit order
+                bitmap = np.packbits(members, bitorder="little")
+                # faiss's Python wrapper takes the array alone (and keeps it); its stubs list only the C++ form
+                self._ns_selector[name] = faiss.IDSelectorBitmap(bitmap)  # type: ignore[call-arg, arg-type]
+            else:
+                self._ns_selector[name] = None
 
     @property
     def index(self) -> faiss.Index:
@@ -111,11 +123,11 @@ class VectorSet:
 
     @property
     def namespaces(self) -> frozenset[str]:
-        return frozenset(self._ns_surrogates)
+        return frozenset(self._ns_rows)
 
     def namespace_count(self, namespace: str) -> int:
-        members = self._ns_surrogates.get(namespace)
-        return 0 if members is None else len(members)
+        rows = self._ns_rows.get(namespace)
+        return 0 if rows is None else len(rows)
 
     def rows_of(self, surrogates: Surrogates) -> npt.NDArray[np.intp]:
         """Id-map rows of `surrogates`; -1 where a surrogate is not in this set."""
@@ -127,46 +139,55 @@ class VectorSet:
 
     def search(
         self, query: Vectors, k: int, *, namespace: str, exclude: SurrogateSet | None
-    ) -> tuple[npt.NDArray[np.float32], Surrogates, bool]:
+    ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.intp], bool]:
         """The best ≤ k vectors of `namespace`, not in `exclude`, by descending inner product.
 
-        Returns (scores, surrogates, exhausted); `exhausted` means nothing else in the namespace
-        could qualify, so asking for more would return nothing new. Exclusion happens inside
-        FAISS (`IDSelectorAnd(namespace, IDSelectorNot(excluded))`), so excluded vectors never
-        take a place among the k.
+        Returns (scores, id-map rows, exhausted); `exhausted` means nothing else in the namespace
+        could qualify, so asking for more would return nothing new. Filtering happens inside
+        FAISS (namespace bitmap on rows, and `exclude` on surrogates), so filtered-out vectors
+        never take a place among the k.
         """
         one_thread_per_search()
-        members = self._ns_surrogates.get(namespace)
+        members = self._ns_rows.get(namespace)
         if members is None:
-            return np.empty(0, np.float32), np.empty(0, np.int64), True
+            return np.empty(0, np.float32), np.empty(0, np.intp), True
         k_eff = min(k, len(members))
         if self._family == "hnsw" and (k_eff >= len(members) or len(members) <= EXACT_NAMESPACE_MAX):
             return self._exact(query, k_eff, members, exclude)
-        namespace_sel = self._ns_selector[namespace]
-        not_excluded = exclude.exclude_selector if exclude is not None else None
-        selector = namespace_sel if not_excluded is None else faiss.IDSelectorAnd(namespace_sel, not_excluded)
+        in_namespace, not_excluded = self._ns_selector[namespace], self._excluding(exclude)
+        selector: faiss.IDSelector | None = in_namespace or not_excluded
+        if in_namespace is not None and not_excluded is not None:
+            selector = faiss.IDSelectorAnd(in_namespace, not_excluded)
         params = search_parameters(selector, ef_search=max(self._ef_search, k_eff) if self._family == "hnsw" else None)
-        distances, labels = self._index.search(query.reshape(1, -1), k_eff, params=params)
-        returned = labels[0] >= 0
-        # FAISS applied the namespace selector already; checking membership again (sorted
-        # array, O(k log n)) keeps the namespace promise even if a FAISS version ignored it.
-        at = np.minimum(np.searchsorted(members, labels[0]), len(members) - 1)
-        keep = returned & (members[at] == labels[0])
-        scores, found = distances[0][keep], labels[0][keep]
+        distances, labels = self._inner.search(query.reshape(1, -1), k_eff, params=params)
+        rows = labels[0]
+        returned = rows >= 0
+        # FAISS applied the selectors already; checking the namespace again (O(k)) keeps the
+        # promise even if a FAISS version ignored them.
+        code = self._id_map.namespaces.index(namespace)
+        keep = returned & (self._id_map.namespace_code[np.where(returned, rows, 0)] == code)
         # A flat search is exact: fewer hits than asked means no other vector qualifies.
         exhausted = k_eff >= len(members) or (self._family == "flat" and int(returned.sum()) < k_eff)
-        return scores, found, exhausted
+        return distances[0][keep], rows[keep].astype(np.intp), exhausted
+
+    def _excluding(self, exclude: SurrogateSet | None) -> faiss.IDSelector | None:
+        """`exclude`'s selector (on surrogates) read through this set's row -> surrogate map."""
+        if exclude is None or exclude.exclude_selector is None:
+            return None
+        # the C++ selector points into the id map and `exclude`'s selector: both outlive the search
+        return faiss.IDSelectorTranslated(self._index.id_map, exclude.exclude_selector)  # type: ignore[arg-type]
 
     def _exact(
-        self, query: Vectors, k: int, members: Surrogates, exclude: SurrogateSet | None
-    ) -> tuple[npt.NDArray[np.float32], Surrogates, bool]:
-        candidates = members if exclude is None else members[~exclude.contains(members)]
+        self, query: Vectors, k: int, members: npt.NDArray[np.intp], exclude: SurrogateSet | None
+    ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.intp], bool]:
+        candidates = members if exclude is None else members[~exclude.contains(self._id_map.surrogate[members])]
         best_scores = np.empty(0, np.float32)
-        best = np.empty(0, np.int64)
+        best = np.empty(0, np.intp)
         # Block by block, keeping the running top k: memory stays bounded for any namespace.
+        # Rows are in surrogate order, so ordering ties by row orders them by surrogate.
         for start in range(0, len(candidates), _EXACT_BLOCK):
             block = candidates[start : start + _EXACT_BLOCK]
-            scores = (self._index.reconstruct_batch(block) @ query).astype(np.float32)
+            scores = (self._inner.reconstruct_batch(block) @ query).astype(np.float32)
             best_scores = np.concatenate([best_scores, scores])
             best = np.concatenate([best, block])
             order = np.lexsort((best, -best_scores))[:k]

@@ -56,11 +56,11 @@ def test_build_then_load_round_trip(tmp_path: Path, factory: str, mmap: bool) ->
         s = int(generation.id_map.surrogate[row])
         assert generation.id_map.record_uuid(row) == record_uuid(s)
         assert generation.id_map.namespace(row) == ("a" if s % 2 else "b")
-    # Every stored vector is found as itself, under its surrogate.
+    # Every stored vector is found as itself, at the id-map row of its surrogate.
     for i in range(0, 500, 50):
         ns = namespaces[i]
-        scores, found, _ = generation.search(vectors[i], 1, namespace=ns, exclude=None)
-        assert found[0] == surrogates[i] and scores[0] == pytest.approx(1.0, abs=1e-5)
+        scores, rows, _ = generation.search(vectors[i], 1, namespace=ns, exclude=None)
+        assert generation.id_map.surrogate[rows[0]] == surrogates[i] and scores[0] == pytest.approx(1.0, abs=1e-5)
 
 
 def test_an_empty_generation_builds_and_loads(tmp_path: Path) -> None:
