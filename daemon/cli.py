@@ -69,7 +69,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     data_dir = Path(args.data_dir or config.store.data_dir or paths.default_data_dir()).absolute()
     socket_path = Path(args.socket or config.server.socket or paths.default_socket()).absolute()
     try:
-        return anyio.run(lambda: app.serve(config, data_dir=data_dir, socket_path=socket_path), backend="asyncio")
+        return anyio.run(
+            lambda: app.serve(config, data_dir=data_dir, socket_path=socket_path),
+            backend="asyncio",
+            backend_options={"use_uvloop": True},  # asyncio on libuv: the same code, less CPU per request
+        )
     except app.DataDirInUse as exc:
         print(f"recalld: {exc}", file=sys.stderr)
         return EXIT_FAIL
