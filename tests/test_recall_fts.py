@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Any
 
@@ -159,7 +160,15 @@ def test_each_recall_writes_a_telemetry_row_without_the_query_text(daemon: Daemo
     seed(daemon, ns)
     answer = recall(daemon, ns, "ledger secret words")
 
-    rows = sql(daemon.env["RECALLD_STORE_DSN"], "SELECT * FROM searches WHERE id = $1", uuid.UUID(answer["search_id"]))
+    # Rows are written in batches, a moment after the answer (the search recorder lingers).
+    deadline = time.monotonic() + 10
+    while True:
+        rows = sql(
+            daemon.env["RECALLD_STORE_DSN"], "SELECT * FROM searches WHERE id = $1", uuid.UUID(answer["search_id"])
+        )
+        if rows or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
     assert len(rows) == 1
     found = rows[0]
     assert found["namespace"] == ns and found["routes"] == ["fts"]

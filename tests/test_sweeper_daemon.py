@@ -60,15 +60,20 @@ def test_sweeper_removes_only_what_nothing_references(make_daemon: Any, fresh_ds
     old = time.time() - 3600 * 2
     for path in (stale_tmp, stray):
         os.utime(path, (old, old))
-    # telemetry: one search two days old, one fresh
+
+    def searches() -> int:
+        return int(sql(fresh_dsn, "SELECT count(*) AS n FROM searches WHERE namespace = 'gc'")[0]["n"])
+
+    # telemetry: one search two days old (aged once written: rows are written in batches), one fresh
     daemon.call("POST", "/v1/recall", {"namespace": "gc", "query": "dust", "routes": ["fts"]})
+    deadline = time.monotonic() + 10
+    while searches() != 1:
+        assert time.monotonic() < deadline, "the search row was never written"
+        time.sleep(0.05)
     sql(fresh_dsn, "UPDATE searches SET created_at = now() - interval '2 days' WHERE namespace = 'gc'")
     daemon.call("POST", "/v1/recall", {"namespace": "gc", "query": "dust", "routes": ["fts"]})
 
     # inside the rollback window nothing of the generations goes, but the crash leftovers do
-    def searches() -> int:
-        return int(sql(fresh_dsn, "SELECT count(*) AS n FROM searches WHERE namespace = 'gc'")[0]["n"])
-
     deadline = time.monotonic() + 10
     while stale_tmp.exists() or stray.exists() or searches() != 1:
         assert time.monotonic() < deadline, (sorted(p.name for p in root.iterdir()), searches())

@@ -23,6 +23,9 @@ STORE_DOWN_ERRORS: tuple[type[BaseException], ...] = (
     asyncpg.exceptions.AdminShutdownError,
     asyncpg.exceptions.CrashShutdownError,
     asyncpg.exceptions.InterfaceError,
+    # A statement sent on a pooled connection whose server session just ended (a FATAL it has
+    # read, the close not yet): "cannot switch to state …" (MagicStack/asyncpg#1069).
+    asyncpg.exceptions.InternalClientError,
     TimeoutError,
 )
 

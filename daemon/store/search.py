@@ -189,21 +189,27 @@ FLUSH_WAIT_S = 2.0
 class SearchRecorder:
     """Writes the telemetry row of each recall (never the query text, only its hash) in batches.
 
-    A recall hands its row over and answers; `run` writes whatever has gathered in one
-    statement, so under load many recalls share one round trip instead of each paying its own.
-    `flush` waits until every row handed over before it is written: feedback and statistics
-    read them. While PostgreSQL is down rows wait, up to `max_pending`; beyond that the oldest
-    are dropped and counted in `dropped`.
+    A recall hands its row over and answers; `run` lets rows gather for `linger_s`, then writes
+    them in one statement, so many recalls share one round trip instead of each paying its own
+    (under a steady load of one client too). `flush` cuts the wait short and returns once every
+    row handed over before it is written: feedback and statistics read them. While PostgreSQL
+    is down rows wait, up to `max_pending`; beyond that the oldest are dropped and counted in
+    `dropped`.
     """
 
-    def __init__(self, pool: asyncpg.Pool, *, max_pending: int = 10_000, retry_s: float = 1.0) -> None:
+    def __init__(
+        self, pool: asyncpg.Pool, *, max_pending: int = 10_000, retry_s: float = 1.0, linger_s: float = 0.05
+    ) -> None:
         self._pool = pool
         self._max_pending = max_pending
         self._retry_s = retry_s
+        self._linger_s = linger_s
         self._pending: list[tuple[Any, ...]] = []
         self._handed = 0  # rows handed over so far
         self._done = 0  # of those, rows written or dropped, oldest first
+        self._wanted = 0  # rows a flush waits for
         self._wake: anyio.Event | None = None
+        self._hurry: anyio.Event | None = None
         self._progress: anyio.Event | None = None
         self.written = 0
         self.dropped = 0
@@ -221,6 +227,9 @@ class SearchRecorder:
     async def flush(self) -> None:
         """Return once every row handed over before the call is written (or dropped)."""
         target = self._handed
+        self._wanted = max(self._wanted, target)
+        if self._hurry is not None:
+            self._hurry.set()
         while self._done < target:
             if self._progress is None:
                 self._progress = anyio.Event()
@@ -237,6 +246,11 @@ class SearchRecorder:
                 with anyio.move_on_after(0.5):  # to notice `stop`
                     await self._wake.wait()
                 continue
+            if self._wanted <= self._done and not stop.is_set():
+                self._hurry = anyio.Event()
+                with anyio.move_on_after(self._linger_s):
+                    await self._hurry.wait()
+                self._hurry = None
             batch, self._pending = self._pending, []
             try:
                 async with self._pool.acquire() as conn:

@@ -104,3 +104,20 @@ async def test_a_full_buffer_drops_the_oldest_and_counts_them(pool: asyncpg.Pool
         tg.cancel_scope.cancel()
     assert await stored(pool) == {r["id"] for r in rows[5:]}
     assert recorder.written == 10
+
+
+async def test_rows_gather_for_the_linger_and_a_flush_cuts_it_short(pool: asyncpg.Pool) -> None:
+    recorder = SearchRecorder(pool, linger_s=30)
+    async with anyio.create_task_group() as tg:
+        await tg.start(recorder.run)
+        first = row()
+        recorder.add(first)
+        await anyio.sleep(0.2)
+        assert first["id"] not in await stored(pool)  # still gathering
+        second = row()
+        recorder.add(second)
+        with anyio.fail_after(5):  # far less than the linger
+            await recorder.flush()
+        assert {first["id"], second["id"]} <= await stored(pool)
+        tg.cancel_scope.cancel()
+    assert recorder.written == 2
