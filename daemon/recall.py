@@ -186,7 +186,9 @@ class RecallService:
         vector_revisions = {c.id: c.revision for c in vector_hits}
         best_chunks = {c.id: c.chunk for c in vector_hits if c.chunk is not None}
         results: list[RecallHit] = []
-        window = k * 2
+        # Exactly k first: each row read costs a highlighted snippet, and candidates are rarely
+        # dropped; a short page is followed by the next candidates, twice as many each time.
+        window = k
         offset = 0
         async with self._pool.acquire() as conn:
             while len(results) < k and offset < len(fused):
