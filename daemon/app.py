@@ -116,7 +116,7 @@ async def postgres(config: Config, data_dir: Path, notifier: Notifier) -> AsyncI
     dsn = config.store.dsn
     if not dsn:
         notifier.status("starting the embedded PostgreSQL")
-        embedded = EmbeddedPostgres(data_dir)
+        embedded = EmbeddedPostgres(data_dir, shared_buffers_mb=config.store.shared_buffers_mb)
         dsn = await anyio.to_thread.run_sync(embedded.start)
     try:
         pool = await db.open_pool(dsn, config.store)

@@ -49,6 +49,8 @@ class StoreConfig(_Section):
     pool_max: Annotated[int, Meta(ge=1, le=200)] = 10
     connect_timeout_s: Seconds = 5.0
     health_timeout_s: Seconds = 2.0
+    shared_buffers_mb: Annotated[int, Meta(ge=0, le=1_048_576)] = 0
+    """The embedded server's shared_buffers; 0: an eighth of the memory, 128 MB to 1 GB."""
 
 
 class EmbeddingConfig(_Section):

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from conftest import RECALLD, ROOT, Daemon, scratch_dir
-from daemon.store.embedded import EmbeddedPostgres
+from daemon.store.embedded import EmbeddedPostgres, default_shared_buffers_mb
 
 
 def postgres_processes(data_dir: Path) -> list[str]:
@@ -27,6 +27,9 @@ def test_embedded_defaults_start_own_postgres_and_stop_it_on_sigterm(make_daemon
     daemon: Daemon = make_daemon(embedded=True)
     assert (daemon.data_dir / "pg" / "PG_VERSION").exists()
     assert postgres_processes(daemon.data_dir), "the embedded server runs under the data dir"
+    assert any(
+        f"shared_buffers={default_shared_buffers_mb()}MB" in line for line in postgres_processes(daemon.data_dir)
+    ), "the embedded server gets more than initdb's 128 MB of buffers where the machine has memory"
     status, created = daemon.call(
         "POST", "/v1/records", {"namespace": "e", "kind": "doc", "title": "Embedded", "body": "works offline"}
     )
@@ -41,7 +44,8 @@ def test_embedded_defaults_start_own_postgres_and_stop_it_on_sigterm(make_daemon
 
 
 def test_restart_after_sigkill_adopts_nothing_and_serves(make_daemon: Any) -> None:
-    daemon: Daemon = make_daemon(embedded=True)
+    daemon: Daemon = make_daemon(embedded=True, env={"RECALLD_STORE_SHARED_BUFFERS_MB": "160"})
+    assert any("shared_buffers=160MB" in line for line in postgres_processes(daemon.data_dir))
     assert daemon.proc is not None
     daemon.proc.kill()
     daemon.proc.wait()
