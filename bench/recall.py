@@ -19,7 +19,10 @@ pgvector's documented hybrid query, one run, one corpus, the same vectors.
    p50/p95/p99, throughput, and every stage's p50/p95/p99 from the answers' `timings_ms`.
 4. The raw parts, on the vectors the daemon stored: the local model called directly, a FAISS
    HNSW32 index of the same build parameters, and one PostgreSQL query (full text plus the rows
-   of the vector hits), in sequence per query.
+   of the vector hits), in sequence per query. The two comparisons the issue sets aims for
+   (one client's new queries against the raw parts; 16 clients with cached query vectors
+   against pgvector's hybrid) run in ROUNDS rounds that take turns, so that the machine's
+   drift hits both sides alike; the ratios quoted are the medians of the rounds' ratios.
 5. pgvector: the same vectors in a `vector(384)` column of a scratch table in the same
    PostgreSQL, with an HNSW index (`vector_cosine_ops`, pgvector's defaults) and a GIN index on
    `to_tsvector('english', content)`; pgvector-python's documented hybrid query (RRF k=60 over
@@ -38,6 +41,7 @@ import argparse
 import asyncio
 import gzip
 import json
+import os
 import random
 import re
 import statistics
@@ -64,9 +68,11 @@ from actors.index.vectors import HNSW_EF_SEARCH
 from bench.harness import (
     ROOT,
     STORED_CHUNKS_SQL,
+    cpu_seconds,
     embedded_dsn,
     load_average,
     machine,
+    postgres_cpu_seconds,
     progress,
     start_daemon,
     stop_daemon,
@@ -232,6 +238,9 @@ def ingest(socket: Path, records: list[dict[str, str]], present: set[str], worke
 STAGES = ("embed", "vector", "fts", "rehydrate", "fusion", "total")
 LEVELS = (1, 16, 64)
 WARMUP = 30
+ROUNDS = 4
+"""The two head-to-head comparisons run this many times, taking turns (this machine's speed
+drifts by ±20% within minutes): the ratios quoted are the medians of the rounds' ratios."""
 TOP = Config().recall.vector_candidates
 """Candidates per route, as the daemon's defaults (fts_candidates, vector_candidates)."""
 
@@ -251,10 +260,50 @@ class Load:
     wall_s: float = 0.0
     degraded: int = 0
     fusion: dict[str, Any] | None = None
+    cpu_s: dict[str, float] = field(default_factory=dict)
+    """CPU seconds spent during the load by the daemon, PostgreSQL and this client (`Meter`)."""
 
     @property
     def throughput(self) -> float:
         return len(self.latency_ms) / self.wall_s if self.wall_s else 0.0
+
+    @classmethod
+    def merged(cls, loads: Sequence[Load]) -> Load:
+        """The rounds of one configuration as one load (all their requests, their summed time)."""
+        whole = cls(loads[0].system, loads[0].clients, fusion=loads[0].fusion)
+        for load in loads:
+            whole.latency_ms += load.latency_ms
+            whole.wall_s += load.wall_s
+            whole.degraded += load.degraded
+            for who, seconds in load.cpu_s.items():
+                whole.cpu_s[who] = whole.cpu_s.get(who, 0.0) + seconds
+            for stage, values in load.stages.items():
+                whole.stages.setdefault(stage, []).extend(values)
+        return whole
+
+
+@dataclass
+class Meter:
+    """Reads the CPU time used so far by the daemon, by PostgreSQL and by this client process."""
+
+    daemon_pid: int
+    pgdata: Path
+
+    def read(self) -> dict[str, float]:
+        own = os.times()
+        return {
+            "daemon": cpu_seconds(self.daemon_pid),
+            "postgresql": postgres_cpu_seconds(self.pgdata),
+            "client": own.user + own.system,
+        }
+
+    def run(self, load: Callable[[], Load]) -> Load:
+        """`load()`, with the CPU each side spent during it."""
+        before = self.read()
+        done = load()
+        after = self.read()
+        done.cpu_s = {who: after[who] - before[who] for who in before}
+        return done
 
 
 async def _concurrently(queries: Sequence[Any], clients: int, one: Callable[[int, Any], Awaitable[None]]) -> float:
@@ -342,16 +391,28 @@ WHERE id = ANY($3::uuid[]) AND id NOT IN (SELECT id FROM text_hits) AND namespac
 """
 
 
-async def raw_parts(
-    dsn: str, stored: Stored, index: faiss.Index, queries: Sequence[str], template_version: int
-) -> tuple[Load, dict[str, list[float]], np.ndarray]:
-    """The parts recalld is made of, called directly in sequence per query: the local model, the
-    daemon's FAISS file, and one PostgreSQL query (full text plus the rows of the vector hits).
-    Also returns the query vectors for the other systems."""
-    from daemon.providers.local import LocalProvider
+@dataclass
+class RawParts:
+    """The parts recalld is made of, called directly: the local model, the daemon's FAISS file
+    and one PostgreSQL query."""
 
-    model = LocalProvider()
-    model.encode(["warm up"])
+    stored: Stored
+    index: faiss.Index
+    template_version: int
+    model: Any = field(init=False)
+
+    def __post_init__(self) -> None:
+        from daemon.providers.local import LocalProvider
+
+        self.model = LocalProvider()
+        self.model.encode(["warm up"])
+
+
+async def raw_parts(dsn: str, raw: RawParts, queries: Sequence[str]) -> tuple[Load, dict[str, list[float]], np.ndarray]:
+    """The raw parts in sequence per query: embed, search the FAISS file, one PostgreSQL query
+    (full text plus the rows of the vector hits). Also returns the query vectors for the other
+    systems."""
+    stored, index, model, template_version = raw.stored, raw.index, raw.model, raw.template_version
     record_of = dict(zip(stored.surrogates.tolist(), stored.record_ids, strict=True))
     load, parts = Load("raw parts", 1), {"embed": [], "faiss": [], "postgresql": []}
     vectors = []
@@ -472,31 +533,69 @@ def measure(args: argparse.Namespace, corpus: dict[str, Any]) -> list[str]:
     try:
         generations = client.request("GET", "/v1/generations")
         embedding = client.request("GET", "/readyz")["checks"]["embedding"]["detail"]
-        asyncio.run(socket_load(args.socket, warmup, 4, "warm-up"))
-        runs: list[tuple[str, Load]] = []
-        # Never asked before: every stage runs, the query embedding included. Then the last
-        # slice again: its vectors are in the query-vector cache (the most recent 1,024).
-        for clients, slice_ in ((1, single), (16, many16), (64, many64)):
-            progress(f"recalld, new queries, {clients} clients: {len(slice_)} requests")
-            runs.append(("new queries", asyncio.run(socket_load(args.socket, slice_, clients, "recalld"))))
-        for clients, slice_ in ((1, many64[: len(single)]), (16, many64), (64, many64)):
-            progress(f"recalld, repeated queries, {clients} clients: {len(slice_)} requests")
-            runs.append(("repeated queries", asyncio.run(socket_load(args.socket, slice_, clients, "recalld"))))
+    finally:
+        client.close()
+    current = generations["current"]
+    stored = asyncio.run(load_stored(dsn, embedding["space_id"]))
+    progress(f"raw parts: {len(stored.texts)} stored chunk vectors, generation {current['id']}")
+    raw_model = RawParts(stored, current_index(args.work, current["id"]), int(embedding["space"]["template_version"]))
+    if not pgvector_works():
+        raise SystemExit("pgvector crashes on this CPU (SIGILL): run bench/pgvector.sh, then this again")
+    asyncio.run(pgvector_table(dsn, stored))
+    asyncio.run(socket_load(args.socket, warmup, 4, "warm-up"))
+
+    # One client, never-asked queries against the raw parts on the same queries, taking turns.
+    cold_rounds, raw_rounds, parts, asked, vector_parts = [], [], {}, [], []
+    for r in range(ROUNDS):
+        chunk = single[r::ROUNDS]
+        progress(f"round {r + 1}/{ROUNDS}: recalld, new queries, 1 client, then the raw parts: {len(chunk)} each")
+        cold_rounds.append(asyncio.run(socket_load(args.socket, chunk, 1, "recalld")))
+        raw, round_parts, round_vectors = asyncio.run(raw_parts(dsn, raw_model, chunk))
+        raw_rounds.append(raw)
+        for part, values in round_parts.items():
+            parts.setdefault(part, []).extend(values)
+        asked += chunk
+        vector_parts.append(round_vectors)
+    vectors = np.concatenate(vector_parts)
+    runs: list[tuple[str, Load]] = [("new queries", Load.merged(cold_rounds))]
+    for clients, slice_ in ((16, many16), (64, many64)):
+        progress(f"recalld, new queries, {clients} clients: {len(slice_)} requests")
+        runs.append(("new queries", asyncio.run(socket_load(args.socket, slice_, clients, "recalld"))))
+    # Asked again, the last slice's vectors come from the query-vector cache (the latest 1,024).
+    progress(f"recalld, repeated queries, 1 client: {len(single)} requests")
+    runs.append(("repeated queries", asyncio.run(socket_load(args.socket, many64[: len(single)], 1, "recalld"))))
+
+    # 16 clients: recalld with cached query vectors against pgvector's hybrid, taking turns.
+    count = 3 * len(asked)
+    pg_items, pg_vectors = (asked * 3)[:count], np.concatenate([vectors] * 3)[:count]
+    warm_rounds, pg_rounds = [], []
+    meter = Meter(args.daemon_pid, args.work / "data/pg")
+    for r in range(ROUNDS):
+        progress(f"round {r + 1}/{ROUNDS}: recalld repeated queries and pgvector's hybrid, 16 clients each")
+        warm_rounds.append(meter.run(lambda: asyncio.run(socket_load(args.socket, many64, 16, "recalld"))))
+        pg_rounds.append(meter.run(lambda: asyncio.run(pgvector_load(dsn, pg_items, pg_vectors, 16))))
+    runs.append(("repeated queries", Load.merged(warm_rounds)))
+    progress(f"recalld, repeated queries, 64 clients: {len(many64)} requests")
+    runs.append(("repeated queries", asyncio.run(socket_load(args.socket, many64, 64, "recalld"))))
+    pg_runs = []
+    for clients in LEVELS:
+        if clients == 16:
+            pg_runs.append(Load.merged(pg_rounds))
+            continue
+        n = len(asked) if clients == 1 else count
+        progress(f"pgvector documented hybrid, {clients} connections: {n} queries")
+        pg_runs.append(asyncio.run(pgvector_load(dsn, pg_items[:n], pg_vectors[:n], clients)))
+
+    client = Client(args.socket, timeout=120)
+    try:
         routed = [
             client.request("POST", "/v1/recall", {"namespace": NAMESPACE, "query": q, "k": 10, "routes": ["vector"]})
-            for q in single
+            for q in asked
         ]
     finally:
         client.close()
     vector_route = [[uuid.UUID(r["id"]) for r in answer["results"]] for answer in routed]
-
-    current = generations["current"]
-    stored = asyncio.run(load_stored(dsn, embedding["space_id"]))
-    progress(f"raw parts: {len(stored.texts)} stored chunk vectors, generation {current['id']}")
-    index = current_index(args.work, current["id"])
-    raw, parts, vectors = asyncio.run(
-        raw_parts(dsn, stored, index, single, int(embedding["space"]["template_version"]))
-    )
+    index = raw_model.index
     record_of = dict(zip(stored.surrogates.tolist(), stored.record_ids, strict=True))
     exact_index = faiss.IndexFlatIP(stored.vectors.shape[1])
     exact_index.add(stored.vectors)
@@ -509,19 +608,8 @@ def measure(args: argparse.Namespace, corpus: dict[str, Any]) -> list[str]:
         _, ids = index.search(vector.reshape(1, -1), 10)
         faiss_latency.append((time.perf_counter() - started) * 1000)
         faiss_ids.append([record_of[s] for s in ids[0].tolist() if s >= 0])
-
-    if not pgvector_works():
-        raise SystemExit("pgvector crashes on this CPU (SIGILL): run bench/pgvector.sh, then this again")
-    asyncio.run(pgvector_table(dsn, stored))
     pg_ids, pg_latency = asyncio.run(pgvector_top10(dsn, vectors))
     pg_records = [[record_of[s] for s in ids] for ids in pg_ids]
-    pg_runs = []
-    for clients in LEVELS:
-        count = len(single) if clients == 1 else 3 * len(single)
-        items = (single * 3)[:count]
-        item_vectors = np.concatenate([vectors] * 3)[:count]
-        progress(f"pgvector documented hybrid, {clients} connections: {count} queries")
-        pg_runs.append(asyncio.run(pgvector_load(dsn, items, item_vectors, clients)))
 
     return report(
         args,
@@ -529,9 +617,10 @@ def measure(args: argparse.Namespace, corpus: dict[str, Any]) -> list[str]:
         current,
         embedding,
         runs,
-        raw,
+        Load.merged(raw_rounds),
         parts,
         pg_runs,
+        rounds=Rounds(cold_rounds, raw_rounds, warm_rounds, pg_rounds),
         recalls={
             "recalld vector route (`routes: [vector]`, over the socket)": (recall_at_10(vector_route, exact), []),
             f"FAISS HNSW32, the daemon's generation file, efSearch {max(HNSW_EF_SEARCH, TOP)}": (
@@ -541,6 +630,30 @@ def measure(args: argparse.Namespace, corpus: dict[str, Any]) -> list[str]:
             "pgvector HNSW (m 16, ef_construction 64, ef_search 40)": (recall_at_10(pg_records, exact), pg_latency),
         },
     )
+
+
+@dataclass
+class Rounds:
+    """The head-to-head rounds, in the order they ran."""
+
+    cold: list[Load]
+    raw: list[Load]
+    warm16: list[Load]
+    pgvector16: list[Load]
+
+    def latency_ratios(self) -> list[float]:
+        """Per round: recalld's p50 over the raw parts' p50 (each query's three parts summed)."""
+        return [
+            percentile(c.latency_ms, 50) / percentile(r.latency_ms, 50)
+            for c, r in zip(self.cold, self.raw, strict=True)
+        ]
+
+    def throughput_ratios(self) -> list[float]:
+        return [w.throughput / p.throughput for w, p in zip(self.warm16, self.pgvector16, strict=True)]
+
+
+def _ratios(values: Sequence[float], digits: int) -> str:
+    return ", ".join(f"{v:.{digits}f}×" for v in values) + f": **{statistics.median(values):.{digits}f}×**"
 
 
 def _ms(values: Sequence[float]) -> str:
@@ -556,6 +669,8 @@ def report(
     raw: Load,
     parts: dict[str, list[float]],
     pg_runs: list[Load],
+    *,
+    rounds: Rounds,
     recalls: dict[str, tuple[float, list[float]]],
 ) -> list[str]:
     words = [len(r["body"].split()) for r in corpus["records"]]
@@ -601,10 +716,24 @@ def report(
     ]
     for label, load in runs:
         lines.append(f"| {label} | {load.clients} | " + " | ".join(_ms(load.stages.get(s, [])) for s in STAGES) + " |")
-    raw_sum = sum(percentile(parts[p], 50) for p in parts)
-    cold_single = runs[0][1]
-    warm16 = next(load for label, load in runs if label == "repeated queries" and load.clients == 16)
-    pg16 = next(load for load in pg_runs if load.clients == 16)
+    latency_ratios, throughput_ratios = rounds.latency_ratios(), rounds.throughput_ratios()
+    lines += [
+        "",
+        "CPU per request during the 16-client rounds, in ms (user + system time of each process over"
+        " the rounds, divided by the requests answered; 2 cores give 2,000 ms of CPU per second):",
+        "",
+        "| system | daemon | PostgreSQL | client | total |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    for name, load in (
+        ("recalld, query vector cached", Load.merged(rounds.warm16)),
+        ("pgvector documented hybrid", Load.merged(rounds.pgvector16)),
+    ):
+        per = {who: 1000 * seconds / len(load.latency_ms) for who, seconds in load.cpu_s.items()}
+        lines.append(
+            f"| {name} | {per['daemon']:.2f} | {per['postgresql']:.2f} | {per['client']:.2f} |"
+            f" {sum(per.values()):.2f} |"
+        )
     lines += [
         "",
         "The raw parts, called directly in sequence per query (p50 / p95 / p99 ms): the local model"
@@ -620,12 +749,16 @@ def report(
     fusion = runs[0][1].fusion or {}
     lines += [
         "",
-        f"- End to end, one client, new queries: recalld's p50 {percentile(cold_single.latency_ms, 50):.1f} ms"
-        f" against {raw_sum:.1f} ms for the sum of the raw parts' p50s:"
-        f" **{percentile(cold_single.latency_ms, 50) / raw_sum:.2f}×** (aim: at most 1.25×).",
-        f"- Retrieval after embedding, 16 clients: recalld with the query vector cached answers"
-        f" {warm16.throughput:.0f} queries/s, pgvector's documented hybrid {pg16.throughput:.0f}:"
-        f" **{warm16.throughput / pg16.throughput:.1f}×** (aim: at least 2×).",
+        f"Head to head, {ROUNDS} rounds taking turns (each round's own ratio; the median in bold):",
+        "",
+        "- End to end, one client, new queries, recalld's p50 over the raw parts' p50 (each query's"
+        f" parts summed), on the same queries: {_ratios(latency_ratios, 2)} (aim: at most 1.25×);"
+        f" over all rounds {percentile(runs[0][1].latency_ms, 50):.1f} ms against"
+        f" {percentile(raw.latency_ms, 50):.1f} ms.",
+        "- Retrieval after embedding, 16 clients: recalld's throughput with the query vector cached"
+        f" over pgvector's documented hybrid: {_ratios(throughput_ratios, 2)} (aim: at least 2×);"
+        f" per round {', '.join(f'{w.throughput:.0f}' for w in rounds.warm16)} against"
+        f" {', '.join(f'{p.throughput:.0f}' for p in rounds.pgvector16)} queries/s.",
         f"- Answers with a degraded route during the runs: {degraded}.",
         f"- Fusion: `{fusion['name']}` v{fusion['version']}, k {fusion.get('k')}, weights {fusion.get('weights')}.",
     ]
@@ -672,6 +805,7 @@ def main(argv: list[str] | None = None) -> int:
     args.work = args.work.resolve()
     args.socket = args.work / "recalld.sock"
     corpus, daemon = prepare(args)
+    args.daemon_pid = daemon.pid if daemon is not None else None
     try:
         if args.prepare_only:
             return 0
