@@ -66,11 +66,20 @@ class VectorSet:
     """Vectors in an `IndexIDMap2` plus their id map (sorted by surrogate), searchable by namespace.
 
     Immutable once built and safe to search from several threads at once: FAISS searches on an
-    index nobody modifies are thread-safe, and every search builds its own `SearchParameters`
-    (`IndexIDMap2.search` writes a translated selector into the parameters it is given).
+    index nobody modifies are thread-safe, and every search builds its own `SearchParameters`.
     """
 
-    __slots__ = ("__weakref__", "_ef_search", "_family", "_id_map", "_index", "_inner", "_ns_rows", "_ns_selector")
+    __slots__ = (
+        "__weakref__",
+        "_ef_search",
+        "_family",
+        "_id_map",
+        "_index",
+        "_inner",
+        "_ns_code",
+        "_ns_rows",
+        "_ns_selector",
+    )
 
     def __init__(
         self, index: faiss.IndexIDMap2, id_map: IdMap, *, family: Literal["flat", "hnsw"], ef_search: int | None
@@ -83,6 +92,7 @@ class VectorSet:
         self._family = family
         # a generation built with a narrower stored beam still searches with at least ours
         self._ef_search = max(ef_search or 0, HNSW_EF_SEARCH)
+        self._ns_code = {name: code for code, name in enumerate(id_map.namespaces)}
         self._ns_rows: dict[str, npt.NDArray[np.intp]] = {}
         # None for a namespace that holds every vector: nothing to filter
         self._ns_selector: dict[str, faiss.IDSelectorBitmap | None] = {}
@@ -164,8 +174,7 @@ class VectorSet:
         returned = rows >= 0
         # FAISS applied the selectors already; checking the namespace again (O(k)) keeps the
         # promise even if a FAISS version ignored them.
-        code = self._id_map.namespaces.index(namespace)
-        keep = returned & (self._id_map.namespace_code[np.where(returned, rows, 0)] == code)
+        keep = returned & (self._id_map.namespace_code[np.where(returned, rows, 0)] == self._ns_code[namespace])
         # A flat search is exact: fewer hits than asked means no other vector qualifies.
         exhausted = k_eff >= len(members) or (self._family == "flat" and int(returned.sum()) < k_eff)
         return distances[0][keep], rows[keep].astype(np.intp), exhausted

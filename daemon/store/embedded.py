@@ -34,18 +34,26 @@ _SOCKET_PATH_MAX = 100  # sun_path is 108 bytes; leave room for the terminator
 
 
 def default_shared_buffers_mb() -> int:
-    """An eighth of the machine's memory, between initdb's 128 MB and 1 GB.
+    """An eighth of the memory recalld may use, between initdb's 128 MB and 1 GB.
 
     initdb's 128 MB held less than recalld's own working set at 100k records (records, chunks
     and their indexes: about 140 MB), so every recall re-read pages through the kernel: on the
     recall bench, PostgreSQL's CPU per recall fell from 5.7 to 4.6 ms with 1 GB. An eighth
     leaves the rest to the programs recalld serves; the kernel's page cache still holds what
-    does not fit."""
+    does not fit. "May use": the machine's memory, or the cgroup's limit when lower (a
+    container, or systemd's MemoryMax=)."""
     try:
-        total_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError):
         return 128
-    return max(128, min(1024, total_mb // 8))
+    for limit_file in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):  # v2, v1
+        try:
+            limit = Path(limit_file).read_text().strip()
+        except OSError:
+            continue
+        if limit.isdigit():
+            total = min(total, int(limit))
+    return max(128, min(1024, total // 2**20 // 8))
 
 
 class EmbeddedPostgresError(RuntimeError):
