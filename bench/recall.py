@@ -805,7 +805,7 @@ def main(argv: list[str] | None = None) -> int:
     args.work = args.work.resolve()
     args.socket = args.work / "recalld.sock"
     corpus, daemon = prepare(args)
-    args.daemon_pid = daemon.pid if daemon is not None else None
+    args.daemon_pid = daemon.pid
     try:
         if args.prepare_only:
             return 0

@@ -24,17 +24,19 @@ class QueryVectorCache:
         self.size = size
         self.hits = 0
         self.misses = 0
-        self._vectors: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+        # Keyed by the space itself (a frozen struct: equal fields, equal key), not by
+        # `space.key`, which hashes its JSON on every call.
+        self._vectors: OrderedDict[tuple[VectorSpace, str], np.ndarray] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._vectors)
 
     def get(self, space: VectorSpace, text: str) -> np.ndarray | None:
-        vector = self._vectors.get((space.key, text))
+        vector = self._vectors.get((space, text))
         if vector is None:
             self.misses += 1
             return None
-        self._vectors.move_to_end((space.key, text))
+        self._vectors.move_to_end((space, text))
         self.hits += 1
         return vector
 
@@ -43,7 +45,7 @@ class QueryVectorCache:
             return
         frozen = np.array(vector, dtype=np.float32, copy=True)
         frozen.flags.writeable = False  # shared by every later hit
-        self._vectors[(space.key, text)] = frozen
-        self._vectors.move_to_end((space.key, text))
+        self._vectors[(space, text)] = frozen
+        self._vectors.move_to_end((space, text))
         while len(self._vectors) > self.size:
             self._vectors.popitem(last=False)
