@@ -14,6 +14,7 @@ import pytest
 from actors.index.generation import Generation, load_generation
 from actors.index.handle import Handle, HandleCell, HandleClosed, Hit
 from actors.index.idmap import IdMap
+from actors.index.vectors import SurrogateSet
 
 from .common import build, id_map_for, record_uuid, space, unit_vectors
 
@@ -392,3 +393,23 @@ def test_a_search_runs_faiss_single_threaded_in_its_own_thread_only(tmp_path: Pa
     worker.join()
     assert seen == [1]
     assert faiss.omp_get_max_threads() == BUILD_THREADS
+
+
+def test_a_namespace_that_holds_every_vector_searches_unfiltered_yet_skips_tombstones(tmp_path: Path) -> None:
+    """One namespace over the whole HNSW generation: no namespace filter, only the tombstones'."""
+    rng = np.random.default_rng(11)
+    n, d = 6_000, 16
+    vectors = unit_vectors(rng, n, d)
+    surrogates = rng.permutation(n).astype(np.int64) + 1
+    gen = generation(tmp_path, vectors, id_map_for(surrogates), factory="HNSW16")
+    query = vectors[0]
+    top = Handle.of(gen).search(query, k_records=10, namespace="ns")
+    assert top[0].surrogate == surrogates[0]  # the vector itself
+    handle = Handle.of(gen).with_tombstones(h.surrogate for h in top[:5])
+    hits = handle.search(query, k_records=10, namespace="ns")
+    assert len(hits) == 10 and not {h.surrogate for h in hits} & handle.tombstones
+    truth = brute_force(query, vectors, surrogates, surrogates, 10, ~np.isin(surrogates, list(handle.tombstones)))
+    assert len(set(records_of(hits)) & set(truth)) >= 9
+    # FAISS itself skips them (the handle's second check would hide a selector that did not)
+    _, rows, _ = gen.search(query, 10, namespace="ns", exclude=SurrogateSet(handle.tombstones))
+    assert len(rows) == 10 and not set(gen.id_map.surrogate[rows].tolist()) & handle.tombstones
