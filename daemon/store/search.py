@@ -176,10 +176,11 @@ async def rehydrate(
     return {row["id"]: row for row in rows}
 
 
-_INSERT_SEARCH = """INSERT INTO searches
-    (id, namespace, query_hash, routes, fusion, results, timings_ms, degraded_routes)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"""
 _SEARCH_COLUMNS = ("id", "namespace", "query_hash", "routes", "fusion", "results", "timings_ms", "degraded_routes")
+_INSERT_SEARCH = (
+    f"INSERT INTO searches ({', '.join(_SEARCH_COLUMNS)})"
+    f" VALUES ({', '.join(f'${i}' for i in range(1, len(_SEARCH_COLUMNS) + 1))})"
+)
 
 
 FLUSH_WAIT_S = 2.0
@@ -215,14 +216,19 @@ class SearchRecorder:
         self.dropped = 0
 
     def add(self, row: dict[str, Any]) -> None:
-        if len(self._pending) >= self._max_pending:
-            del self._pending[0]
-            self.dropped += 1
-            self._done += 1
+        self._drop_oldest(keep=self._max_pending - 1)
         self._pending.append(tuple(row[column] for column in _SEARCH_COLUMNS))
         self._handed += 1
         if self._wake is not None:
             self._wake.set()
+
+    def _drop_oldest(self, *, keep: int) -> None:
+        """Drop the oldest waiting rows beyond `keep`; they count as dropped, and as done."""
+        excess = len(self._pending) - max(keep, 0)
+        if excess > 0:
+            del self._pending[:excess]
+            self.dropped += excess
+            self._done += excess
 
     async def flush(self) -> None:
         """Return once every row handed over before the call is written (or dropped)."""
@@ -257,10 +263,7 @@ class SearchRecorder:
                     await conn.executemany(_INSERT_SEARCH, batch)
             except STORE_DOWN_ERRORS as exc:
                 self._pending[:0] = batch  # oldest first, as they came
-                while len(self._pending) > self._max_pending:
-                    del self._pending[0]
-                    self.dropped += 1
-                    self._done += 1
+                self._drop_oldest(keep=self._max_pending)
                 log.warning("search telemetry not written (%s); %d rows wait", type(exc).__name__, len(self._pending))
                 if stop.is_set():
                     return
