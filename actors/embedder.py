@@ -648,18 +648,32 @@ class Embedder:
         return estimate_tokens(texts)
 
     async def _write_usage(self, receive: MemoryObjectReceiveStream[_UsageItem]) -> None:
+        """Write usage rows in batches: after a row arrives, others gather for `usage_linger_s`
+        or until a `flush_usage` marker comes; a marker is set once the rows before it are written."""
         async with receive:
-            async for item in receive:
-                if isinstance(item, anyio.Event):
-                    item.set()
-                    continue
-                try:
-                    await self._usage.record(item)
-                    self._counters.usage_written += 1
-                except Exception:
-                    # Metering must never take embedding down with it; the count shows the loss.
-                    self._counters.usage_failed += 1
-                    log.exception("usage sink failed", extra={"purpose": item.purpose})
+            async for first in receive:
+                items = [first]
+                with anyio.move_on_after(self.settings.usage_linger_s):
+                    while not isinstance(items[-1], anyio.Event):
+                        try:
+                            items.append(await receive.receive())
+                        except anyio.EndOfStream:
+                            break
+                rows = [item for item in items if not isinstance(item, anyio.Event)]
+                if rows:
+                    await self._store_usage(rows)
+                for item in items:
+                    if isinstance(item, anyio.Event):
+                        item.set()
+
+    async def _store_usage(self, rows: list[UsageRow]) -> None:
+        try:
+            await self._usage.record(rows)
+            self._counters.usage_written += len(rows)
+        except Exception:
+            # Metering must never take embedding down with it; the count shows the loss.
+            self._counters.usage_failed += len(rows)
+            log.exception("usage sink failed", extra={"rows": len(rows)})
 
     # --- probing ------------------------------------------------------------------------------
 

@@ -5,7 +5,7 @@ real local model."""
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -47,9 +47,11 @@ def unit(backend: str) -> float:
 class ListSink:
     def __init__(self) -> None:
         self.rows: list[UsageRow] = []
+        self.writes = 0
 
-    async def record(self, row: UsageRow) -> None:
-        self.rows.append(row)
+    async def record(self, rows: Sequence[UsageRow]) -> None:
+        self.rows.extend(rows)
+        self.writes += 1
 
     def work(self) -> list[UsageRow]:
         return [r for r in self.rows if r.purpose != "probe"]
@@ -392,9 +394,19 @@ async def test_priced_rows_cost_micro_units(harness: Harness, sink: ListSink) ->
     assert (row.input_tokens, row.cost_micros) == (100, 13_000)
 
 
+async def test_usage_rows_gather_and_are_written_together(harness: Harness, sink: ListSink, unit: float) -> None:
+    async with harness(usage_linger_s=30 * unit) as embedder:
+        for text in ("one", "two", "three"):
+            await embedder.embed([text], purpose="query", namespace="ns1")
+        assert sink.rows == []  # still gathering: nothing has asked for them
+        await embedder.flush_usage()
+        assert [r.input_tokens > 0 for r in sink.work()] == [True, True, True]
+        assert sink.writes == 1  # the probe's row and the three calls' in one write
+
+
 async def test_a_failing_sink_never_fails_embedding(harness: Harness, service: EmbeddingService) -> None:
     class BrokenSink:
-        async def record(self, row: UsageRow) -> None:
+        async def record(self, rows: Sequence[UsageRow]) -> None:
             raise RuntimeError("database is down")
 
     async with harness(usage=BrokenSink()) as embedder:

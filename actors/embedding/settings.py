@@ -61,6 +61,9 @@ class EmbedderSettings:
     norm_tolerance: float = NORM_TOLERANCE
     usage_buffer: int = 10_000
     """Usage rows waiting for the sink; beyond this they are dropped (and counted)."""
+    usage_linger_s: float = 1.0
+    """How long usage rows gather before they are written together (`flush_usage` cuts it short):
+    one write per recall would cost a lone client about 2 ms of every answer (bench/recall.py)."""
 
     @classmethod
     def from_config(cls, config: EmbeddingSettingsSource, **overrides: object) -> EmbedderSettings:

@@ -118,7 +118,9 @@ class UsageRow(msgspec.Struct, frozen=True, kw_only=True):
 class UsageSink(Protocol):
     """Where usage rows go (PostgreSQL in the daemon, a list in tests)."""
 
-    async def record(self, row: UsageRow) -> None: ...
+    async def record(self, rows: Sequence[UsageRow]) -> None:
+        """Store the rows, all or none."""
+        ...
 
 
 class VectorSpace(msgspec.Struct, frozen=True, kw_only=True):

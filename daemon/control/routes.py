@@ -6,6 +6,7 @@ import datetime as dt
 import uuid
 from typing import Any
 
+import anyio
 import msgspec
 from aiohttp import web
 
@@ -29,6 +30,7 @@ from daemon.control.wire import (
     encode,
 )
 from daemon.metrics import CONTENT_TYPE
+from daemon.store.db import FLUSH_WAIT_S
 from daemon.store.records import ExactDuplicate, IdTaken, NamespaceChange, RecordFields
 
 
@@ -240,6 +242,9 @@ async def usage(request: web.Request) -> web.Response:
             raise bad_value("since must be an RFC 3339 timestamp") from None
         if since.tzinfo is None:
             raise bad_value("since needs a time zone (e.g. ...Z or +00:00)")
+    if services.embedder is not None:
+        with anyio.move_on_after(FLUSH_WAIT_S):  # usage rows gather before they are written
+            await services.embedder.flush_usage()
     return ok(await services.usage.summary(namespace=namespace, since=since))
 
 

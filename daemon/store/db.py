@@ -29,6 +29,10 @@ STORE_DOWN_ERRORS: tuple[type[BaseException], ...] = (
     TimeoutError,
 )
 
+FLUSH_WAIT_S = 2.0
+"""How long a read of telemetry (search rows, usage rows) waits for its writer to write what it
+holds; with PostgreSQL down the read then fails on its own."""
+
 
 async def _init_connection(conn: asyncpg.Connection) -> None:
     for name in ("json", "jsonb"):

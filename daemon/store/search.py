@@ -19,7 +19,7 @@ from anyio.abc import TaskStatus
 
 from actors.kernel import stop_requested
 from actors.query import Evidence, build_text_query
-from daemon.store.db import STORE_DOWN_ERRORS
+from daemon.store.db import FLUSH_WAIT_S, STORE_DOWN_ERRORS
 
 log = logging.getLogger("recalld.store.search")
 
@@ -181,10 +181,6 @@ _INSERT_SEARCH = (
     f"INSERT INTO searches ({', '.join(_SEARCH_COLUMNS)})"
     f" VALUES ({', '.join(f'${i}' for i in range(1, len(_SEARCH_COLUMNS) + 1))})"
 )
-
-
-FLUSH_WAIT_S = 2.0
-"""How long a read of search rows waits for the recorder to write what it holds."""
 
 
 class SearchRecorder:

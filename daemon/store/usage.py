@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from typing import Any
 
 import asyncpg
@@ -16,21 +17,26 @@ class UsageStore:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
 
-    async def record(self, row: UsageRow) -> None:
+    async def record(self, rows: Sequence[UsageRow]) -> None:
         async with self._pool.acquire() as conn:
-            await conn.execute(
+            await conn.executemany(
                 """INSERT INTO usage (at, purpose, namespace, provider, model, input_tokens, output_tokens,
                                       estimated, cost_micros)
                    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)""",
-                row.at,
-                row.purpose,
-                row.namespace,
-                row.provider,
-                row.model,
-                row.input_tokens,
-                row.output_tokens,
-                row.estimated,
-                row.cost_micros,
+                [
+                    (
+                        row.at,
+                        row.purpose,
+                        row.namespace,
+                        row.provider,
+                        row.model,
+                        row.input_tokens,
+                        row.output_tokens,
+                        row.estimated,
+                        row.cost_micros,
+                    )
+                    for row in rows
+                ],
             )
 
     async def summary(self, *, namespace: str | None, since: dt.datetime | None) -> dict[str, Any]:
