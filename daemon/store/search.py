@@ -195,7 +195,7 @@ class SearchRecorder:
     """
 
     def __init__(
-        self, pool: asyncpg.Pool, *, max_pending: int = 10_000, retry_s: float = 1.0, linger_s: float = 0.05
+        self, pool: asyncpg.Pool, *, max_pending: int = 10_000, retry_s: float = 1.0, linger_s: float = 1.0
     ) -> None:
         self._pool = pool
         self._max_pending = max_pending
