@@ -100,7 +100,7 @@ class Handle:
     a search started after `close()` raises `HandleClosed`.
     """
 
-    __slots__ = ("_active", "_base", "_closed", "_deltas", "_lock", "_space", "_tomb_set", "_tombstones")
+    __slots__ = ("_active", "_base", "_closed", "_deltas", "_lock", "_space", "_space_id", "_tomb_set", "_tombstones")
 
     def __init__(
         self,
@@ -110,8 +110,10 @@ class Handle:
         deltas: tuple[Delta, ...] = (),
         tombstones: frozenset[int] = frozenset(),
     ) -> None:
-        if base is not None and base.space_id != space.key:
-            raise ValueError(f"base generation is in space {base.space_id}, the handle in {space.key}")
+        # The key hashes the space's JSON: computed once, not on every recall's check.
+        self._space_id = space.key
+        if base is not None and base.space_id != self._space_id:
+            raise ValueError(f"base generation is in space {base.space_id}, the handle in {self._space_id}")
         if any(delta.index.d != space.dimension for delta in deltas):
             raise ValueError(f"a delta has another dimension than the space's {space.dimension}")
         self._space = space
@@ -141,7 +143,7 @@ class Handle:
 
     @property
     def space_id(self) -> str:
-        return self._space.key
+        return self._space_id
 
     @property
     def base(self) -> Generation | None:
