@@ -71,6 +71,9 @@ class IndexSettings:
     index_batch: int = 16
     """Records chunked and embedded per step of the catch-up."""
     poll_s: float = 2.0
+    recheck_s: float = 60.0
+    """A quiet daemon counts every record against the index again this often (otherwise only
+    after a change): the count reads every live record."""
     delta_page: int = 5000
     quiet_s: float = 1.0
     """An automatic build waits until no change has arrived for this long (a burst of writes
@@ -94,10 +97,22 @@ class BuildStatus(msgspec.Struct, kw_only=True):
     error: str | None = None
 
 
+@dataclass(frozen=True)
+class _AllIndexed:
+    """A count that found every live record indexed in `space_id`: the change mark it saw, and
+    the time it began."""
+
+    space_id: str
+    mark: int
+    at: float
+
+
 @dataclass
 class _Progress:
     indexed_records: int = 0
     stored_vectors: int = 0
+    full_passes: int = 0
+    """Steps that read every live record (catch-up and count); a quiet daemon skips them."""
     last_error: str | None = None
     builds: list[BuildStatus] = field(default_factory=list)
 
@@ -151,6 +166,7 @@ class IndexManager:
         self._heal = False
         """The pointer's generation failed verification: build a replacement."""
         self._pending = 0
+        self._all_indexed: _AllIndexed | None = None
         self._last_change = 0.0  # anyio time of the last wake-up; the poll timer re-checks builds
 
     # -- what callers use
@@ -169,7 +185,8 @@ class IndexManager:
         space = self._embedder.space if self._embedder else None
         if space is None:
             return await self._store.count_to_index("", self.settings.chunker)
-        waiting = await self._store.count_to_index(space.key, self.settings.chunker)
+        unchanged = self._nothing_changed(space, await self._store.change_mark())
+        waiting = 0 if unchanged else await self._store.count_to_index(space.key, self.settings.chunker)
         handle = self.cell.current()
         seen = handle.seen if handle is not None and handle.space_id == space.key else 0
         stored_after = await self._store.max_surrogate(space.key) > seen
@@ -182,6 +199,10 @@ class IndexManager:
     @property
     def is_builder(self) -> bool:
         return self._lock.held
+
+    @property
+    def full_passes(self) -> int:
+        return self._progress.full_passes
 
     @property
     def pending(self) -> int:
@@ -248,6 +269,7 @@ class IndexManager:
                 "generation": handle.base.manifest.generation_id if handle.base else None,
             },
             "indexed_records": self._progress.indexed_records,
+            "full_passes": self._progress.full_passes,
             "last_error": self._progress.last_error,
             "leases": self.cell.open_leases,
         }
@@ -302,13 +324,39 @@ class IndexManager:
         await self._follow_pointer()
         if space is None:
             return
-        if builder:
-            await self._catch_up(space)
-        await self._refresh(space)
-        self._pending = await self._store.count_to_index(space.key, self.settings.chunker)
+        started = anyio.current_time()  # a wake-up from here on may be a change this pass misses
+        mark = await self._store.change_mark()
+        if self._nothing_changed(space, mark):
+            await self._refresh(space)  # cheap: vectors stored after the handle's watermark
+        else:
+            if builder:
+                await self._catch_up(space)
+            await self._refresh(space)
+            self._pending = await self._store.count_to_index(space.key, self.settings.chunker)
+            self._progress.full_passes += 1
+            self._all_indexed = None
+            if mark is not None and self._pending == 0:
+                self._all_indexed = _AllIndexed(space.key, mark, started)
         if builder and not self._building and self._should_build(space):
             self._building = True
             tasks.start_soon(self._build, space)
+
+    def _nothing_changed(self, space: VectorSpace, mark: int | None) -> bool:
+        """Every live record was indexed at the last count and no record changed since: the
+        catch-up and the count, which read every live record, would find nothing.
+
+        A record write moves the change mark and its NOTIFY wakes this manager; either one means
+        a change. `recheck_s` bounds how long an unchanged answer is trusted.
+        """
+        last = self._all_indexed
+        return (
+            last is not None
+            and mark is not None
+            and last.space_id == space.key
+            and last.mark == mark
+            and self._last_change < last.at
+            and anyio.current_time() - last.at < self.settings.recheck_s
+        )
 
     # -- following the pointer
 

@@ -123,6 +123,8 @@ class IndexConfig(_Section):
     chunk_overlap: Annotated[int, Meta(ge=0, le=10_000)] = 150
     index_batch: Annotated[int, Meta(ge=1, le=1000)] = 16
     poll_s: Seconds = 2.0
+    recheck_s: Seconds = 60.0
+    """A quiet daemon counts every record against the index again this often, not on every poll."""
 
 
 class GcConfig(_Section):

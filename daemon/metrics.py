@@ -148,6 +148,13 @@ class ActorCollector:
             pending = GaugeMetricFamily("recalld_index_pending_records", "Live records not yet searchable by vector")
             pending.add_metric([], self._index.pending)
             yield pending
+            yield _counter(
+                "recalld_index_full_passes",
+                "Index steps that read every live record (catch-up and count); skipped while nothing changes",
+                [],
+                [],
+                self._index.full_passes,
+            )
             leases = GaugeMetricFamily("recalld_index_open_leases", "Searches holding a handle now")
             leases.add_metric([], self._index.cell.open_leases)
             yield leases

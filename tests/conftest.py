@@ -17,7 +17,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -171,6 +171,20 @@ def make_daemon(postgres: EmbeddedPostgres) -> Iterator[Any]:
     for daemon, home in started:
         daemon.stop()
         shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.fixture
+async def pool(fresh_dsn: str) -> AsyncIterator[asyncpg.Pool]:
+    """A migrated fresh database behind the daemon's own pool settings (async store tests)."""
+    from daemon.config import StoreConfig
+    from daemon.store import db
+    from daemon.store.migrations import migrate
+
+    pool = await db.open_pool(fresh_dsn, StoreConfig())
+    async with pool.acquire() as conn:
+        await migrate(conn)
+    yield pool
+    await pool.close()
 
 
 @pytest.fixture(scope="module")

@@ -221,6 +221,11 @@ class VectorStore(Protocol):
         self, space_id: str, chunker: str, limit: int, *, after: int = 0
     ) -> list[RecordToIndex]: ...
     async def count_to_index(self, space_id: str, chunker: str) -> int: ...
+    async def change_mark(self) -> int | None:
+        """The newest committed record change, or None while a transaction in progress might
+        still commit an older one: an unchanged mark then means no record changed."""
+        ...
+
     async def store_chunks(
         self,
         space_id: str,

@@ -98,6 +98,19 @@ class PgVectorStore:
         async with self._pool.acquire() as conn:
             return await _count_to_index(conn, space_id, chunker)
 
+    async def change_mark(self) -> int | None:
+        # Every record write takes the next change_seq. A write that took a lower one than the
+        # newest committed can still commit only while its transaction is open, and an open
+        # writing transaction holds the lock on its own transaction id.
+        async with self._pool.acquire() as conn:
+            row = await conn.fetchrow(
+                """SELECT coalesce((SELECT max(change_seq) FROM records), 0) AS mark,
+                          NOT EXISTS (SELECT FROM pg_locks
+                                      WHERE locktype = 'transactionid' AND pid <> pg_backend_pid()) AS settled"""
+            )
+        assert row is not None
+        return int(row["mark"]) if row["settled"] else None
+
     async def store_chunks(
         self, space_id: str, chunker: str, record: RecordToIndex, texts: list[str], hashes: list[str], vectors: Any
     ) -> int:

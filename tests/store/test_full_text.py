@@ -4,19 +4,21 @@ word, then every term, then, only when asked, any term), with or without the any
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
 
 from actors.query import Evidence, evidence_of
-from daemon.config import StoreConfig
-from daemon.store import db
-from daemon.store.migrations import migrate
 from daemon.store.records import RecordFields, RecordRepository
 from daemon.store.search import Filters, full_text
 
 pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"  # asyncpg
+
 
 NS = "keys"
 # The all-terms record repeats the words, so by ts_rank alone it would come first.
@@ -26,20 +28,6 @@ RECORDS = {
     "some terms": ("Signing", "Only the signing service lives here."),
     "none": ("Lunch", "The canteen opens at noon."),
 }
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-async def pool(fresh_dsn: str) -> AsyncIterator[asyncpg.Pool]:
-    pool = await db.open_pool(fresh_dsn, StoreConfig())
-    async with pool.acquire() as conn:
-        await migrate(conn)
-    yield pool
-    await pool.close()
 
 
 @pytest.fixture

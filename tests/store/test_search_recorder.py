@@ -4,16 +4,12 @@ for it, a dropped connection loses nothing, and a full buffer drops the oldest, 
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
 import asyncpg
 import pytest
 
-from daemon.config import StoreConfig
-from daemon.store import db
-from daemon.store.migrations import migrate
 from daemon.store.search import SearchRecorder
 
 pytestmark = pytest.mark.anyio
@@ -21,16 +17,7 @@ pytestmark = pytest.mark.anyio
 
 @pytest.fixture
 def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-async def pool(fresh_dsn: str) -> AsyncIterator[asyncpg.Pool]:
-    pool = await db.open_pool(fresh_dsn, StoreConfig())
-    async with pool.acquire() as conn:
-        await migrate(conn)
-    yield pool
-    await pool.close()
+    return "asyncio"  # asyncpg
 
 
 def row(namespace: str = "ns") -> dict[str, Any]:

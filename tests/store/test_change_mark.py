@@ -1,0 +1,45 @@
+"""The change mark: what lets a quiet index manager skip reading every record. It moves with
+every committed record write and is withheld while a write may still commit below it."""
+
+from __future__ import annotations
+
+import asyncpg
+import pytest
+
+from daemon.store.records import RecordFields, RecordRepository
+from daemon.store.vectors import PgVectorStore
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"  # asyncpg
+
+
+def fields(title: str) -> RecordFields:
+    return RecordFields("marks", "doc", title, f"{title}, told at length.", {}, None)
+
+
+async def test_every_committed_write_moves_the_mark(pool: asyncpg.Pool) -> None:
+    store, records = PgVectorStore(pool), RecordRepository(pool)
+    empty = await store.change_mark()
+    record_id, _ = await records.create(fields("First"))
+    created = await store.change_mark()
+    await records.update(record_id, fields("First, again"))
+    updated = await store.change_mark()
+    await records.forget(record_id)
+    forgotten = await store.change_mark()
+    assert empty is not None and created is not None and updated is not None and forgotten is not None
+    assert empty < created < updated < forgotten
+
+
+async def test_no_mark_while_another_transaction_may_commit(pool: asyncpg.Pool) -> None:
+    store, records = PgVectorStore(pool), RecordRepository(pool)
+    await records.create(fields("Settled"))
+    assert await store.change_mark() is not None
+    async with pool.acquire() as other, other.transaction():
+        # A writer between taking its change_seq and committing: it holds a transaction id.
+        await other.execute("SELECT nextval('record_change_seq'), pg_current_xact_id()")
+        assert await store.change_mark() is None
+    assert await store.change_mark() is not None
