@@ -63,7 +63,8 @@ class EmbedderSettings:
     """Usage rows waiting for the sink; beyond this they are dropped (and counted)."""
     usage_linger_s: float = 1.0
     """How long usage rows gather before they are written together (`flush_usage` cuts it short):
-    one write per recall would cost a lone client about 2 ms of every answer (bench/recall.py)."""
+    an INSERT per query embedding ran beside each recall's vector route and slowed it (2.7 ->
+    2.2 ms at one client on the bench data without it)."""
 
     @classmethod
     def from_config(cls, config: EmbeddingSettingsSource, **overrides: object) -> EmbedderSettings:
