@@ -61,11 +61,15 @@ def sql(dsn: str, statement: str, *args: Any) -> list[asyncpg.Record]:
     return asyncio.run(run())
 
 
+def database_dsn(server: EmbeddedPostgres, name: str) -> str:
+    return server.dsn.replace("/recalld?", f"/{name}?")
+
+
 def create_database(server: EmbeddedPostgres) -> str:
     """A fresh, empty database in the session server; returns its DSN."""
     name = "t_" + uuid.uuid4().hex[:12]
     sql(server.dsn, f"CREATE DATABASE {name}")
-    return server.dsn.replace("/recalld?", f"/{name}?")
+    return database_dsn(server, name)
 
 
 @pytest.fixture

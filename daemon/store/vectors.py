@@ -101,12 +101,14 @@ class PgVectorStore:
     async def change_mark(self) -> int | None:
         # Every record write takes the next change_seq. A write that took a lower one than the
         # newest committed can still commit only while its transaction is open, and an open
-        # writing transaction holds the lock on its own transaction id.
+        # writing transaction holds the lock on its own transaction id. Only this database's
+        # sessions count: a server shared with other applications always has some open.
         async with self._pool.acquire() as conn:
             row = await conn.fetchrow(
                 """SELECT coalesce((SELECT max(change_seq) FROM records), 0) AS mark,
-                          NOT EXISTS (SELECT FROM pg_locks
-                                      WHERE locktype = 'transactionid' AND pid <> pg_backend_pid()) AS settled"""
+                          NOT EXISTS (SELECT FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+                                      WHERE l.locktype = 'transactionid' AND l.pid <> pg_backend_pid()
+                                        AND a.datname = current_database()) AS settled"""
             )
         assert row is not None
         return int(row["mark"]) if row["settled"] else None

@@ -3,9 +3,13 @@ every committed record write and is withheld while a write may still commit belo
 
 from __future__ import annotations
 
+import uuid
+
 import asyncpg
 import pytest
 
+from conftest import database_dsn
+from daemon.store.embedded import EmbeddedPostgres
 from daemon.store.records import RecordFields, RecordRepository
 from daemon.store.vectors import PgVectorStore
 
@@ -43,3 +47,19 @@ async def test_no_mark_while_another_transaction_may_commit(pool: asyncpg.Pool) 
         await other.execute("SELECT nextval('record_change_seq'), pg_current_xact_id()")
         assert await store.change_mark() is None
     assert await store.change_mark() is not None
+
+
+async def test_another_databases_transactions_do_not_withhold_it(
+    pool: asyncpg.Pool, postgres: EmbeddedPostgres
+) -> None:
+    # a server shared with other applications: their open transactions say nothing about ours
+    name = "t_" + uuid.uuid4().hex[:12]
+    async with pool.acquire() as conn:
+        await conn.execute(f"CREATE DATABASE {name}")
+    other = await asyncpg.connect(database_dsn(postgres, name))
+    try:
+        async with other.transaction():
+            await other.execute("SELECT pg_current_xact_id()")
+            assert await PgVectorStore(pool).change_mark() is not None
+    finally:
+        await other.close()
