@@ -72,8 +72,8 @@ class IndexSettings:
     """Records chunked and embedded per step of the catch-up."""
     poll_s: float = 2.0
     recheck_s: float = 60.0
-    """A quiet daemon counts every record against the index again this often (otherwise only
-    after a change): the count reads every live record."""
+    """Once every record is indexed, steps look only at records changed since; this often they
+    read every live record again anyway."""
     delta_page: int = 5000
     quiet_s: float = 1.0
     """An automatic build waits until no change has arrived for this long (a burst of writes
@@ -98,9 +98,9 @@ class BuildStatus(msgspec.Struct, kw_only=True):
 
 
 @dataclass(frozen=True)
-class _AllIndexed:
-    """A count that found every live record indexed in `space_id`: the change mark it saw, and
-    the time it began."""
+class _IndexedThrough:
+    """Every live record of `space_id` with a change mark up to `mark` is indexed; `at` is when
+    the last step that read every record began."""
 
     space_id: str
     mark: int
@@ -112,7 +112,8 @@ class _Progress:
     indexed_records: int = 0
     stored_vectors: int = 0
     full_passes: int = 0
-    """Steps that read every live record (catch-up and count); a quiet daemon skips them."""
+    """Steps that read every live record (catch-up and count); once every record is indexed,
+    steps read only the records changed since."""
     last_error: str | None = None
     builds: list[BuildStatus] = field(default_factory=list)
 
@@ -166,7 +167,7 @@ class IndexManager:
         self._heal = False
         """The pointer's generation failed verification: build a replacement."""
         self._pending = 0
-        self._all_indexed: _AllIndexed | None = None
+        self._indexed_through: _IndexedThrough | None = None
         self._last_change = 0.0  # anyio time of the last wake-up; the poll timer re-checks builds
 
     # -- what callers use
@@ -185,11 +186,10 @@ class IndexManager:
         space = self._embedder.space if self._embedder else None
         if space is None:
             return await self._store.count_to_index("", self.settings.chunker)
-        unchanged = self._nothing_changed(space, await self._store.change_mark())
-        waiting = 0 if unchanged else await self._store.count_to_index(space.key, self.settings.chunker)
+        waiting = await self._store.count_to_index(space.key, self.settings.chunker, after=self._known_mark(space))
         handle = self.cell.current()
         seen = handle.seen if handle is not None and handle.space_id == space.key else 0
-        stored_after = await self._store.max_surrogate(space.key) > seen
+        stored_after = await self._store.newest_live_surrogate(space.key) > seen
         return waiting + (1 if stored_after else 0)
 
     def generations_in_use(self) -> set[str]:
@@ -324,39 +324,34 @@ class IndexManager:
         await self._follow_pointer()
         if space is None:
             return
-        started = anyio.current_time()  # a wake-up from here on may be a change this pass misses
+        started = anyio.current_time()
         mark = await self._store.change_mark()
-        if self._nothing_changed(space, mark):
-            await self._refresh(space)  # cheap: vectors stored after the handle's watermark
-        else:
-            if builder:
-                await self._catch_up(space)
-            await self._refresh(space)
-            self._pending = await self._store.count_to_index(space.key, self.settings.chunker)
+        after = self._known_mark(space)
+        if builder:
+            await self._catch_up(space, after=after)
+        await self._refresh(space)
+        self._pending = await self._store.count_to_index(space.key, self.settings.chunker, after=after)
+        full_at = started if after == 0 or self._indexed_through is None else self._indexed_through.at
+        if after == 0:
             self._progress.full_passes += 1
-            self._all_indexed = None
-            if mark is not None and self._pending == 0:
-                self._all_indexed = _AllIndexed(space.key, mark, started)
+            self._indexed_through = None
+        if mark is not None and self._pending == 0:
+            self._indexed_through = _IndexedThrough(space.key, mark, full_at)
         if builder and not self._building and self._should_build(space):
             self._building = True
             tasks.start_soon(self._build, space)
 
-    def _nothing_changed(self, space: VectorSpace, mark: int | None) -> bool:
-        """Every live record was indexed at the last count and no record changed since: the
-        catch-up and the count, which read every live record, would find nothing.
-
-        A record write moves the change mark and its NOTIFY wakes this manager; either one means
-        a change. `recheck_s` bounds how long an unchanged answer is trusted.
-        """
-        last = self._all_indexed
-        return (
-            last is not None
-            and mark is not None
-            and last.space_id == space.key
-            and last.mark == mark
-            and self._last_change < last.at
-            and anyio.current_time() - last.at < self.settings.recheck_s
-        )
+    def _known_mark(self, space: VectorSpace) -> int:
+        """The change mark through which every live record is known to be indexed in `space`
+        (0: nothing is known, read every record). Finding unindexed records reads every record
+        it looks at, so once all are indexed, steps and `count_pending` look only at records
+        changed since; every `recheck_s` a step reads them all again anyway."""
+        known = self._indexed_through
+        if known is None or known.space_id != space.key:
+            return 0
+        if anyio.current_time() - known.at >= self.settings.recheck_s:
+            return 0
+        return known.mark
 
     # -- following the pointer
 
@@ -413,7 +408,7 @@ class IndexManager:
 
     # -- catching up (builder only)
 
-    async def _catch_up(self, space: VectorSpace) -> None:
+    async def _catch_up(self, space: VectorSpace, *, after: int = 0) -> None:
         """Chunk, embed and store every live record that has no vectors in `space` yet.
 
         One pass walks the records in change order behind a cursor, a batch at a time: one
@@ -422,7 +417,7 @@ class IndexManager:
         """
         assert self._embedder is not None
         settings = self.settings
-        cursor = 0
+        cursor = after
         while True:
             batch = await self._store.records_to_index(space.key, settings.chunker, settings.index_batch, after=cursor)
             if not batch:

@@ -124,7 +124,7 @@ class IndexConfig(_Section):
     index_batch: Annotated[int, Meta(ge=1, le=1000)] = 16
     poll_s: Seconds = 2.0
     recheck_s: Seconds = 60.0
-    """A quiet daemon counts every record against the index again this often, not on every poll."""
+    """Once every record is indexed, polls read only records changed since, and all of them this often."""
 
 
 class GcConfig(_Section):

@@ -150,7 +150,7 @@ class ActorCollector:
             yield pending
             yield _counter(
                 "recalld_index_full_passes",
-                "Index steps that read every live record (catch-up and count); skipped while nothing changes",
+                "Index steps that read every live record; once all are indexed, steps read only changed ones",
                 [],
                 [],
                 self._index.full_passes,

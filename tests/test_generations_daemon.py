@@ -204,3 +204,34 @@ def test_a_corrupt_current_generation_falls_back_and_is_rebuilt(make_daemon: Any
     assert ready["checks"]["vector"]["status"] == "pass"
     third = wait_current(daemon, lambda c: c["id"] not in (first["id"], second["id"]))["current"]
     assert third["count"] >= 8, "the builder replaced the corrupt generation"
+
+
+def test_forgetting_the_newest_records_leaves_nothing_pending_after_a_restart(make_daemon: Any, fresh_dsn: str) -> None:
+    shared = scratch_dir("recalld-test-forget-")
+    env = {"RECALLD_INDEX_DIRECTORY": str(shared)}
+    daemon: Daemon = make_daemon(dsn=fresh_dsn, env=env)
+    ns = "forget-newest"
+
+    def add(title: str) -> str:
+        status, created = daemon.call(
+            "POST", "/v1/records", {"namespace": ns, "kind": "doc", "title": title, "body": "Water the garden."}
+        )
+        assert status == 201, created
+        return str(created["id"])
+
+    for i in range(10):
+        add(f"Garden {i}")
+    base = wait_current(daemon, lambda c: c["count"] >= 10)["current"]
+    newest = add("Garden, the newest")  # a delta of one: too small to rebuild the generation
+    deadline = time.monotonic() + 60
+    while (body := daemon.call("GET", "/v1/generations")[1])["pending"] or body["index"]["handle"]["delta"] < 1:
+        assert time.monotonic() < deadline, body
+        time.sleep(0.3)
+    assert daemon.call("DELETE", f"/v1/records/{newest}")[0] == 200
+    assert daemon.stop() == 0
+
+    # The handle reloads the generation and the live vectors after it; the forgotten newest one
+    # is not among them, and must not count as stored but unloaded ("pending") for ever.
+    daemon = make_daemon(dsn=fresh_dsn, env=env)
+    body = wait_current(daemon, lambda c: c["id"] == base["id"], timeout=30)
+    assert body["pending"] == 0

@@ -34,8 +34,8 @@ _TO_INDEX = """FROM records r
     WHERE r.deleted_at IS NULL AND (i.record_id IS NULL OR i.revision <> r.revision OR i.chunker <> $2)"""
 
 
-async def _count_to_index(conn: asyncpg.Connection, space_id: str, chunker: str) -> int:
-    return int(await conn.fetchval(f"SELECT count(*) {_TO_INDEX}", space_id, chunker))
+async def _count_to_index(conn: asyncpg.Connection, space_id: str, chunker: str, after: int = 0) -> int:
+    return int(await conn.fetchval(f"SELECT count(*) {_TO_INDEX} AND r.change_seq > $3", space_id, chunker, after))
 
 
 def _rows(rows: list[asyncpg.Record], dimension: int) -> VectorRows:
@@ -94,9 +94,9 @@ class PgVectorStore:
             )
         return [RecordToIndex(*row.values()) for row in rows]
 
-    async def count_to_index(self, space_id: str, chunker: str) -> int:
+    async def count_to_index(self, space_id: str, chunker: str, *, after: int = 0) -> int:
         async with self._pool.acquire() as conn:
-            return await _count_to_index(conn, space_id, chunker)
+            return await _count_to_index(conn, space_id, chunker, after)
 
     async def change_mark(self) -> int | None:
         # Every record write takes the next change_seq. A write that took a lower one than the
@@ -211,9 +211,16 @@ class PgVectorStore:
             )
         return _rows(rows, dimension)
 
-    async def max_surrogate(self, space_id: str) -> int:
+    async def newest_live_surrogate(self, space_id: str) -> int:
+        # Retired chunks are skipped like vectors_after skips them: a handle never loads them, so
+        # counting them would leave a forgotten newest record "pending" forever after a restart.
         async with self._pool.acquire() as conn:
-            value = await conn.fetchval("SELECT max(surrogate) FROM chunk_vectors WHERE space_id = $1", space_id)
+            value = await conn.fetchval(
+                """SELECT v.surrogate FROM chunk_vectors v JOIN chunks c ON c.surrogate = v.surrogate
+                   WHERE v.space_id = $1 AND c.retired_at IS NULL
+                   ORDER BY v.surrogate DESC LIMIT 1""",
+                space_id,
+            )
         return int(value or 0)
 
     async def retired_surrogates(self, up_to: int) -> np.ndarray:

@@ -1,5 +1,6 @@
-"""The change mark: what lets a quiet index manager skip reading every record. It moves with
-every committed record write and is withheld while a write may still commit below it."""
+"""The change mark: once every record is indexed, the index manager reads only the records
+changed after it. It moves with every committed record write and is withheld while a write of
+this database may still commit below it."""
 
 from __future__ import annotations
 
