@@ -10,6 +10,7 @@ Hosted by the supervisor as `run(task_status=...)`; everyone else calls `embed()
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -20,7 +21,6 @@ from typing import Literal
 import anyio
 import numpy as np
 from anyio.abc import TaskStatus
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from actors.embedding import template as templates
 from actors.embedding.breaker import BreakerSnapshot, BreakerState, CircuitBreaker, Permit
@@ -44,11 +44,13 @@ from actors.embedding.validation import (
     row_errors,
     validate_batch,
 )
+from actors.kernel.batching import WriteBehind
 from actors.kernel.ports import (
     EmbeddingProvider,
     ProviderBatch,
     ProviderInfo,
     Purpose,
+    SinkUnavailable,
     TokenCounter,
     UsageRow,
     UsageSink,
@@ -95,9 +97,6 @@ class _Counters:
     provider_seconds: float = 0.0
     buckets: dict[str, int] = field(default_factory=lambda: {**{str(b): 0 for b in BATCH_BUCKETS}, "+Inf": 0})
     batch_max: int = 0
-    usage_written: int = 0
-    usage_failed: int = 0
-    usage_dropped: int = 0
 
     def failure(self, reason: Reason) -> None:
         self.by_reason[reason.value] = self.by_reason.get(reason.value, 0) + 1
@@ -130,9 +129,6 @@ class _Request:
         self.done.set()
 
 
-_UsageItem = UsageRow | anyio.Event
-
-
 class Embedder:
     """The embedder actor. Make one per daemon; run it under the supervisor.
 
@@ -161,7 +157,14 @@ class Embedder:
         templates.template(s.template_version)  # unknown versions fail here, at construction
         self._provider = provider
         self._info: ProviderInfo = provider.describe()
-        self._usage = usage
+        self._usage = WriteBehind[UsageRow](
+            usage.record,
+            name="usage rows",
+            linger_s=s.usage_linger_s,
+            max_pending=s.usage_buffer,
+            retry_on=(SinkUnavailable,),
+            retry_s=s.usage_retry_s,
+        )
         self._token_counter = token_counter
         self._clock = clock
         self._breaker = CircuitBreaker(s.breaker_failures, s.breaker_reset_s, clock=clock)
@@ -174,7 +177,6 @@ class Embedder:
         self._space: VectorSpace | None = None
         self._probe: ProbeResult | None = None
         self._probe_attempts = 0
-        self._usage_send: MemoryObjectSendStream[_UsageItem] | None = None
 
     # --- public interface ---------------------------------------------------------------------
 
@@ -304,18 +306,15 @@ class Embedder:
             in_flight_calls=self._in_flight,
             breaker_state=snap.state.value,
             breaker_opened_total=snap.opened_total,
-            usage_rows_written=c.usage_written,
-            usage_rows_failed=c.usage_failed,
-            usage_rows_dropped=c.usage_dropped,
+            usage_rows_written=self._usage.written,
+            usage_rows_failed=self._usage.failed,
+            usage_rows_dropped=self._usage.dropped,
         )
 
     async def flush_usage(self) -> None:
-        """Wait until every usage row produced so far has been handed to the sink."""
-        if self._usage_send is None:
-            return
-        marker = anyio.Event()
-        await self._usage_send.send(marker)
-        await marker.wait()
+        """Wait until every usage row produced so far is written (or failed); at once when the
+        actor is not running."""
+        await self._usage.flush()
 
     # --- the actor ----------------------------------------------------------------------------
 
@@ -330,11 +329,12 @@ class Embedder:
         # A restart probes afresh: the provider behind it may have changed since.
         self._space, self._probe = None, None
         self._wakeup = anyio.Event()
-        usage_send, usage_receive = anyio.create_memory_object_stream[_UsageItem](self.settings.usage_buffer)
         try:
             async with self._provider, anyio.create_task_group() as tasks:
-                self._usage_send = usage_send
-                tasks.start_soon(self._write_usage, usage_receive)
+                # Not the supervisor's stop: calls still finishing during a graceful stop meter
+                # too, so the usage writer stops once they are done.
+                metered = anyio.Event()
+                await tasks.start(functools.partial(self._usage.run, stop=metered))
                 if not await self._probe_once():
                     tasks.start_soon(self._reprobe)
                 self._accepting = True
@@ -345,12 +345,11 @@ class Embedder:
                     # Graceful stop: refuse new work, let queued and in-flight calls finish.
                     self._accepting = False
                     self._wake()
+                metered.set()  # what waits is written now (given up on if the store is down)
                 await self.flush_usage()
                 tasks.cancel_scope.cancel()
         finally:
             self._accepting = False
-            self._usage_send = None
-            usage_send.close()
             self._fail_queued(EmbeddingError(Reason.EMBEDDER_NOT_READY, "embedder stopped"))
 
     async def _dispatch(self, calls: anyio.abc.TaskGroup, stop: anyio.Event) -> None:
@@ -630,14 +629,7 @@ class Embedder:
         self._counters.tokens += tokens
         if estimated:
             self._counters.estimated_tokens += tokens
-        send = self._usage_send
-        try:
-            if send is None:
-                raise anyio.WouldBlock
-            send.send_nowait(row)
-        except (anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
-            self._counters.usage_dropped += 1
-            log.error("usage row dropped: usage sink is behind or gone", extra={"purpose": purpose})
+        self._usage.add(row)
 
     def _count_tokens(self, texts: list[str]) -> list[int]:
         if self._token_counter is not None:
@@ -646,34 +638,6 @@ class Embedder:
             except Exception:
                 log.exception("token counter failed; estimating from length")
         return estimate_tokens(texts)
-
-    async def _write_usage(self, receive: MemoryObjectReceiveStream[_UsageItem]) -> None:
-        """Write usage rows in batches: after a row arrives, others gather for `usage_linger_s`
-        or until a `flush_usage` marker comes; a marker is set once the rows before it are written."""
-        async with receive:
-            async for first in receive:
-                items = [first]
-                with anyio.move_on_after(self.settings.usage_linger_s):
-                    while not isinstance(items[-1], anyio.Event):
-                        try:
-                            items.append(await receive.receive())
-                        except anyio.EndOfStream:
-                            break
-                rows = [item for item in items if not isinstance(item, anyio.Event)]
-                if rows:
-                    await self._store_usage(rows)
-                for item in items:
-                    if isinstance(item, anyio.Event):
-                        item.set()
-
-    async def _store_usage(self, rows: list[UsageRow]) -> None:
-        try:
-            await self._usage.record(rows)
-            self._counters.usage_written += len(rows)
-        except Exception:
-            # Metering must never take embedding down with it; the count shows the loss.
-            self._counters.usage_failed += len(rows)
-            log.exception("usage sink failed", extra={"rows": len(rows)})
 
     # --- probing ------------------------------------------------------------------------------
 

@@ -94,9 +94,9 @@ class ActorCollector:
         if self._searches is not None:
             yield _by_label(
                 "recalld_search_rows",
-                "Search telemetry rows, written or dropped (store down)",
+                "Search telemetry rows: written, failed (refused by the store) or dropped (store down too long)",
                 "outcome",
-                {"written": self._searches.written, "dropped": self._searches.dropped},
+                {"written": self._searches.written, "failed": self._searches.failed, "dropped": self._searches.dropped},
             )
         if self._query_vectors is not None:
             yield _by_label(
@@ -131,6 +131,16 @@ class ActorCollector:
             yield state
             yield _counter(
                 "recalld_embedder_circuit_opened", "Times the circuit opened", [], [], stats.breaker_opened_total
+            )
+            yield _by_label(
+                "recalld_usage_rows",
+                "Usage rows: written, failed (refused by the store) or dropped (store down too long)",
+                "outcome",
+                {
+                    "written": stats.usage_rows_written,
+                    "failed": stats.usage_rows_failed,
+                    "dropped": stats.usage_rows_dropped,
+                },
             )
             queued = GaugeMetricFamily("recalld_embedder_queued_requests", "Requests waiting for a batch")
             queued.add_metric([], stats.queued_requests)

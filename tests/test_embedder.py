@@ -18,7 +18,7 @@ from trio.testing import MockClock
 from actors.embedder import Embedder, EmbedderSettings, EmbedResult
 from actors.embedding.breaker import BreakerState
 from actors.embedding.errors import EmbeddingError, Reason
-from actors.kernel.ports import EmbeddingProvider, UsageRow, UsageSink
+from actors.kernel.ports import EmbeddingProvider, SinkUnavailable, UsageRow, UsageSink
 from actors.kernel.supervisor import ChildSpec, Supervisor
 from daemon.providers.http import OllamaProvider, OpenAIProvider
 from daemon.providers.local import LocalProvider
@@ -414,6 +414,30 @@ async def test_a_failing_sink_never_fails_embedding(harness: Harness, service: E
         await embedder.flush_usage()
         assert result.vectors.shape == (1, 8)
         assert embedder.stats().usage_rows_failed == 2  # the probe's row and this call's
+
+
+async def test_usage_rows_wait_out_a_sink_outage(harness: Harness, sink: ListSink, unit: float) -> None:
+    class FlakySink:
+        """PostgreSQL down for the first two writes (`UsageStore` raises SinkUnavailable then)."""
+
+        def __init__(self) -> None:
+            self.refusals = 2
+
+        async def record(self, rows: Sequence[UsageRow]) -> None:
+            if self.refusals:
+                self.refusals -= 1
+                raise SinkUnavailable("ConnectionRefusedError")
+            await sink.record(rows)
+
+    flaky = FlakySink()
+    async with harness(usage=flaky, usage_linger_s=0.1 * unit, usage_retry_s=unit) as embedder:
+        await embedder.embed(["x"], purpose="query", namespace="ns1")
+        with anyio.fail_after(10 * unit):
+            await embedder.flush_usage()  # across two failed writes and their retries
+        stats = embedder.stats()
+    assert flaky.refusals == 0
+    assert [(r.purpose, r.namespace) for r in sink.work()] == [("query", "ns1")]
+    assert (stats.usage_rows_written, stats.usage_rows_failed, stats.usage_rows_dropped) == (2, 0, 0)
 
 
 # --- lifecycle -----------------------------------------------------------------------------

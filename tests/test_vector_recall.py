@@ -204,6 +204,10 @@ def test_usage_rows_are_metered_per_purpose(daemon: Daemon, corpus: tuple[str, d
     assert purposes["query"]["calls"] >= 1
     assert all(row["namespace"] == ns for row in usage["usage"])
     assert usage["system"] == [], "system purposes never count in a namespace's report"
+    metrics = daemon.http.get("/metrics").text
+    outcomes = dict(re.findall(r'^recalld_usage_rows_total\{outcome="(\w+)"\} (\S+)$', metrics, re.M))
+    assert float(outcomes["written"]) >= sum(row["calls"] for row in usage["usage"]), metrics
+    assert float(outcomes["failed"]) == float(outcomes["dropped"]) == 0
 
 
 # A long record: paragraphs about gardens, then one last paragraph on another subject.

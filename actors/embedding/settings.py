@@ -61,6 +61,8 @@ class EmbedderSettings:
     norm_tolerance: float = NORM_TOLERANCE
     usage_buffer: int = 10_000
     """Usage rows waiting for the sink; beyond this they are dropped (and counted)."""
+    usage_retry_s: float = 1.0
+    """Wait before writing usage rows again after the sink was unavailable (PostgreSQL down)."""
     usage_linger_s: float = 1.0
     """How long usage rows gather before they are written together (`flush_usage` cuts it short):
     an INSERT per query embedding ran beside each recall's vector route and slowed it (2.7 ->

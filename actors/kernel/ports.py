@@ -115,11 +115,16 @@ class UsageRow(msgspec.Struct, frozen=True, kw_only=True):
         return self.purpose in SYSTEM_PURPOSES or self.namespace is None
 
 
+class SinkUnavailable(Exception):
+    """The sink cannot store rows now (its database is down); the same rows may be retried."""
+
+
 class UsageSink(Protocol):
     """Where usage rows go (PostgreSQL in the daemon, a list in tests)."""
 
     async def record(self, rows: Sequence[UsageRow]) -> None:
-        """Store the rows, all or none."""
+        """Store the rows, all or none. Raises `SinkUnavailable` when trying again later may
+        succeed; any other exception means these rows will never be stored."""
         ...
 
 

@@ -8,7 +8,6 @@ after a route looked at it is dropped there, never returned.
 from __future__ import annotations
 
 import datetime as dt
-import logging
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -17,11 +16,9 @@ import anyio
 import asyncpg
 from anyio.abc import TaskStatus
 
-from actors.kernel import stop_requested
+from actors.kernel.batching import WriteBehind
 from actors.query import Evidence, build_text_query
 from daemon.store.db import FLUSH_WAIT_S, STORE_DOWN_ERRORS
-
-log = logging.getLogger("recalld.store.search")
 
 # Must match the configuration of the generated `records.search` column (migration 0001).
 TS_CONFIG = "english"
@@ -198,90 +195,52 @@ _INSERT_SEARCH = (
 class SearchRecorder:
     """Writes the telemetry row of each recall (never the query text, only its hash) in batches.
 
-    A recall hands its row over and answers; `run` lets rows gather for `linger_s`, then writes
-    them in one statement, so many recalls share one round trip instead of each paying its own
-    (under a steady load of one client too). `flush` cuts the wait short and returns once every
-    row handed over before it is written: feedback and statistics read them. While PostgreSQL
-    is down rows wait, up to `max_pending`; beyond that the oldest are dropped and counted in
-    `dropped`.
+    A recall hands its row over and answers; the rows gather for `linger_s` and are written in
+    one statement, so many recalls share one round trip instead of each paying its own (under a
+    steady load of one client too). `flush` returns once every row handed over before it is
+    written: feedback and statistics read them. While PostgreSQL is down rows wait, up to
+    `max_pending`; beyond that the oldest are dropped and counted in `dropped`
+    (`actors.kernel.batching.WriteBehind`).
     """
 
     def __init__(
         self, pool: asyncpg.Pool, *, max_pending: int = 10_000, retry_s: float = 1.0, linger_s: float = 1.0
     ) -> None:
         self._pool = pool
-        self._max_pending = max_pending
-        self._retry_s = retry_s
-        self._linger_s = linger_s
-        self._pending: list[tuple[Any, ...]] = []
-        self._handed = 0  # rows handed over so far
-        self._done = 0  # of those, rows written or dropped, oldest first
-        self._wanted = 0  # rows a flush waits for
-        self._wake: anyio.Event | None = None
-        self._hurry: anyio.Event | None = None
-        self._progress: anyio.Event | None = None
-        self.written = 0
-        self.dropped = 0
+        self._rows = WriteBehind[tuple[Any, ...]](
+            self._write,
+            name="search telemetry",
+            linger_s=linger_s,
+            max_pending=max_pending,
+            retry_on=STORE_DOWN_ERRORS,
+            retry_s=retry_s,
+        )
+
+    @property
+    def written(self) -> int:
+        return self._rows.written
+
+    @property
+    def failed(self) -> int:
+        return self._rows.failed
+
+    @property
+    def dropped(self) -> int:
+        return self._rows.dropped
 
     def add(self, row: dict[str, Any]) -> None:
-        self._drop_oldest(keep=self._max_pending - 1)
-        self._pending.append(tuple(row[column] for column in _SEARCH_COLUMNS))
-        self._handed += 1
-        if self._wake is not None:
-            self._wake.set()
-
-    def _drop_oldest(self, *, keep: int) -> None:
-        """Drop the oldest waiting rows beyond `keep`; they count as dropped, and as done."""
-        excess = len(self._pending) - max(keep, 0)
-        if excess > 0:
-            del self._pending[:excess]
-            self.dropped += excess
-            self._done += excess
+        self._rows.add(tuple(row[column] for column in _SEARCH_COLUMNS))
 
     async def flush(self) -> None:
         """Return once every row handed over before the call is written (or dropped)."""
-        target = self._handed
-        self._wanted = max(self._wanted, target)
-        if self._hurry is not None:
-            self._hurry.set()
-        while self._done < target:
-            if self._progress is None:
-                self._progress = anyio.Event()
-            await self._progress.wait()
+        await self._rows.flush()
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        stop = stop_requested()
-        task_status.started()
-        while True:
-            if not self._pending:
-                if stop.is_set():
-                    return
-                self._wake = anyio.Event()
-                with anyio.move_on_after(0.5):  # to notice `stop`
-                    await self._wake.wait()
-                continue
-            if self._wanted <= self._done and not stop.is_set():
-                self._hurry = anyio.Event()
-                with anyio.move_on_after(self._linger_s):
-                    await self._hurry.wait()
-                self._hurry = None
-            batch, self._pending = self._pending, []
-            try:
-                async with self._pool.acquire() as conn:
-                    await conn.executemany(_INSERT_SEARCH, batch)
-            except STORE_DOWN_ERRORS as exc:
-                self._pending[:0] = batch  # oldest first, as they came
-                self._drop_oldest(keep=self._max_pending)
-                log.warning("search telemetry not written (%s); %d rows wait", type(exc).__name__, len(self._pending))
-                if stop.is_set():
-                    return
-                await anyio.sleep(self._retry_s)
-                continue
-            self.written += len(batch)
-            self._done += len(batch)
-            if self._progress is not None:
-                self._progress.set()
-                self._progress = None
+        await self._rows.run(task_status=task_status)
+
+    async def _write(self, rows: list[tuple[Any, ...]]) -> None:
+        async with self._pool.acquire() as conn:
+            await conn.executemany(_INSERT_SEARCH, rows)
 
 
 class SearchLog:

@@ -8,7 +8,8 @@ from typing import Any
 
 import asyncpg
 
-from actors.kernel.ports import SYSTEM_PURPOSES, UsageRow
+from actors.kernel.ports import SYSTEM_PURPOSES, SinkUnavailable, UsageRow
+from daemon.store.db import STORE_DOWN_ERRORS
 
 
 class UsageStore:
@@ -18,6 +19,12 @@ class UsageStore:
         self._pool = pool
 
     async def record(self, rows: Sequence[UsageRow]) -> None:
+        try:
+            await self._insert(rows)
+        except STORE_DOWN_ERRORS as exc:
+            raise SinkUnavailable(type(exc).__name__) from exc
+
+    async def _insert(self, rows: Sequence[UsageRow]) -> None:
         async with self._pool.acquire() as conn:
             await conn.executemany(
                 """INSERT INTO usage (at, purpose, namespace, provider, model, input_tokens, output_tokens,

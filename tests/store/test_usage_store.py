@@ -1,0 +1,57 @@
+"""The usage sink tells an outage from a bad row: the embedder's writer keeps rows through the
+first (`SinkUnavailable`) and drops only the second."""
+
+from __future__ import annotations
+
+import datetime as dt
+import socket
+
+import asyncpg
+import pytest
+
+from actors.kernel.ports import SinkUnavailable, UsageRow
+from daemon.store.usage import UsageStore
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"  # asyncpg
+
+
+def usage_row() -> UsageRow:
+    return UsageRow(
+        purpose="query",
+        namespace="ns",
+        provider="local",
+        model=None,
+        input_tokens=7,
+        estimated=False,
+        cost_micros=0,
+        at=dt.datetime.now(dt.UTC),
+    )
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])  # nothing listens once the socket is closed
+
+
+async def test_an_unreachable_server_is_sink_unavailable() -> None:
+    pool = await asyncpg.create_pool(f"postgresql://recalld@127.0.0.1:{closed_port()}/recalld", min_size=0)
+    try:
+        with pytest.raises(SinkUnavailable) as caught:
+            await UsageStore(pool).record([usage_row()])
+        assert isinstance(caught.value.__cause__, OSError)
+    finally:
+        await pool.close()
+
+
+async def test_rows_are_stored_all_together(pool: asyncpg.Pool) -> None:
+    async with pool.acquire() as conn:
+        before = await conn.fetchval("SELECT count(*) FROM usage")
+    await UsageStore(pool).record([usage_row(), usage_row()])
+    async with pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM usage") == before + 2
