@@ -454,11 +454,14 @@ class Embedder:
         self._counters.calls += 1
         self._counters.texts += len(texts)
         self._counters.batch(len(texts))
+        refused: EmbeddingError | None = None
         try:
             result = await self._provider.embed([texts[i] for i in order], timeout=budget)
         except EmbeddingError as error:
-            self._call_failed(live, permit, error, deadline_bound=deadline_bound)
-            return
+            if error.reason is not Reason.INPUT_REJECTED or len(live) == 1:
+                self._call_failed(live, permit, error, deadline_bound=deadline_bound)
+                return
+            refused = error
         except Exception as exc:
             log.exception("embedding provider raised an unexpected error", extra={"provider": self._info.provider})
             self._call_failed(live, permit, EmbeddingError(Reason.PROVIDER_ERROR, repr(exc)), deadline_bound=False)
@@ -468,6 +471,15 @@ class Embedder:
             raise
         finally:
             self._counters.provider_seconds += self._clock() - now
+        if refused is not None:
+            # One caller's input gets the whole call refused: ask for each caller's texts on
+            # their own, so that only the callers whose inputs were refused fail.
+            self._breaker.abandoned(permit)
+            self._counters.call_failures += 1
+            self._counters.failure(refused.reason)
+            for request in live:
+                await self._serve_batch([request])
+            return
 
         try:
             matrix = as_matrix(result.vectors, expected_count=len(texts))

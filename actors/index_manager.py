@@ -31,12 +31,20 @@ import numpy.typing as npt
 from anyio.abc import TaskStatus
 
 from actors.chunking import chunk_text
-from actors.embedder import Embedder
-from actors.embedding.errors import EmbeddingError
+from actors.embedder import Embedder, EmbedResult
+from actors.embedding.errors import EmbeddingError, Reason
 from actors.index.generation import Generation, IdMap, build_generation, load_generation, manifest_sha256
 from actors.index.handle import Handle, HandleCell, Hit
 from actors.index.manifest import Expected, GenerationCorrupt
-from actors.kernel.ports import BuilderLock, GenerationRow, Pointer, VectorRows, VectorSpace, VectorStore
+from actors.kernel.ports import (
+    BuilderLock,
+    GenerationRow,
+    Pointer,
+    RecordToIndex,
+    VectorRows,
+    VectorSpace,
+    VectorStore,
+)
 from actors.kernel.supervisor import stop_requested
 
 log = logging.getLogger("recalld.index")
@@ -74,6 +82,9 @@ class IndexSettings:
     recheck_s: float = 60.0
     """Once every record is indexed, steps look only at records changed since; this often they
     read every live record again anyway."""
+    hold_s: float = 600.0
+    """A record the provider will not embed is tried again after this long, then after twice as
+    long each time (at most a day); a new revision of it is tried at once."""
     delta_page: int = 5000
     quiet_s: float = 1.0
     """An automatic build waits until no change has arrived for this long (a burst of writes
@@ -105,6 +116,34 @@ class _IndexedThrough:
     space_id: str
     mark: int
     at: float
+
+
+# Failures that are the input's, not the provider's: the provider refused the text, or answered
+# it with a vector validation rejects (the embedder fails only the caller whose row it was).
+INPUT_FAULTS = frozenset(
+    {Reason.INPUT_REJECTED, Reason.EMBEDDING_NOT_FINITE, Reason.EMBEDDING_ZERO_VECTOR, Reason.EMBEDDING_NOT_NORMALIZED}
+)
+HOLD_LONGEST_S = 86_400.0
+"""A held record is tried again at least once a day."""
+
+# "Which records still need vectors" joins records with indexed_records. While a large backlog is
+# indexed, the planner's statistics say indexed_records is as small as when they were taken, and
+# it picks a nested loop that rescans all of it for every record: measured after 100,000 records
+# were written at once, one count ran past a minute. The builder refreshes them as it grows.
+STATISTICS_GROWTH = 0.2
+STATISTICS_MIN_ROWS = 500
+
+
+def records_to_hold(
+    failures: list[tuple[RecordToIndex, EmbeddingError]], *, embedded: int
+) -> list[tuple[RecordToIndex, EmbeddingError]]:
+    """Which failed records of a batch to set aside: those whose own input failed, unless no
+    record of the batch was embedded and two or more failed that way, which says more about
+    the provider (a broken deployment refuses everything) than about the inputs."""
+    by_input = [(record, error) for record, error in failures if error.reason in INPUT_FAULTS]
+    if embedded == 0 and len(by_input) > 1:
+        return []
+    return by_input
 
 
 @dataclass
@@ -167,7 +206,12 @@ class IndexManager:
         self._heal = False
         """The pointer's generation failed verification: build a replacement."""
         self._pending = 0
+        """Records the last step found still to index, held ones apart."""
+        self._held: dict[str, int] = {}
+        """Records set aside because the provider will not embed them, by reason (last step)."""
         self._indexed_through: _IndexedThrough | None = None
+        self._analysed_at = 0
+        """`indexed_records` progress when the planner's statistics were last refreshed."""
         self._last_change = 0.0  # anyio time of the last wake-up; the poll timer re-checks builds
 
     # -- what callers use
@@ -187,10 +231,11 @@ class IndexManager:
         if space is None:
             return await self._store.count_to_index("", self.settings.chunker)
         waiting = await self._store.count_to_index(space.key, self.settings.chunker, after=self._known_mark(space))
+        held = sum((await self._store.held(space.key)).values())
         handle = self.cell.current()
         seen = handle.seen if handle is not None and handle.space_id == space.key else 0
         stored_after = await self._store.newest_live_surrogate(space.key) > seen
-        return waiting + (1 if stored_after else 0)
+        return waiting + held + (1 if stored_after else 0)
 
     def generations_in_use(self) -> set[str]:
         """Generations a handle of this daemon still holds (current, or leased by a search)."""
@@ -206,8 +251,14 @@ class IndexManager:
 
     @property
     def pending(self) -> int:
-        """Live records not yet searchable by the vector route here (0 when caught up)."""
-        return self._pending
+        """Live records not yet searchable by the vector route here (0 when caught up), those
+        set aside because the provider will not embed them included."""
+        return self._pending + sum(self._held.values())
+
+    @property
+    def held(self) -> dict[str, int]:
+        """Records set aside because the provider will not embed their input, by reason."""
+        return dict(self._held)
 
     def problem(self) -> tuple[str, str] | None:
         """(reason code, message) when the vector route cannot answer, else None."""
@@ -258,7 +309,8 @@ class IndexManager:
         handle = self.cell.current()
         return {
             "builder": self.is_builder,
-            "pending": self._pending,
+            "pending": self.pending,
+            "held": self.held,
             "handle": None
             if handle is None
             else {
@@ -331,6 +383,7 @@ class IndexManager:
             await self._catch_up(space, after=after)
         await self._refresh(space)
         self._pending = await self._store.count_to_index(space.key, self.settings.chunker, after=after)
+        self._held = await self._store.held(space.key)
         full_at = started if after == 0 or self._indexed_through is None else self._indexed_through.at
         if after == 0:
             self._progress.full_passes += 1
@@ -412,44 +465,74 @@ class IndexManager:
         """Chunk, embed and store every live record that has no vectors in `space` yet.
 
         One pass walks the records in change order behind a cursor, a batch at a time: one
-        embedder call per namespace in the batch (usage is metered per namespace), one store
-        transaction per batch. Provider trouble ends the pass; the next step resumes it.
+        embedder call per record (the embedder merges them into provider calls and meters them
+        per namespace), one store transaction per batch. A record whose input the provider
+        refuses is set aside (`records_to_hold`, `hold_s`) and its batch-mates are stored;
+        provider trouble ends the pass after storing what was embedded, and the next step
+        resumes it.
         """
         assert self._embedder is not None
         settings = self.settings
         cursor = after
         while True:
+            if self._progress.indexed_records - self._analysed_at >= max(
+                STATISTICS_MIN_ROWS, STATISTICS_GROWTH * self._analysed_at
+            ):
+                await self._store.refresh_statistics()
+                self._analysed_at = self._progress.indexed_records
             batch = await self._store.records_to_index(space.key, settings.chunker, settings.index_batch, after=cursor)
             if not batch:
                 return
             cursor = batch[-1].change_seq
             chunks = [chunk_text(r.body, max_chars=settings.chunk_chars, overlap=settings.chunk_overlap) for r in batch]
-            vectors: list[npt.NDArray[np.float32]] = [np.empty((0, space.dimension), np.float32)] * len(batch)
-            by_namespace: dict[str, list[int]] = {}
-            for position, record in enumerate(batch):
-                by_namespace.setdefault(record.namespace, []).append(position)
-            for namespace, members in by_namespace.items():
-                texts = [
-                    self._embedder.render_document(batch[i].title, chunk).text for i in members for chunk in chunks[i]
-                ]
-                try:
-                    result = await self._embedder.embed(texts, purpose="index", namespace=namespace)
-                except EmbeddingError as exc:
-                    self._progress.last_error = f"{exc.reason}: {exc}"
-                    return  # provider trouble: the next step tries again
-                if result.space.key != space.key:
-                    return  # the space changed under us; the next step starts over
-                offset = 0
-                for i in members:
-                    vectors[i] = result.vectors[offset : offset + len(chunks[i])]
-                    offset += len(chunks[i])
-            items = [
-                (record, chunks[i], [hashlib.sha256(c.encode()).hexdigest() for c in chunks[i]], vectors[i])
-                for i, record in enumerate(batch)
+            outcomes = await self._embed_records(batch, chunks)
+            if any(isinstance(o, EmbedResult) and o.space.key != space.key for o in outcomes):
+                return  # the space changed under us; the next step starts over
+            embedded = [
+                (record, texts, outcome.vectors)
+                for record, texts, outcome in zip(batch, chunks, outcomes, strict=True)
+                if isinstance(outcome, EmbedResult)
             ]
-            stored = await self._store.store_batch(space.key, settings.chunker, items)
-            self._progress.stored_vectors += stored
-            self._progress.indexed_records += len(batch)
+            failures = [(r, o) for r, o in zip(batch, outcomes, strict=True) if isinstance(o, EmbeddingError)]
+            refused = records_to_hold(failures, embedded=len(embedded))
+            if embedded:
+                items = [(r, c, [hashlib.sha256(t.encode()).hexdigest() for t in c], v) for r, c, v in embedded]
+                self._progress.stored_vectors += await self._store.store_batch(space.key, settings.chunker, items)
+                self._progress.indexed_records += len(embedded)
+            if refused:
+                holds = [(record.id, record.revision, error.reason.value) for record, error in refused]
+                await self._store.hold(space.key, holds, first_s=settings.hold_s, longest_s=HOLD_LONGEST_S)
+                for record, error in refused:
+                    log.warning(
+                        "record set aside: the provider will not embed its input",
+                        extra={"record": str(record.id), "revision": record.revision, "reason": error.reason.value},
+                    )
+            held = {record.id for record, _ in refused}
+            trouble = [error for record, error in failures if record.id not in held]
+            if trouble:
+                self._progress.last_error = f"{trouble[0].reason}: {trouble[0]}"
+                return  # provider trouble: the next step tries again
+
+    async def _embed_records(
+        self, batch: list[RecordToIndex], chunks: list[list[str]]
+    ) -> list[EmbedResult | EmbeddingError]:
+        """One embedder call per record, all at once: a failure is that record's alone."""
+        assert self._embedder is not None
+        embedder = self._embedder
+        outcomes: dict[int, EmbedResult | EmbeddingError] = {}
+
+        async def embed(position: int) -> None:
+            record = batch[position]
+            texts = [embedder.render_document(record.title, chunk).text for chunk in chunks[position]]
+            try:
+                outcomes[position] = await embedder.embed(texts, purpose="index", namespace=record.namespace)
+            except EmbeddingError as error:
+                outcomes[position] = error
+
+        async with anyio.create_task_group() as tasks:
+            for position in range(len(batch)):
+                tasks.start_soon(embed, position)
+        return [outcomes[position] for position in range(len(batch))]
 
     # -- refreshing the handle (everyone)
 

@@ -264,6 +264,7 @@ def assemble(
                 index_batch=config.index.index_batch,
                 poll_s=config.index.poll_s,
                 recheck_s=config.index.recheck_s,
+                hold_s=config.index.hold_s,
             ),
             new_generation_id=new_generation_id,
             on_swap=lambda why: metrics.handle_swaps.labels(why=why.split()[0]).inc(),

@@ -125,6 +125,8 @@ class IndexConfig(_Section):
     poll_s: Seconds = 2.0
     recheck_s: Seconds = 60.0
     """Once every record is indexed, polls read only records changed since, and all of them this often."""
+    hold_s: Seconds = 600.0
+    """A record the provider will not embed waits this long before it is tried again (doubling, at most a day)."""
 
 
 class GcConfig(_Section):

@@ -158,6 +158,14 @@ class ActorCollector:
             pending = GaugeMetricFamily("recalld_index_pending_records", "Live records not yet searchable by vector")
             pending.add_metric([], self._index.pending)
             yield pending
+            held = GaugeMetricFamily(
+                "recalld_index_held_records",
+                "Records set aside because the provider will not embed their input (in pending too)",
+                labels=["reason"],
+            )
+            for reason, count in self._index.held.items():
+                held.add_metric([reason], count)
+            yield held
             yield _counter(
                 "recalld_index_full_passes",
                 "Index steps that read every live record; once all are indexed, steps read only changed ones",

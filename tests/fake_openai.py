@@ -31,6 +31,9 @@ class FakeOpenAI:
         self.down = False
         self.delay_s = 0.0
         """Answer this much later (the start-up probe excepted), to make a slow provider."""
+        self.refuse: str | None = None
+        """A request with an input containing this is answered 400, as OpenAI answers an input
+        longer than the model's context."""
         self.calls = 0
         self.inputs = 0
         self.tokens = 0
@@ -51,6 +54,14 @@ class FakeOpenAI:
                     self.end_headers()
                     return
                 inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
+                if owner.refuse is not None and any(owner.refuse in text for text in inputs):
+                    refusal = b'{"error": {"message": "input too long", "type": "invalid_request_error"}}'
+                    self.send_response(400)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(refusal)))
+                    self.end_headers()
+                    self.wfile.write(refusal)
+                    return
                 owner.inputs += len(inputs)
                 owner.tokens += sum(len(t.split()) for t in inputs)
                 vectors = [unit_vector(t, owner.dimension) for t in inputs]

@@ -335,6 +335,33 @@ async def test_rate_limit_spaces_calls_and_refuses_past_the_deadline(
         assert caught.value.reason is Reason.RATE_LIMITED
 
 
+async def test_a_refused_input_fails_only_its_caller(harness: Harness, service: EmbeddingService) -> None:
+    service.refuse = "POISON"
+    texts = ["a fine question", "POISON pill", "another fine one"]
+    async with harness(max_batch=32) as embedder:
+        outcomes: dict[str, EmbedResult | EmbeddingError] = {}
+
+        async def call(text: str) -> None:
+            try:
+                outcomes[text] = await embedder.embed([text], purpose="query", namespace="ns1")
+            except EmbeddingError as error:
+                outcomes[text] = error
+
+        async with anyio.create_task_group() as tasks:
+            for text in texts:
+                tasks.start_soon(call, text)
+        state = embedder.breaker_state
+    refused = outcomes.pop("POISON pill")
+    assert isinstance(refused, EmbeddingError) and refused.reason is Reason.INPUT_REJECTED
+    for text, outcome in outcomes.items():
+        assert isinstance(outcome, EmbedResult), outcome
+        assert np.allclose(outcome.vectors[0], service.vector(text))
+    calls = service.calls_to("/v1/embeddings")[1:]  # after the probe
+    assert len(calls[0].inputs) == 3, "the three were asked for together first"
+    assert sorted(len(c.inputs) for c in calls[1:]) == [1, 1, 1], "then each on its own"
+    assert state is BreakerState.CLOSED, "a refused input says nothing about the provider"
+
+
 # --- metering ------------------------------------------------------------------------------
 
 

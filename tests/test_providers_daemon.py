@@ -165,3 +165,43 @@ def test_a_route_limit_bounds_a_slow_route_inside_a_longer_deadline(make_daemon:
     assert answer["degraded_routes"][0]["reason"] == "deadline_exceeded"
     assert "400 ms route limit" in answer["degraded_routes"][0]["message"]
     assert time.monotonic() - started < 2.0
+
+
+def test_a_record_the_provider_refuses_is_set_aside_and_its_batch_mates_are_indexed(
+    make_daemon: Any, fake: FakeOpenAI
+) -> None:
+    fake.refuse = "POISON"
+    daemon: Daemon = make_daemon(env=fake.env())
+    ns = "poison"
+    ids = {}
+    for title in ("Backups", "Rotation", "POISON pill", "Failover", "Vacuum"):
+        status, created = daemon.call(
+            "POST", "/v1/records", {"namespace": ns, "kind": "doc", "title": title, "body": "x"}
+        )
+        assert status == 201
+        ids[title] = created["id"]
+    # the four others are indexed though they shared a batch with the refused one
+    answer = wait_vector(daemon, ns, "anything", 4)
+    assert {hit["title"] for hit in answer["results"]} == {"Backups", "Rotation", "Failover", "Vacuum"}
+    generations = daemon.call("GET", "/v1/generations")[1]
+    assert generations["pending"] == 1, "not searchable by meaning, so still pending"
+    assert generations["index"]["held"] == {"input_rejected": 1}
+    metrics = daemon.http.get("/metrics").text
+    assert re.search(r'^recalld_index_held_records\{reason="input_rejected"\} 1\.0$', metrics, re.M), metrics
+    # set aside: the provider is not asked again on every poll (2 s), nor is the breaker tripped
+    calls = fake.calls
+    time.sleep(5)
+    assert fake.calls == calls, f"{fake.calls - calls} calls while nothing changed"
+    assert daemon.call("GET", "/readyz")[1]["checks"]["embedding"]["status"] == "pass"
+    # a user's query is never refused for a record's input it was batched with, and full text
+    # still finds the held record
+    status, answer = daemon.call("POST", "/v1/recall", {"namespace": ns, "query": "POISON pill"})
+    assert status == 200 and answer["results"][0]["title"] == "POISON pill", answer
+    # a new revision is tried at once
+    status, _ = daemon.call(
+        "PUT", f"/v1/records/{ids['POISON pill']}", {"namespace": ns, "kind": "doc", "title": "Antidote", "body": "x"}
+    )
+    assert status == 200
+    wait_vector(daemon, ns, "anything", 5)
+    generations = daemon.call("GET", "/v1/generations")[1]
+    assert generations["index"]["held"] == {} and generations["pending"] == 0

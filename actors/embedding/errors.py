@@ -25,7 +25,11 @@ class Reason(StrEnum):
     PROVIDER_UNAVAILABLE = "provider_unavailable"
     """The provider could not be reached or loaded (connection refused, model missing)."""
     PROVIDER_REJECTED = "provider_rejected"
-    """The provider refused the request (HTTP 4xx other than 429: auth, unknown model, input)."""
+    """The provider refused the request itself (HTTP 401, 403, 404 and other 4xx: credentials,
+    an unknown model)."""
+    INPUT_REJECTED = "input_rejected"
+    """The provider refused the inputs (HTTP 400, 413, 422: too long, content it will not embed).
+    Not a verdict on the provider: its other callers' inputs are tried without them."""
     PROVIDER_RESPONSE_INVALID = "provider_response_invalid"
     """The answer was not the wire format (not JSON, fields missing, bad `index` values)."""
     # The embedder declined to call the provider.

@@ -227,7 +227,23 @@ class VectorStore(Protocol):
     ) -> list[RecordToIndex]: ...
     async def count_to_index(self, space_id: str, chunker: str, *, after: int = 0) -> int:
         """Live records whose current revision has no vectors in the space yet, among those
-        changed after change mark `after`."""
+        changed after change mark `after`; held ones (see `hold`) are not counted."""
+        ...
+
+    async def hold(
+        self, space_id: str, holds: Sequence[tuple[uuid.UUID, int, str]], *, first_s: float, longest_s: float
+    ) -> None:
+        """Set these (record, revision, reason) aside: neither `records_to_index` nor
+        `count_to_index` returns them until `first_s` from now, doubled for each earlier hold of
+        the same revision, at most `longest_s`. Storing a record's vectors ends its hold."""
+        ...
+
+    async def held(self, space_id: str) -> dict[str, int]:
+        """Live records held now, by reason."""
+        ...
+
+    async def refresh_statistics(self) -> None:
+        """Bring the query planner's view of the indexed records up to date."""
         ...
 
     async def change_mark(self) -> int | None:

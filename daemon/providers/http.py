@@ -26,6 +26,9 @@ OPENAI_DEFAULT_MODEL = "text-embedding-3-small"
 # Calls the embedder may have in flight: a remote server batches and queues on its own side.
 HTTP_MAX_CONCURRENCY = 4
 _BODY_EXCERPT = 120
+# What OpenAI-compatible servers and Ollama answer for an input they will not embed (too long,
+# malformed, refused content), as opposed to a request they will not serve (401, 403, 404).
+_INPUT_REFUSALS = frozenset({400, 413, 422})
 
 
 class _HTTPProvider:
@@ -78,6 +81,8 @@ class _HTTPProvider:
             raise EmbeddingError(Reason.RATE_LIMITED, f"{self.provider} answered 429: {_excerpt(response)}")
         if status >= 500:
             raise EmbeddingError(Reason.PROVIDER_ERROR, f"{self.provider} answered {status}: {_excerpt(response)}")
+        if status in _INPUT_REFUSALS:
+            raise EmbeddingError(Reason.INPUT_REJECTED, f"{self.provider} answered {status}: {_excerpt(response)}")
         if status >= 400:
             raise EmbeddingError(Reason.PROVIDER_REJECTED, f"{self.provider} answered {status}: {_excerpt(response)}")
         try:

@@ -9,6 +9,7 @@ to W is missing.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 import asyncpg
@@ -31,7 +32,9 @@ BUILDER_LOCK_KEY = 0x7265_6361_6C6C_02
 # Live records whose current revision has no vectors in space $1 cut by chunker $2 yet.
 _TO_INDEX = """FROM records r
     LEFT JOIN indexed_records i ON i.space_id = $1 AND i.record_id = r.id
-    WHERE r.deleted_at IS NULL AND (i.record_id IS NULL OR i.revision <> r.revision OR i.chunker <> $2)"""
+    WHERE r.deleted_at IS NULL AND (i.record_id IS NULL OR i.revision <> r.revision OR i.chunker <> $2)
+      AND NOT EXISTS (SELECT FROM index_holds h WHERE h.space_id = $1 AND h.record_id = r.id
+                      AND h.revision = r.revision AND h.retry_at > now())"""
 
 
 async def _count_to_index(conn: asyncpg.Connection, space_id: str, chunker: str, after: int = 0) -> int:
@@ -97,6 +100,47 @@ class PgVectorStore:
     async def count_to_index(self, space_id: str, chunker: str, *, after: int = 0) -> int:
         async with self._pool.acquire() as conn:
             return await _count_to_index(conn, space_id, chunker, after)
+
+    async def hold(
+        self, space_id: str, holds: Sequence[tuple[uuid.UUID, int, str]], *, first_s: float, longest_s: float
+    ) -> None:
+        if not holds:
+            return
+        ids, revisions, reasons = (list(column) for column in zip(*holds, strict=True))
+        async with self._pool.acquire() as conn:
+            # In DO UPDATE every h.* is the row before the update: `attempts` there counts the
+            # earlier holds of this revision (a new revision starts over).
+            await conn.execute(
+                """INSERT INTO index_holds AS h (space_id, record_id, revision, reason, retry_at)
+                   SELECT $1, k.record_id, k.revision, k.reason, now() + make_interval(secs => least($5::float8, $6::float8))
+                   FROM unnest($2::uuid[], $3::int[], $4::text[]) AS k (record_id, revision, reason)
+                   ON CONFLICT (space_id, record_id) DO UPDATE SET
+                       attempts = CASE WHEN h.revision = EXCLUDED.revision THEN h.attempts + 1 ELSE 1 END,
+                       retry_at = now() + make_interval(secs => least($6::float8, $5::float8 * power(2,
+                           CASE WHEN h.revision = EXCLUDED.revision THEN h.attempts ELSE 0 END))),
+                       revision = EXCLUDED.revision, reason = EXCLUDED.reason, held_at = now()""",
+                space_id,
+                ids,
+                revisions,
+                reasons,
+                first_s,
+                longest_s,
+            )
+
+    async def held(self, space_id: str) -> dict[str, int]:
+        async with self._pool.acquire() as conn:
+            rows = await conn.fetch(
+                """SELECT h.reason, count(*) AS n FROM index_holds h
+                   JOIN records r ON r.id = h.record_id AND r.revision = h.revision AND r.deleted_at IS NULL
+                   WHERE h.space_id = $1 AND h.retry_at > now()
+                   GROUP BY h.reason ORDER BY h.reason""",
+                space_id,
+            )
+        return {row["reason"]: int(row["n"]) for row in rows}
+
+    async def refresh_statistics(self) -> None:
+        async with self._pool.acquire() as conn:
+            await conn.execute("ANALYZE indexed_records")
 
     async def change_mark(self) -> int | None:
         # Every record write takes the next change_seq. A write that took a lower one than the
@@ -184,6 +228,11 @@ class PgVectorStore:
                 space_id,
                 surrogates,
                 blobs,
+            )
+            await conn.execute(
+                "DELETE FROM index_holds WHERE space_id = $1 AND record_id = ANY($2::uuid[])",
+                space_id,
+                [record.id for record, *_ in kept],
             )
             await conn.execute(
                 """INSERT INTO indexed_records (space_id, record_id, revision, chunker)

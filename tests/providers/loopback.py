@@ -28,6 +28,8 @@ FAULTS = {
     "http500",
     "http429",
     "http401",
+    "http400",
+    "http422",
     "garbage",  # 200 with a body that is not JSON
     "wrong_dim",  # one more component than `dimension`
     "nan",  # the first vector's first component is NaN
@@ -60,6 +62,8 @@ class EmbeddingService:
         self.faults: deque[str] = deque()
         """Faults for the next calls, one each; then `fault` applies."""
         self.fault = OK
+        self.refuse: str | None = None
+        """A call with an input containing this is answered 400, as a server refuses an input."""
         self.delay = 1.0
         self.in_flight = 0
         self.max_in_flight = 0
@@ -81,6 +85,8 @@ class EmbeddingService:
         inputs = request["input"] if isinstance(request["input"], list) else [request["input"]]
         self.calls.append(Call(path, inputs, request.get("model", ""), authorization))
         fault = self.faults.popleft() if self.faults else self.fault
+        if self.refuse is not None and any(self.refuse in text for text in inputs):
+            fault = "http400"
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:

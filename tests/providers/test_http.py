@@ -103,6 +103,8 @@ async def test_slow_server_times_out_at_the_deadline(
         ("http500", Reason.PROVIDER_ERROR),
         ("http429", Reason.RATE_LIMITED),
         ("http401", Reason.PROVIDER_REJECTED),
+        ("http400", Reason.INPUT_REJECTED),
+        ("http422", Reason.INPUT_REJECTED),
         ("garbage", Reason.PROVIDER_RESPONSE_INVALID),
     ],
 )
