@@ -92,11 +92,9 @@ class ActorCollector:
 
     def collect(self) -> Iterator[Metric]:
         if self._searches is not None:
-            yield _by_label(
-                "recalld_search_rows",
-                "Search telemetry rows: written, failed (refused by the store) or dropped (store down too long)",
-                "outcome",
-                {"written": self._searches.written, "failed": self._searches.failed, "dropped": self._searches.dropped},
+            searches = self._searches
+            yield _row_outcomes(
+                "recalld_search_rows", "Search telemetry rows", searches.written, searches.failed, searches.dropped
             )
         if self._query_vectors is not None:
             yield _by_label(
@@ -132,15 +130,12 @@ class ActorCollector:
             yield _counter(
                 "recalld_embedder_circuit_opened", "Times the circuit opened", [], [], stats.breaker_opened_total
             )
-            yield _by_label(
+            yield _row_outcomes(
                 "recalld_usage_rows",
-                "Usage rows: written, failed (refused by the store) or dropped (store down too long)",
-                "outcome",
-                {
-                    "written": stats.usage_rows_written,
-                    "failed": stats.usage_rows_failed,
-                    "dropped": stats.usage_rows_dropped,
-                },
+                "Usage rows",
+                stats.usage_rows_written,
+                stats.usage_rows_failed,
+                stats.usage_rows_dropped,
             )
             queued = GaugeMetricFamily("recalld_embedder_queued_requests", "Requests waiting for a batch")
             queued.add_metric([], stats.queued_requests)
@@ -176,6 +171,16 @@ class ActorCollector:
             leases = GaugeMetricFamily("recalld_index_open_leases", "Searches holding a handle now")
             leases.add_metric([], self._index.cell.open_leases)
             yield leases
+
+
+def _row_outcomes(name: str, rows: str, written: int, failed: int, dropped: int) -> CounterMetricFamily:
+    """What became of the rows a write-behind batcher (`actors.kernel.batching`) was handed."""
+    return _by_label(
+        name,
+        f"{rows}: written, failed (refused by the store) or dropped (store down too long)",
+        "outcome",
+        {"written": written, "failed": failed, "dropped": dropped},
+    )
 
 
 def _by_label(name: str, help_text: str, label: str, counts: dict[str, int]) -> CounterMetricFamily:

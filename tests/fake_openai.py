@@ -43,6 +43,13 @@ class FakeOpenAI:
             def log_message(self, *args: Any) -> None:
                 pass
 
+            def reply_json(self, status: int, data: bytes) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 owner.calls += 1
@@ -55,12 +62,7 @@ class FakeOpenAI:
                     return
                 inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
                 if owner.refuse is not None and any(owner.refuse in text for text in inputs):
-                    refusal = b'{"error": {"message": "input too long", "type": "invalid_request_error"}}'
-                    self.send_response(400)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(refusal)))
-                    self.end_headers()
-                    self.wfile.write(refusal)
+                    self.reply_json(400, b'{"error": {"message": "input too long", "type": "invalid_request_error"}}')
                     return
                 owner.inputs += len(inputs)
                 owner.tokens += sum(len(t.split()) for t in inputs)
@@ -78,12 +80,7 @@ class FakeOpenAI:
                         "data": [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)],
                         "usage": {"prompt_tokens": sum(len(t.split()) for t in inputs), "total_tokens": 0},
                     }
-                data = json.dumps(answer).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                self.reply_json(200, json.dumps(answer).encode())
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
