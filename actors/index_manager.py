@@ -39,6 +39,7 @@ from actors.index.manifest import Expected, GenerationCorrupt
 from actors.kernel.ports import (
     BuilderLock,
     GenerationRow,
+    Holds,
     Pointer,
     RecordToIndex,
     VectorRows,
@@ -207,8 +208,10 @@ class IndexManager:
         """The pointer's generation failed verification: build a replacement."""
         self._pending = 0
         """Records the last step found still to index, held ones apart."""
-        self._held: dict[str, int] = {}
-        """Records set aside because the provider will not embed them, by reason (last step)."""
+        self._holds = Holds(by_reason={}, next_end_s=None)
+        """Records set aside because the provider will not embed them (last step)."""
+        self._hold_ends_at: float | None = None
+        """anyio time at which the first of `_holds` ends: its record is due for another try."""
         self._indexed_through: _IndexedThrough | None = None
         self._analysed_at = 0
         """`indexed_records` progress when the planner's statistics were last refreshed."""
@@ -231,7 +234,7 @@ class IndexManager:
         if space is None:
             return await self._store.count_to_index("", self.settings.chunker)
         waiting = await self._store.count_to_index(space.key, self.settings.chunker, after=self._known_mark(space))
-        held = sum((await self._store.held(space.key)).values())
+        held = sum((await self._store.held(space.key)).by_reason.values())
         handle = self.cell.current()
         seen = handle.seen if handle is not None and handle.space_id == space.key else 0
         stored_after = await self._store.newest_live_surrogate(space.key) > seen
@@ -253,12 +256,12 @@ class IndexManager:
     def pending(self) -> int:
         """Live records not yet searchable by the vector route here (0 when caught up), those
         set aside because the provider will not embed them included."""
-        return self._pending + sum(self._held.values())
+        return self._pending + sum(self._holds.by_reason.values())
 
     @property
     def held(self) -> dict[str, int]:
         """Records set aside because the provider will not embed their input, by reason."""
-        return dict(self._held)
+        return dict(self._holds.by_reason)
 
     def problem(self) -> tuple[str, str] | None:
         """(reason code, message) when the vector route cannot answer, else None."""
@@ -383,7 +386,9 @@ class IndexManager:
             await self._catch_up(space, after=after)
         await self._refresh(space)
         self._pending = await self._store.count_to_index(space.key, self.settings.chunker, after=after)
-        self._held = await self._store.held(space.key)
+        self._holds = await self._store.held(space.key)
+        ends_in = self._holds.next_end_s
+        self._hold_ends_at = None if ends_in is None else anyio.current_time() + ends_in
         full_at = started if after == 0 or self._indexed_through is None else self._indexed_through.at
         if after == 0:
             self._progress.full_passes += 1
@@ -398,11 +403,15 @@ class IndexManager:
         """The change mark through which every live record is known to be indexed in `space`
         (0: nothing is known, read every record). Finding unindexed records reads every record
         it looks at, so once all are indexed, steps and `count_pending` look only at records
-        changed since; every `recheck_s` a step reads them all again anyway."""
+        changed since; every `recheck_s` a step reads them all again anyway. A hold that ends
+        is a change too: its record, unchanged since, is due again (and pending again) at once."""
         known = self._indexed_through
         if known is None or known.space_id != space.key:
             return 0
-        if anyio.current_time() - known.at >= self.settings.recheck_s:
+        now = anyio.current_time()
+        if now - known.at >= self.settings.recheck_s:
+            return 0
+        if self._hold_ends_at is not None and now >= self._hold_ends_at:
             return 0
         return known.mark
 

@@ -7,6 +7,8 @@
 - Build directories left by a crash (`.tmp-*`) and generation directories no row knows are
   removed once older than a grace period; they never affect loading or readiness.
 - Search telemetry older than its retention is deleted.
+- Index holds (records the provider would not embed) of record revisions that are no longer live
+  are deleted: the record was forgotten, or its newer revision is tried afresh anyway.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ class SweepReport:
     generations: list[str] = field(default_factory=list)
     directories: list[str] = field(default_factory=list)
     searches: int = 0
+    holds: int = 0
 
 
 def generation_removable(
@@ -150,6 +153,9 @@ class Sweeper:
         report.searches = await self._retention.delete_searches_before(cutoff)
         if report.searches and self._on_delete is not None:
             self._on_delete("searches")
+        report.holds = await self._store.delete_stale_holds()
+        if report.holds and self._on_delete is not None:
+            self._on_delete("holds")
         self.last = report
         return report
 

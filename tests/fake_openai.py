@@ -34,6 +34,8 @@ class FakeOpenAI:
         self.refuse: str | None = None
         """A request with an input containing this is answered 400, as OpenAI answers an input
         longer than the model's context."""
+        self.refused = 0
+        """Requests answered 400 for `refuse`."""
         self.calls = 0
         self.inputs = 0
         self.tokens = 0
@@ -62,6 +64,7 @@ class FakeOpenAI:
                     return
                 inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
                 if owner.refuse is not None and any(owner.refuse in text for text in inputs):
+                    owner.refused += 1
                     self.reply_json(400, b'{"error": {"message": "input too long", "type": "invalid_request_error"}}')
                     return
                 owner.inputs += len(inputs)

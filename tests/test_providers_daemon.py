@@ -205,3 +205,30 @@ def test_a_record_the_provider_refuses_is_set_aside_and_its_batch_mates_are_inde
     wait_vector(daemon, ns, "anything", 5)
     generations = daemon.call("GET", "/v1/generations")[1]
     assert generations["index"]["held"] == {} and generations["pending"] == 0
+
+
+def test_a_record_whose_hold_ends_is_pending_and_tried_again_without_waiting_for_a_full_recheck(
+    make_daemon: Any, fake: FakeOpenAI
+) -> None:
+    # holds of 2 s, doubled per refusal; a full re-read of all records only every 10 minutes
+    fake.refuse = "POISON"
+    env = {**fake.env(), "RECALLD_INDEX_HOLD_S": "2", "RECALLD_INDEX_RECHECK_S": "600"}
+    daemon: Daemon = make_daemon(env=env)
+    ns = "retried"
+    for title in ("Backups", "POISON pill"):
+        assert (
+            daemon.call("POST", "/v1/records", {"namespace": ns, "kind": "doc", "title": title, "body": "x"})[0] == 201
+        )
+    wait_vector(daemon, ns, "anything", 1)
+    deadline = time.monotonic() + 30
+    while fake.refused < 3:  # the first try, then once after 2 s and once more after 4 s
+        generations = daemon.call("GET", "/v1/generations")[1]
+        # never reported caught up: held, or due for another try
+        assert generations["pending"] == 1, generations
+        assert time.monotonic() < deadline, f"{fake.refused} refusals in 30 s: an ended hold was not tried again"
+        time.sleep(0.2)
+    fake.refuse = None  # the provider now takes it: the next try indexes it
+    answer = wait_vector(daemon, ns, "anything", 2, timeout=30)
+    assert {hit["title"] for hit in answer["results"]} == {"Backups", "POISON pill"}
+    generations = daemon.call("GET", "/v1/generations")[1]
+    assert generations["pending"] == 0 and generations["index"]["held"] == {}

@@ -218,6 +218,16 @@ class Pointer(msgspec.Struct, frozen=True, kw_only=True):
     """Compare-and-swap token: moves succeed only from the version they read."""
 
 
+@dataclass(frozen=True, slots=True)
+class Holds:
+    """Live records set aside by `VectorStore.hold` whose hold has not ended yet."""
+
+    by_reason: dict[str, int]
+    next_end_s: float | None
+    """Seconds from now until the first of these holds ends (its record is then due for another
+    try); None when nothing is held."""
+
+
 class VectorStore(Protocol):
     """The index manager's durable side (PostgreSQL in the daemon)."""
 
@@ -238,8 +248,13 @@ class VectorStore(Protocol):
         the same revision, at most `longest_s`. Storing a record's vectors ends its hold."""
         ...
 
-    async def held(self, space_id: str) -> dict[str, int]:
-        """Live records held now, by reason."""
+    async def held(self, space_id: str) -> Holds:
+        """Live records held now, by reason, and when the first of those holds ends."""
+        ...
+
+    async def delete_stale_holds(self) -> int:
+        """Delete the holds whose record revision is no longer live (the record was forgotten or
+        has a newer revision); how many went."""
         ...
 
     async def refresh_statistics(self) -> None:

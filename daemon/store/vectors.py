@@ -18,6 +18,7 @@ import numpy as np
 
 from actors.kernel.ports import (
     GenerationRow,
+    Holds,
     Pointer,
     RecordToIndex,
     VectorRows,
@@ -127,16 +128,29 @@ class PgVectorStore:
                 longest_s,
             )
 
-    async def held(self, space_id: str) -> dict[str, int]:
+    async def held(self, space_id: str) -> Holds:
         async with self._pool.acquire() as conn:
             rows = await conn.fetch(
-                """SELECT h.reason, count(*) AS n FROM index_holds h
+                """SELECT h.reason, count(*) AS n, extract(epoch FROM min(h.retry_at) - now()) AS first_end_s
+                   FROM index_holds h
                    JOIN records r ON r.id = h.record_id AND r.revision = h.revision AND r.deleted_at IS NULL
                    WHERE h.space_id = $1 AND h.retry_at > now()
                    GROUP BY h.reason ORDER BY h.reason""",
                 space_id,
             )
-        return {row["reason"]: int(row["n"]) for row in rows}
+        return Holds(
+            by_reason={row["reason"]: int(row["n"]) for row in rows},
+            next_end_s=min((float(row["first_end_s"]) for row in rows), default=None),
+        )
+
+    async def delete_stale_holds(self) -> int:
+        async with self._pool.acquire() as conn:
+            done = await conn.execute(
+                """DELETE FROM index_holds h WHERE NOT EXISTS (
+                       SELECT FROM records r WHERE r.id = h.record_id AND r.revision = h.revision
+                         AND r.deleted_at IS NULL)"""
+            )
+        return int(done.split()[-1])
 
     async def refresh_statistics(self) -> None:
         async with self._pool.acquire() as conn:

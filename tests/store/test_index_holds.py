@@ -1,15 +1,20 @@
 """Held records: a record revision the provider will not embed is set aside, so the catch-up
 neither returns nor counts it until its hold ends; the wait doubles per attempt on the same
-revision, a new revision is tried at once, and storing the record's vectors ends the hold."""
+revision, a new revision is tried at once, storing the record's vectors ends the hold, and the
+sweeper deletes the holds of revisions no longer live."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import asyncpg
 import numpy as np
 import pytest
 
-from actors.kernel.ports import RecordToIndex, VectorSpace
+from actors.kernel.ports import Holds, RecordToIndex, VectorSpace
+from actors.sweeper import Sweeper, SweepSettings
 from daemon.store.records import RecordFields, RecordRepository
+from daemon.store.search import SearchLog
 from daemon.store.vectors import PgVectorStore
 
 pytestmark = pytest.mark.anyio
@@ -49,11 +54,13 @@ async def test_a_held_revision_is_neither_returned_nor_counted_until_it_changes(
     await store.hold(SPACE.key, [(poisoned, 1, "input_rejected")], first_s=600, longest_s=86_400)
     assert await to_index(store) == [("Fine", 1)]
     assert await store.count_to_index(SPACE.key, CHUNKER) == 1
-    assert await store.held(SPACE.key) == {"input_rejected": 1}
+    held = await store.held(SPACE.key)
+    assert held.by_reason == {"input_rejected": 1}
+    assert held.next_end_s is not None and 590 < held.next_end_s <= 600
 
     await records.update(poisoned, fields("Poisoned, mended"))  # a new revision is tried at once
     assert sorted(await to_index(store)) == [("Fine", 1), ("Poisoned, mended", 2)]
-    assert await store.held(SPACE.key) == {}
+    assert await store.held(SPACE.key) == Holds(by_reason={}, next_end_s=None)
 
 
 async def test_the_wait_doubles_per_attempt_on_a_revision_up_to_the_longest(pool: asyncpg.Pool) -> None:
@@ -78,7 +85,7 @@ async def test_an_expired_hold_returns_the_record_and_storing_it_ends_the_hold(p
     async with pool.acquire() as conn:
         await conn.execute("UPDATE index_holds SET retry_at = now() - interval '1 second'")
     assert await to_index(store) == [("Retried", 1)], "the hold ended: tried again"
-    assert await store.held(SPACE.key) == {}
+    assert await store.held(SPACE.key) == Holds(by_reason={}, next_end_s=None)
 
     [record] = await store.records_to_index(SPACE.key, CHUNKER, 10)
     vectors = np.eye(4, dtype=np.float32)[:1]
@@ -86,3 +93,28 @@ async def test_an_expired_hold_returns_the_record_and_storing_it_ends_the_hold(p
     async with pool.acquire() as conn:
         assert await conn.fetchval("SELECT count(*) FROM index_holds") == 0
     assert await to_index(store) == []
+
+
+async def test_the_sweeper_deletes_the_holds_of_revisions_no_longer_live(pool: asyncpg.Pool, tmp_path: Path) -> None:
+    store, records = PgVectorStore(pool), RecordRepository(pool)
+    await store.ensure_space(SPACE)
+    kept, _ = await records.create(fields("Still refused"))
+    forgotten, _ = await records.create(fields("Forgotten"))
+    rewritten, _ = await records.create(fields("Rewritten"))
+    await store.hold(
+        SPACE.key,
+        [(kept, 1, "input_rejected"), (forgotten, 1, "input_rejected"), (rewritten, 1, "input_rejected")],
+        first_s=600,
+        longest_s=86_400,
+    )
+    assert await records.forget(forgotten)
+    await records.update(rewritten, fields("Rewritten, shorter"))
+    sweeper = Sweeper(store, SearchLog(pool), tmp_path, leased=set, settings=SweepSettings())
+
+    report = await sweeper.sweep_once()
+
+    assert report.holds == 2
+    async with pool.acquire() as conn:
+        assert [r["record_id"] for r in await conn.fetch("SELECT record_id FROM index_holds")] == [kept]
+    assert (await store.held(SPACE.key)).by_reason == {"input_rejected": 1}
+    assert (await sweeper.sweep_once()).holds == 0
