@@ -18,9 +18,16 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
-Key = TypeVar("Key", bound=Hashable)
+
+class _SortableKey(Hashable, Protocol):
+    def __lt__(self, other: Any, /) -> bool: ...
+
+
+Key = TypeVar("Key", bound=_SortableKey)
+"""A candidate's identity: hashable, and ordered for the final tie-break (record UUIDs order by
+their value, which is also their text's order)."""
 
 RRF_NAME = "rrf"
 RRF_VERSION = 2
@@ -48,7 +55,7 @@ def _factors_of(route: str, count: int, factors: Mapping[str, Sequence[float]] |
 
 
 def _ordered(fused: dict[Key, Fused[Key]]) -> list[Fused[Key]]:
-    return sorted(fused.values(), key=lambda f: (-f.score, min(f.ranks.values()), str(f.key)))
+    return sorted(fused.values(), key=lambda f: (-f.score, min(f.ranks.values()), f.key))
 
 
 def reciprocal_rank(
@@ -74,7 +81,7 @@ def reciprocal_rank(
         weight = (weights or {}).get(route, 1.0)
         route_factors = _factors_of(route, len(keys), factors)
         for position, (key, factor) in enumerate(zip(keys, route_factors, strict=True), start=1):
-            entry = fused.setdefault(key, Fused(key, 0.0))
+            entry = fused.get(key) or fused.setdefault(key, Fused(key, 0.0))
             if route in entry.ranks:
                 raise ValueError(f"route {route!r} lists {key!r} twice")
             entry.ranks[route] = position
@@ -106,7 +113,7 @@ def weighted_score(
         weight = weights.get(route, 1.0)
         route_factors = _factors_of(route, len(pairs), factors)
         for position, ((key, score), factor) in enumerate(zip(pairs, route_factors, strict=True), start=1):
-            entry = fused.setdefault(key, Fused(key, 0.0))
+            entry = fused.get(key) or fused.setdefault(key, Fused(key, 0.0))
             if route in entry.ranks:
                 raise ValueError(f"route {route!r} lists {key!r} twice")
             entry.ranks[route] = position

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import random
+import uuid
+
 import pytest
 
 from actors.fusion import RRF_NAME, RRF_VERSION, WEIGHTED_NAME, WEIGHTED_VERSION, reciprocal_rank, weighted_score
@@ -28,6 +31,13 @@ def test_equal_scores_come_back_in_a_stable_order() -> None:
     one = reciprocal_rank({"fts": ["b"], "vector": ["a"]}, k=60)
     two = reciprocal_rank({"vector": ["a"], "fts": ["b"]}, k=60)
     assert keys(one) == keys(two) == ["a", "b"]
+
+
+def test_tied_record_ids_order_as_their_text_does() -> None:
+    # the tie-break compares UUIDs by value; rrf v2 defined it on their text, which orders alike
+    ids = [uuid.UUID(int=random.Random(seed).getrandbits(128)) for seed in range(40)]
+    fused = reciprocal_rank({f"route{i}": [key] for i, key in enumerate(ids)}, k=60)
+    assert keys(fused) == sorted(ids, key=str)
 
 
 def test_rrf_weights_scale_a_route() -> None:
