@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from hashlib import sha256
 
 import pytest
 
@@ -52,6 +53,23 @@ CASES: list[tuple[str, str, bytes | None, int, str]] = [
         b'{"namespace": "bad-input", "body": "' + b"x" * (9 * 1024 * 1024) + b'"}',
         413,
         "payload_too_large",
+    ),
+    # within the size limits, but more distinct words than PostgreSQL's full-text index holds
+    ("POST", "/v1/records", with_(body=" ".join(f"w{i:x}q" for i in range(150_000))), 413, "not_indexable"),
+    # a path PostgreSQL's index cannot hold (2,704 bytes), in characters or in UTF-8 bytes
+    (
+        "POST",
+        "/v1/records",
+        with_(source_path="/" + "/".join(sha256(b"%d" % i).hexdigest() for i in range(60))),
+        400,
+        "invalid_value",
+    ),
+    (
+        "POST",
+        "/v1/records",
+        with_(source_path="/" + "".join(chr(0x4E00 + (i * 7919) % 20000) for i in range(1000))),
+        400,
+        "invalid_value",
     ),
     ("PUT", "/v1/records/not-a-uuid", with_(), 400, "invalid_id"),
     ("PUT", "/v1/records/00000000-0000-0000-0000-000000000000", with_(), 404, "not_found"),

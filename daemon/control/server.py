@@ -26,7 +26,7 @@ from daemon.control.errors import ApiError, ErrorCode
 from daemon.control.health import Health
 from daemon.metrics import Metrics
 from daemon.recall import RecallService
-from daemon.store.db import STORE_DOWN_ERRORS
+from daemon.store.db import STORE_DOWN_ERRORS, STORE_LIMIT_ERRORS
 from daemon.store.records import RecordRepository
 from daemon.store.search import FeedbackStore
 from daemon.store.usage import UsageStore
@@ -91,6 +91,9 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
             "store unavailable during %s %s: %s", request.method, request.path, type(exc).__name__, exc_info=exc
         )
         response = error_response(ApiError(503, ErrorCode.STORE_UNAVAILABLE, "PostgreSQL is not reachable"))
+    except STORE_LIMIT_ERRORS as exc:
+        message = f"PostgreSQL cannot index this: {exc}; split the text into smaller records"
+        response = error_response(ApiError(413, ErrorCode.NOT_INDEXABLE, message))
     except Exception:
         log.exception("unhandled error in %s %s", request.method, request.path)
         response = error_response(ApiError(500, ErrorCode.INTERNAL_ERROR, "internal error; see the daemon log"))

@@ -151,6 +151,11 @@ def decode(payload: bytes, into: type[T]) -> T:
         raise ApiError(400, ErrorCode.INVALID_JSON, f"the body is not valid JSON: {exc}") from exc
 
 
+SOURCE_PATH_MAX_BYTES = 2000
+"""PostgreSQL indexes (namespace, source_path) with a btree, whose entries hold at most 2,704
+bytes; this leaves room for the longest namespace."""
+
+
 def _check_text(field: str, value: str, *, max_chars: int, required: bool = True) -> None:
     if required and not value.strip():
         raise bad_value(f"{field} must not be empty")
@@ -181,7 +186,9 @@ def check_record(record: RecordIn | RecordUpdate, config: Config) -> None:
     _check_text("title", record.title, max_chars=limits.max_title_chars)
     _check_text("body", record.body, max_chars=limits.max_body_chars, required=False)
     if record.source_path is not None:
-        _check_text("source_path", record.source_path, max_chars=4096)
+        _check_text("source_path", record.source_path, max_chars=SOURCE_PATH_MAX_BYTES)
+        if (size := len(record.source_path.encode())) > SOURCE_PATH_MAX_BYTES:
+            raise bad_value(f"source_path is {size} bytes long in UTF-8; at most {SOURCE_PATH_MAX_BYTES} are allowed")
     _check_json_text("attributes", record.attributes)
 
 

@@ -29,6 +29,11 @@ STORE_DOWN_ERRORS: tuple[type[BaseException], ...] = (
     TimeoutError,
 )
 
+# What PostgreSQL raises when a value is beyond one of its fixed limits, e.g. a body with so many
+# distinct words that its tsvector passes 1 MB: the client's input does not fit (413), and the
+# transaction that tried has written nothing.
+STORE_LIMIT_ERRORS: tuple[type[BaseException], ...] = (asyncpg.exceptions.ProgramLimitExceededError,)
+
 FLUSH_WAIT_S = 2.0
 """How long a read of telemetry (search rows, usage rows) waits for its writer to write what it
 holds; with PostgreSQL down the read then fails on its own."""
