@@ -14,11 +14,13 @@ def normalise_title(title: str) -> str:
 
     "  Rotate the SIGNING keys, every ninety days! " and "rotate the signing keys every ninety
     days" normalise alike. Letters and digits of every script are kept; everything else
-    (punctuation, symbols, separators) becomes a single space.
+    (punctuation, symbols, separators) becomes a single space. A title with no letter or digit
+    at all ("!!!", "???") keeps its symbols, only case and whitespace folded: otherwise every such
+    title would be a duplicate of every other.
     """
     folded = unicodedata.normalize("NFKC", title).casefold()
     kept = [ch if unicodedata.category(ch)[0] in "LN" else " " for ch in folded]
-    return " ".join("".join(kept).split())
+    return " ".join("".join(kept).split()) or " ".join(folded.split())
 
 
 def content_hash(*, kind: str, title: str, body: str, attributes: Mapping[str, Any], source_path: str | None) -> str:

@@ -13,6 +13,13 @@ NS = "bad-input"
 GOOD = {"namespace": NS, "kind": "doc", "title": "A title", "body": "A body"}
 
 
+def nested(depth: int) -> object:
+    value: object = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
 def with_(**changes: object) -> bytes:
     body = {**GOOD, **changes}
     return json.dumps({k: v for k, v in body.items() if v is not ...}).encode()
@@ -71,6 +78,18 @@ CASES: list[tuple[str, str, bytes | None, int, str]] = [
         400,
         "invalid_value",
     ),
+    # a title no index entry holds (3,000 bytes in UTF-8, under max_title_chars)
+    ("POST", "/v1/records", with_(title="\u4e2d" * 1000), 400, "invalid_value"),
+    # JSON nested deeper than msgspec decodes, and deeper than the store's JSON encoders go
+    ("POST", "/v1/records", b'{"attributes": {"a": ' + b"[" * 990 + b"]" * 990 + b"}}", 400, "invalid_json"),
+    ("POST", "/v1/records", with_(attributes={"a": nested(100)}), 400, "invalid_value"),
+    (
+        "POST",
+        "/v1/recall",
+        b'{"namespace": "n", "query": "q", "attributes": {"a": ' + b"[" * 975 + b"]" * 975 + b"}}",
+        400,
+        "invalid_value",
+    ),
     ("PUT", "/v1/records/not-a-uuid", with_(), 400, "invalid_id"),
     ("PUT", "/v1/records/00000000-0000-0000-0000-000000000000", with_(), 404, "not_found"),
     ("DELETE", "/v1/records/nope", None, 400, "invalid_id"),
@@ -79,6 +98,14 @@ CASES: list[tuple[str, str, bytes | None, int, str]] = [
     ("GET", "/v1/records", None, 400, "invalid_value"),
     ("GET", "/v1/records?namespace=bad-input&limit=0", None, 400, "invalid_value"),
     ("GET", "/v1/records?namespace=bad-input&after=zzz", None, 400, "invalid_value"),
+    # query parameters are checked as the same fields of a body are
+    ("GET", "/v1/records?namespace=%00", None, 400, "invalid_value"),
+    ("GET", "/v1/records?namespace=bad-input&source_path=%00", None, 400, "invalid_value"),
+    ("GET", "/v1/stats?namespace=%00", None, 400, "invalid_value"),
+    ("GET", "/v1/usage?namespace=%00", None, 400, "invalid_value"),
+    ("GET", "/v1/usage?since=0001-01-01T00:00:00%2B14:00", None, 400, "invalid_value"),
+    ("GET", "/v1/usage?since=9999-12-31T23:59:59-14:00", None, 400, "invalid_value"),
+    ("POST", "/admin/generations/%00/activate", None, 404, "not_found"),
     ("POST", "/v1/recall", b"{}", 400, "invalid_request"),
     ("POST", "/v1/recall", b'{"namespace": "n"}', 400, "invalid_request"),
     ("POST", "/v1/recall", b'{"query": "q"}', 400, "invalid_request"),
@@ -101,6 +128,13 @@ CASES: list[tuple[str, str, bytes | None, int, str]] = [
     ("POST", "/v1/recall", b'{"namespace": "n", "query": "q", "kinds": [""]}', 400, "invalid_value"),
     ("POST", "/v1/recall", b'{"namespace": "n", "query": "q\\u0000"}', 400, "invalid_value"),
 ]
+
+
+def test_a_body_that_does_not_decompress_is_a_400(daemon: Daemon) -> None:
+    response = daemon.http.post(
+        "/v1/records", content=b"notgzip", headers={"Content-Type": "application/json", "Content-Encoding": "gzip"}
+    )
+    assert (response.status_code, response.json()["error"]["code"]) == (400, "invalid_request")
 
 
 def count_rows(dsn: str) -> int:

@@ -10,12 +10,15 @@ import anyio
 import msgspec
 from aiohttp import web
 
+from actors.index.generation import is_valid_generation_id
 from actors.index.manifest import GenerationCorrupt
 from actors.index_manager import IndexManager
 from actors.kernel.ports import GenerationRow
+from daemon.config import Config
 from daemon.control.errors import ApiError, ErrorCode, bad_value, not_found
 from daemon.control.server import SERVICES, peer
 from daemon.control.wire import (
+    SOURCE_PATH_MAX_BYTES,
     DuplicateCheck,
     Feedback,
     RecallRequest,
@@ -26,6 +29,7 @@ from daemon.control.wire import (
     RecordUpdated,
     check_recall,
     check_record,
+    check_text,
     decode,
     encode,
 )
@@ -36,6 +40,31 @@ from daemon.store.records import ExactDuplicate, IdTaken, NamespaceChange, Recor
 
 def ok(value: Any, status: int = 200) -> web.Response:
     return web.Response(body=encode(value), status=status, content_type="application/json")
+
+
+async def _body(request: web.Request) -> bytes:
+    """The request body. One the client broke off, or sent in an encoding that does not decode
+    (`Content-Encoding: gzip` over bytes that are not gzip), is the client's fault: a 400."""
+    try:
+        return await request.read()
+    except (web.RequestPayloadError, ConnectionResetError) as exc:
+        raise ApiError(400, ErrorCode.INVALID_REQUEST, f"the request body could not be read: {exc}") from None
+
+
+def _namespace_param(request: web.Request, config: Config) -> str | None:
+    """`?namespace=`, checked as the same field of a JSON body is (no NUL, bounded); None when absent."""
+    namespace = request.query.get("namespace", "")
+    if not namespace:
+        return None
+    check_text("namespace", namespace, max_chars=config.records.max_namespace_chars)
+    return namespace
+
+
+def _required_namespace(request: web.Request, config: Config) -> str:
+    namespace = _namespace_param(request, config)
+    if namespace is None:
+        raise bad_value("the namespace query parameter is required")
+    return namespace
 
 
 def _record_id(request: web.Request) -> uuid.UUID:
@@ -100,7 +129,7 @@ async def capabilities(request: web.Request) -> web.Response:
 
 async def create_record(request: web.Request) -> web.Response:
     services = request.app[SERVICES]
-    record = decode(await request.read(), RecordIn)
+    record = decode(await _body(request), RecordIn)
     check_record(record, services.config)
     services.access.require_write(peer(request), record.namespace)
     try:
@@ -129,7 +158,7 @@ async def get_record(request: web.Request) -> web.Response:
 async def update_record(request: web.Request) -> web.Response:
     services = request.app[SERVICES]
     record_id = _record_id(request)
-    update = decode(await request.read(), RecordUpdate)
+    update = decode(await _body(request), RecordUpdate)
     check_record(update, services.config)
     services.access.require_write(peer(request), update.namespace)
     try:
@@ -163,11 +192,10 @@ async def list_records(request: web.Request) -> web.Response:
     """`?namespace=` (required), optional `source_path=`, `limit=` (<= 1000) and `after=` (an id)."""
     services = request.app[SERVICES]
     query = request.query
-    namespace = query.get("namespace", "")
-    if not namespace:
-        raise bad_value("the namespace query parameter is required")
+    namespace = _required_namespace(request, services.config)
     services.access.require_read(peer(request), namespace)
     if "source_path" in query:
+        check_text("source_path", query["source_path"], max_chars=SOURCE_PATH_MAX_BYTES)
         rows = await services.records.by_source(namespace, query["source_path"])
         return ok({"records": [_out(r) for r in rows], "next": None})
     try:
@@ -187,7 +215,7 @@ async def list_records(request: web.Request) -> web.Response:
 
 async def recall(request: web.Request) -> web.Response:
     services = request.app[SERVICES]
-    query = decode(await request.read(), RecallRequest)
+    query = decode(await _body(request), RecallRequest)
     check_recall(query, services.config)
     services.access.require_read(peer(request), query.namespace)
     return ok(await services.recall.recall(query))
@@ -196,7 +224,7 @@ async def recall(request: web.Request) -> web.Response:
 async def feedback(request: web.Request) -> web.Response:
     """`{search_id, id, useful}`: a judgement on one result of an earlier recall."""
     services = request.app[SERVICES]
-    judgement = decode(await request.read(), Feedback)
+    judgement = decode(await _body(request), Feedback)
     namespace = await services.feedback.search_namespace(judgement.search_id)
     if namespace is None:
         raise not_found(f"search {judgement.search_id}")
@@ -212,9 +240,7 @@ async def feedback(request: web.Request) -> web.Response:
 async def stats(request: web.Request) -> web.Response:
     """`?namespace=` (required: statistics are per namespace only) and `?k=` (default 10)."""
     services = request.app[SERVICES]
-    namespace = request.query.get("namespace", "")
-    if not namespace:
-        raise bad_value("the namespace query parameter is required")
+    namespace = _required_namespace(request, services.config)
     services.access.require_read(peer(request), namespace)
     try:
         k = int(request.query.get("k", "10"))
@@ -228,7 +254,7 @@ async def stats(request: web.Request) -> web.Response:
 async def usage(request: web.Request) -> web.Response:
     """`?namespace=` (admins may omit it: all namespaces) and `?since=` (RFC 3339)."""
     services = request.app[SERVICES]
-    namespace = request.query.get("namespace") or None
+    namespace = _namespace_param(request, services.config)
     caller = peer(request)
     if namespace is None:
         services.access.require_admin(caller)
@@ -242,6 +268,10 @@ async def usage(request: web.Request) -> web.Response:
             raise bad_value("since must be an RFC 3339 timestamp") from None
         if since.tzinfo is None:
             raise bad_value("since needs a time zone (e.g. ...Z or +00:00)")
+        try:
+            since = since.astimezone(dt.UTC)
+        except OverflowError:
+            raise bad_value("since is outside the years 1 to 9999 once in UTC") from None
     if services.embedder is not None:
         with anyio.move_on_after(FLUSH_WAIT_S):  # usage rows gather before they are written
             await services.embedder.flush_usage()
@@ -297,6 +327,8 @@ async def activate(request: web.Request) -> web.Response:
     request.app[SERVICES].access.require_admin(peer(request))
     index = _index(request)
     generation_id = request.match_info["id"]
+    if not is_valid_generation_id(generation_id):
+        raise not_found(f"generation {generation_id[:80]!r}")
     try:
         row = await index.activate(generation_id)
     except LookupError as exc:

@@ -92,7 +92,8 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
         )
         response = error_response(ApiError(503, ErrorCode.STORE_UNAVAILABLE, "PostgreSQL is not reachable"))
     except STORE_LIMIT_ERRORS as exc:
-        message = f"PostgreSQL cannot index this: {exc}; split the text into smaller records"
+        reason = getattr(exc, "message", None) or str(exc).splitlines()[0]  # not the DETAIL lines
+        message = f"PostgreSQL cannot index this: {reason}; split the text into smaller records"
         response = error_response(ApiError(413, ErrorCode.NOT_INDEXABLE, message))
     except Exception:
         log.exception("unhandled error in %s %s", request.method, request.path)

@@ -149,14 +149,17 @@ def decode(payload: bytes, into: type[T]) -> T:
         raise ApiError(400, ErrorCode.INVALID_REQUEST, str(exc)) from exc
     except msgspec.DecodeError as exc:
         raise ApiError(400, ErrorCode.INVALID_JSON, f"the body is not valid JSON: {exc}") from exc
+    except RecursionError:  # msgspec's own limit, near 1,000 levels
+        raise ApiError(400, ErrorCode.INVALID_JSON, "the body nests JSON too deeply") from None
 
 
+# PostgreSQL indexes (namespace, kind, normalised title) and (namespace, source_path) with btrees,
+# whose entries hold at most 2,704 bytes: these leave room for the longest namespace and kind.
 SOURCE_PATH_MAX_BYTES = 2000
-"""PostgreSQL indexes (namespace, source_path) with a btree, whose entries hold at most 2,704
-bytes; this leaves room for the longest namespace."""
+TITLE_MAX_BYTES = 1800
 
 
-def _check_text(field: str, value: str, *, max_chars: int, required: bool = True) -> None:
+def check_text(field: str, value: str, *, max_chars: int, required: bool = True) -> None:
     if required and not value.strip():
         raise bad_value(f"{field} must not be empty")
     if len(value) > max_chars:
@@ -165,28 +168,37 @@ def _check_text(field: str, value: str, *, max_chars: int, required: bool = True
         raise bad_value(f"{field} contains a NUL character, which cannot be stored")
 
 
-def _check_json_text(field: str, value: Any) -> None:
+MAX_JSON_DEPTH = 64
+"""How deeply attributes may nest. Deeper values got past decoding only to fail in the JSON
+encoders behind it (Python's recursion limit, near 1,000 levels)."""
+
+
+def _check_json_text(field: str, value: Any, depth: int = 0) -> None:
     """PostgreSQL's jsonb cannot hold NUL either, in keys or in string values."""
     if isinstance(value, str):
         if "\x00" in value:
             raise bad_value(f"{field} contains a NUL character, which cannot be stored")
+    elif isinstance(value, dict | list) and depth == MAX_JSON_DEPTH:
+        raise bad_value(f"{field} nests deeper than {MAX_JSON_DEPTH} levels")
     elif isinstance(value, dict):
         for key, item in value.items():
-            _check_json_text(f"{field}.{key}", key)
-            _check_json_text(f"{field}.{key}", item)
+            _check_json_text(f"{field}.{key}", key, depth + 1)
+            _check_json_text(f"{field}.{key}", item, depth + 1)
     elif isinstance(value, list):
         for index, item in enumerate(value):
-            _check_json_text(f"{field}[{index}]", item)
+            _check_json_text(f"{field}[{index}]", item, depth + 1)
 
 
 def check_record(record: RecordIn | RecordUpdate, config: Config) -> None:
     limits = config.records
-    _check_text("namespace", record.namespace, max_chars=limits.max_namespace_chars)
-    _check_text("kind", record.kind, max_chars=limits.max_kind_chars)
-    _check_text("title", record.title, max_chars=limits.max_title_chars)
-    _check_text("body", record.body, max_chars=limits.max_body_chars, required=False)
+    check_text("namespace", record.namespace, max_chars=limits.max_namespace_chars)
+    check_text("kind", record.kind, max_chars=limits.max_kind_chars)
+    check_text("title", record.title, max_chars=limits.max_title_chars)
+    if (size := len(record.title.encode())) > TITLE_MAX_BYTES:
+        raise bad_value(f"title is {size} bytes long in UTF-8; at most {TITLE_MAX_BYTES} are allowed")
+    check_text("body", record.body, max_chars=limits.max_body_chars, required=False)
     if record.source_path is not None:
-        _check_text("source_path", record.source_path, max_chars=SOURCE_PATH_MAX_BYTES)
+        check_text("source_path", record.source_path, max_chars=SOURCE_PATH_MAX_BYTES)
         if (size := len(record.source_path.encode())) > SOURCE_PATH_MAX_BYTES:
             raise bad_value(f"source_path is {size} bytes long in UTF-8; at most {SOURCE_PATH_MAX_BYTES} are allowed")
     _check_json_text("attributes", record.attributes)
@@ -194,8 +206,8 @@ def check_record(record: RecordIn | RecordUpdate, config: Config) -> None:
 
 def check_recall(request: RecallRequest, config: Config) -> None:
     limits = config.recall
-    _check_text("namespace", request.namespace, max_chars=config.records.max_namespace_chars)
-    _check_text("query", request.query, max_chars=4096)
+    check_text("namespace", request.namespace, max_chars=config.records.max_namespace_chars)
+    check_text("query", request.query, max_chars=4096)
     if request.k is not None and not 1 <= request.k <= limits.max_k:
         raise bad_value(f"k must be between 1 and {limits.max_k}, got {request.k}")
     if request.deadline_ms is not None and not 1 <= request.deadline_ms <= limits.max_deadline_ms:
@@ -203,6 +215,6 @@ def check_recall(request: RecallRequest, config: Config) -> None:
     if request.routes is not None and not request.routes:
         raise bad_value("routes must name at least one route")
     for kind in request.kinds or []:
-        _check_text("kinds[]", kind, max_chars=config.records.max_kind_chars)
+        check_text("kinds[]", kind, max_chars=config.records.max_kind_chars)
     if request.attributes is not None:
         _check_json_text("attributes", request.attributes)

@@ -15,6 +15,7 @@ from actors.records import content_hash, normalise_title, query_hash
         ("Ünïcode Title", "ünïcode   title"),
         ("ﬁle ﬂow", "file flow"),  # NFKC folds ligatures
         ("Tabs\tand\nnewlines", "tabs and newlines"),
+        ("!!!", "  !!! "),  # no letter or digit: symbols kept, whitespace still folded
     ],
 )
 def test_titles_that_must_collide(a: str, b: str) -> None:
@@ -27,6 +28,8 @@ def test_titles_that_must_collide(a: str, b: str) -> None:
         ("Backup nightly", "Backup weekly"),
         ("Version 1.2", "Version 12x"),
         ("日本語のタイトル", "中文标题"),
+        ("!!!", "???"),
+        ("→", "←"),
     ],
 )
 def test_titles_that_must_not_collide(a: str, b: str) -> None:
