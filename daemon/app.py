@@ -70,8 +70,20 @@ STARTUP_ERRORS: tuple[type[BaseException], ...] = (
     SchemaTooNew,
     EmbeddedPostgresError,
     SocketInUse,
-    OSError,  # e.g. the socket directory cannot be created
+    OSError,  # e.g. the socket directory cannot be created, a path too long for a Unix socket
+    asyncpg.exceptions.ClientConfigurationError,  # e.g. a malformed [store] dsn
 )
+
+
+def startup_error(exc: BaseException) -> BaseException | None:
+    """The operator's error that ended a start, also when a task group wrapped it; else None."""
+    if isinstance(exc, STARTUP_ERRORS):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            if (found := startup_error(inner)) is not None:
+                return found
+    return None
 
 
 @contextlib.contextmanager

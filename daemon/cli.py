@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -60,7 +62,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from daemon.config import ConfigError, load
 
     try:
-        config = load(args.config)
+        config = load(args.config or os.environ.get("RECALLD_CONFIG") or None)
     except ConfigError as exc:
         print(f"recalld: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -74,8 +76,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
             backend="asyncio",
             backend_options={"use_uvloop": True},  # asyncio on libuv: the same code, less CPU per request
         )
-    except app.DataDirInUse as exc:
-        print(f"recalld: {exc}", file=sys.stderr)
+    except Exception as exc:
+        cause = app.startup_error(exc)
+        if cause is None:
+            raise
+        print(f"recalld: {type(cause).__name__}: {cause}", file=sys.stderr)
         return EXIT_FAIL
 
 
@@ -104,7 +109,11 @@ def _attributes(pairs: Sequence[str]) -> dict[str, Any]:
 
 
 def cmd_put(client: Client, args: argparse.Namespace) -> int:
-    body = Path(args.body_file).read_text(encoding="utf-8") if args.body_file else (args.body or "")
+    try:
+        body = Path(args.body_file).read_text(encoding="utf-8") if args.body_file else (args.body or "")
+    except (OSError, UnicodeDecodeError) as exc:
+        print(f"recalld: cannot read --body-file {args.body_file}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     record: dict[str, Any] = {
         "namespace": args.namespace,
         "kind": args.kind,
@@ -115,7 +124,7 @@ def cmd_put(client: Client, args: argparse.Namespace) -> int:
     if args.source_path:
         record["source_path"] = args.source_path
     if args.id:
-        answer = client.request("PUT", f"/v1/records/{args.id}", record)
+        answer = client.request("PUT", f"/v1/records/{quote(args.id, safe='')}", record)
     else:
         answer = client.request("POST", "/v1/records", record)
     print(json.dumps(answer, indent=2))
@@ -123,12 +132,12 @@ def cmd_put(client: Client, args: argparse.Namespace) -> int:
 
 
 def cmd_get(client: Client, args: argparse.Namespace) -> int:
-    print(json.dumps(client.request("GET", f"/v1/records/{args.id}"), indent=2, ensure_ascii=False))
+    print(json.dumps(client.request("GET", f"/v1/records/{quote(args.id, safe='')}"), indent=2, ensure_ascii=False))
     return EXIT_OK
 
 
 def cmd_forget(client: Client, args: argparse.Namespace) -> int:
-    print(json.dumps(client.request("DELETE", f"/v1/records/{args.id}")))
+    print(json.dumps(client.request("DELETE", f"/v1/records/{quote(args.id, safe='')}")))
     return EXIT_OK
 
 
@@ -158,7 +167,11 @@ def cmd_recall(client: Client, args: argparse.Namespace) -> int:
 def cmd_ingest(client: Client, args: argparse.Namespace) -> int:
     from daemon.ingest import ingest
 
-    summary = ingest(client, Path(args.path), namespace=args.namespace, kind=args.kind, progress=not args.quiet)
+    root = Path(args.path)
+    if not (root.is_dir() or root.is_file()):
+        print(f"recalld: {args.path} is neither a folder nor a file", file=sys.stderr)
+        return EXIT_USAGE
+    summary = ingest(client, root, namespace=args.namespace, kind=args.kind, progress=not args.quiet)
     print(summary.line())
     return EXIT_OK if not summary.failed else EXIT_FAIL
 
@@ -185,7 +198,7 @@ def cmd_generations(client: Client, args: argparse.Namespace) -> int:
     import time
 
     if args.activate:
-        print(json.dumps(client.request("POST", f"/admin/generations/{args.activate}/activate", {})))
+        print(json.dumps(client.request("POST", f"/admin/generations/{quote(args.activate, safe='')}/activate", {})))
         return EXIT_OK
     if args.rebuild:
         build_id = client.request("POST", "/admin/generations/rebuild", {})["build_id"]
@@ -241,7 +254,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="run the daemon")
-    serve.add_argument("--config", help="TOML config file (default: built-in defaults, see config/recalld.toml)")
+    serve.add_argument(
+        "--config", help="TOML config file (default: $RECALLD_CONFIG, then built-in defaults, see config/recalld.toml)"
+    )
     serve.add_argument("--data-dir", help="state directory (embedded PostgreSQL, generations)")
     serve.add_argument("--socket", dest="socket", default=argparse.SUPPRESS, help="control socket path")
 
@@ -321,6 +336,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ClientError as exc:
         print(f"recalld: {exc}", file=sys.stderr)
         return EXIT_FAIL
+    except UnicodeEncodeError:
+        # an argument that is not valid UTF-8 (Python keeps its bytes as surrogates)
+        print("recalld: arguments must be valid UTF-8", file=sys.stderr)
+        return EXIT_USAGE
     finally:
         client.close()
 

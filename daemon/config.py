@@ -16,6 +16,8 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 
+from actors.embedding.template import TEMPLATES
+
 ENV_PREFIX = "RECALLD_"
 # Environment names the CLI reads for itself; they are not config keys.
 CLI_ENV = frozenset({"RECALLD_SOCKET", "RECALLD_CONFIG"})
@@ -67,7 +69,8 @@ class EmbeddingConfig(_Section):
     breaker_failures: Annotated[int, Meta(ge=1, le=1000)] = 5
     breaker_reset_s: Seconds = 30.0
     template_version: Annotated[int, Meta(ge=1)] = 1
-    prices: dict[str, Annotated[float, Meta(ge=0)]] = {}
+    # micro-units per 1,000 tokens; finite and below a million per 1,000 tokens
+    prices: dict[str, Annotated[float, Meta(ge=0, le=1e12)]] = {}
     """Model name -> cost in micro-units per 1,000 input tokens; a model not listed costs 0."""
 
 
@@ -135,7 +138,7 @@ class GcConfig(_Section):
     """The previous generation is kept at least this long after it stopped being current."""
     temp_grace_s: Annotated[float, Meta(ge=0)] = 3600.0
     """Build directories left by a crash are removed once this old."""
-    search_retention_days: Annotated[float, Meta(gt=0)] = 30.0
+    search_retention_days: Annotated[float, Meta(gt=0, le=36_500)] = 30.0
 
 
 class RecordsConfig(_Section):
@@ -247,6 +250,11 @@ def build(document: Mapping[str, Any], environ: Mapping[str, str] | None = None)
         raise ConfigError("invalid configuration: index.chunk_overlap must be smaller than index.chunk_chars")
     if config.recall.default_k > config.recall.max_k:
         raise ConfigError("invalid configuration: recall.default_k is larger than recall.max_k")
+    if config.embedding.template_version not in TEMPLATES:
+        raise ConfigError(
+            f"invalid configuration: embedding.template_version {config.embedding.template_version} is unknown"
+            f" (known: {sorted(TEMPLATES)})"
+        )
     return config
 
 
@@ -260,6 +268,10 @@ def load(path: str | os.PathLike[str] | None = None, environ: Mapping[str, str] 
             raise ConfigError(f"config file not found: {path}") from exc
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"config file {path} is not UTF-8 text: {exc}") from exc
+        except OSError as exc:  # a directory, no permission
+            raise ConfigError(f"config file {path} cannot be read: {exc.strerror or exc}") from exc
     return build(document, os.environ if environ is None else environ)
 
 

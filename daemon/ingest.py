@@ -108,9 +108,11 @@ def ingest(client: JsonClient, root: Path, *, namespace: str, kind: str, progres
     for done, path in enumerate(files, start=1):
         relative = str(path.relative_to(root)) if path != root else path.name
         try:
-            text = path.read_text(encoding="utf-8").replace("\x00", "")
-        except (UnicodeDecodeError, OSError) as exc:
-            summary.failed.append((relative, type(exc).__name__))
+            str(path).encode("utf-8")  # a name that is not UTF-8 cannot travel as JSON text
+            # utf-8-sig: a byte-order mark would hide the file's first heading
+            text = path.read_text(encoding="utf-8-sig").replace("\x00", "")
+        except (UnicodeError, OSError) as exc:
+            summary.failed.append((relative.encode("utf-8", "replace").decode(), type(exc).__name__))
             bar.show(done)
             continue
         record = {

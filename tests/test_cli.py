@@ -104,3 +104,39 @@ def test_same_heading_in_two_files_keeps_both(daemon: Daemon, ns: str, tmp_path:
     assert "2 created" in done.stdout, done.stdout + done.stderr
     answer = json.loads(recalld(daemon, "recall", "-n", ns, "turbines", "--route", "fts", "--json").stdout)
     assert len(answer["results"]) == 2
+
+
+def test_odd_arguments_get_one_line_and_never_reach_another_route(daemon: Daemon, ns: str, tmp_path: Path) -> None:
+    # an id is one path segment: `../../livez` must not become GET /livez
+    escaped = recalld(daemon, "get", "../../livez")
+    assert escaped.returncode == 1 and "is not a UUID" in escaped.stderr, escaped
+    missing = recalld(daemon, "ingest", "--namespace", ns, str(tmp_path / "nowhere"))
+    assert missing.returncode == 2 and "neither a folder nor a file" in missing.stderr
+    body = recalld(daemon, "put", "--namespace", ns, "--title", "t", "--body-file", str(tmp_path))
+    assert body.returncode == 2 and "cannot read --body-file" in body.stderr
+    # an argument that is not UTF-8 (the shell passes bytes; Python keeps them as surrogates)
+    done = subprocess.run(
+        [sys.executable.encode(), b"-m", b"daemon", b"recall", b"--namespace", ns.encode(), b"\xff"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "RECALLD_SOCKET": str(daemon.socket)},
+        cwd=ROOT,
+    )
+    assert done.returncode == 2 and "valid UTF-8" in done.stderr, done.stderr
+    for result in (escaped, missing, body, done):
+        assert "Traceback" not in result.stderr
+
+
+def test_ingest_sets_aside_a_file_whose_name_is_not_utf8(daemon: Daemon, ns: str, tmp_path: Path) -> None:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "good.md").write_text("\ufeff# Good heading\n\nbody")  # a byte-order mark first
+    bad = os.path.join(os.fsencode(folder), b"bad\xffname.md")
+    with open(bad, "wb") as handle:
+        handle.write(b"# Bad\n\nbody")
+    done = recalld(daemon, "ingest", "--namespace", ns, str(folder))
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "1 created" in done.stdout and "1 failed" in done.stdout, done.stdout
+    status, answer = daemon.call("GET", f"/v1/records?namespace={ns}")
+    assert status == 200 and [r["title"] for r in answer["records"]] == ["Good heading"]

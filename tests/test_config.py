@@ -58,6 +58,10 @@ def test_environment_overrides_file(tmp_path: Path) -> None:
         ("[store]\npool_min = 20\npool_max = 5\n", {}, "pool_min"),
         ("[recall]\ndefault_k = 500\nmax_k = 100\n", {}, "default_k"),
         ("not toml at all", {}, "not valid TOML"),
+        # values the types allow that broke the daemon once running
+        ("[embedding]\ntemplate_version = 7\n", {}, "template_version 7 is unknown"),
+        ("[embedding]\nprices = { m = inf }\n", {}, "$.embedding.prices"),
+        ("[gc]\nsearch_retention_days = 1000000\n", {}, "$.gc.search_retention_days"),
     ],
 )
 def test_bad_configuration_is_refused_naming_the_field(
@@ -75,6 +79,33 @@ def test_missing_file_is_an_error(tmp_path: Path) -> None:
         load(tmp_path / "absent.toml", {})
 
 
+def test_a_config_path_that_is_no_readable_utf8_file_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot be read"):
+        load(tmp_path, {})  # a directory
+    binary = tmp_path / "c.toml"
+    binary.write_bytes(b"[store]\ndsn = '\xff'\n")
+    with pytest.raises(ConfigError, match="not UTF-8"):
+        load(binary, {})
+
+
+def test_serve_reports_a_start_failure_in_one_line(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    not_a_socket = tmp_path / "afile"
+    not_a_socket.write_text("someone's file")
+    done = subprocess.run(
+        [sys.executable, "-m", "daemon", "serve", "--data-dir", str(tmp_path / "data"), "--socket", str(not_a_socket)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    assert "is not a socket" in done.stderr
+    assert not_a_socket.read_text() == "someone's file"
+
+
 def test_serve_refuses_bad_config_at_start(tmp_path: Path) -> None:
     import subprocess
     import sys
@@ -89,3 +120,14 @@ def test_serve_refuses_bad_config_at_start(tmp_path: Path) -> None:
     )
     assert done.returncode == 2
     assert "$.store.pool_max" in done.stderr
+    # the same file named by the environment instead of --config
+    import os
+
+    by_env = subprocess.run(
+        [sys.executable, "-m", "daemon", "serve"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "RECALLD_CONFIG": str(path)},
+    )
+    assert by_env.returncode == 2 and "$.store.pool_max" in by_env.stderr

@@ -205,3 +205,18 @@ def test_shutdown_signals_exit_zero(daemon: Daemon, signum: str, make_daemon: An
     assert other.proc is not None
     other.proc.send_signal(getattr(signal, signum))
     assert other.proc.wait(30) == 0
+
+
+def test_an_initdb_cut_short_leaves_nothing_a_later_start_trusts() -> None:
+    home = scratch_dir("recalld-test-initdb-")
+    server = EmbeddedPostgres(home)
+    # what a start stopped during initdb leaves: a half-written scratch cluster, an empty pg/
+    scratch = server.pgdata.with_name(server.pgdata.name + ".initdb")
+    scratch.mkdir(mode=0o700)
+    (scratch / "PG_VERSION").write_text("18\n")
+    server.pgdata.mkdir(mode=0o700)
+    try:
+        dsn = server.start()
+        assert dsn and (server.pgdata / "PG_VERSION").exists() and not scratch.exists()
+    finally:
+        server.stop()

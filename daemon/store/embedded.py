@@ -131,8 +131,9 @@ class EmbeddedPostgres:
                 **kwargs,  # type: ignore[arg-type]
             )
         except subprocess.CalledProcessError as exc:
+            where = f" (server log: {self.logfile})" if tool == "pg_ctl" else ""
             raise EmbeddedPostgresError(
-                f"{tool} failed ({exc.returncode}): {exc.stderr.strip() or exc.stdout.strip()}"
+                f"{tool} failed ({exc.returncode}): {exc.stderr.strip() or exc.stdout.strip()}{where}"
             ) from exc
         except subprocess.TimeoutExpired as exc:
             raise EmbeddedPostgresError(f"{tool} did not finish within {timeout:.0f}s") from exc
@@ -195,6 +196,14 @@ class EmbeddedPostgres:
             log.warning("stopping an orphaned embedded PostgreSQL (pid %s)", self._postmaster_pid())
             self._stop_server()
         self._socket_dir = self._pick_socket_dir()
+        try:
+            self._start_server()
+        except BaseException:
+            self.stop()  # a server started but never handed over would outlive us
+            raise
+        return self.dsn
+
+    def _start_server(self) -> None:
         started = time.monotonic()
         options = f"-c listen_addresses='' -k {self._socket_dir} -p {PORT} -c shared_buffers={self.shared_buffers_mb}MB"
         self._run(
@@ -212,16 +221,22 @@ class EmbeddedPostgres:
         )
         self._ensure_database()
         log.info("embedded PostgreSQL ready in %.2fs", time.monotonic() - started)
-        return self.dsn
 
     def _initdb(self) -> None:
-        self.pgdata.mkdir(mode=0o700, exist_ok=True)
-        self._chown(self.pgdata)
+        # Into a scratch directory renamed into place once initdb has finished: a start
+        # interrupted during initdb (a stop, a crash) must not leave a half-made cluster that
+        # every later start would take for a whole one.
+        scratch = self.pgdata.with_name(self.pgdata.name + ".initdb")
+        shutil.rmtree(scratch, ignore_errors=True)
+        if self.pgdata.exists() and not any(self.pgdata.iterdir()):
+            self.pgdata.rmdir()
+        scratch.mkdir(mode=0o700)
+        self._chown(scratch)
         user = self._account.pw_name if self._account else pwd.getpwuid(os.geteuid()).pw_name
         self._run(
             "initdb",
             "-D",
-            str(self.pgdata),
+            str(scratch),
             "-U",
             user,
             "--auth=trust",  # only the owner can reach the 0700 socket directory
@@ -229,6 +244,7 @@ class EmbeddedPostgres:
             "--locale=C.UTF-8",
             "--no-instructions",
         )
+        scratch.rename(self.pgdata)
         log.info("initialised the embedded PostgreSQL cluster in %s", self.pgdata)
 
     def _ensure_database(self) -> None:
