@@ -69,7 +69,7 @@ class EmbeddingConfig(_Section):
     breaker_failures: Annotated[int, Meta(ge=1, le=1000)] = 5
     breaker_reset_s: Seconds = 30.0
     template_version: Annotated[int, Meta(ge=1)] = 1
-    # micro-units per 1,000 tokens; finite and below a million per 1,000 tokens
+    # bounded, so never inf: at most a million units per 1,000 tokens
     prices: dict[str, Annotated[float, Meta(ge=0, le=1e12)]] = {}
     """Model name -> cost in micro-units per 1,000 input tokens; a model not listed costs 0."""
 
