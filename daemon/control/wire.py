@@ -159,11 +159,15 @@ SOURCE_PATH_MAX_BYTES = 2000
 TITLE_MAX_BYTES = 1800
 
 
-def check_text(field: str, value: str, *, max_chars: int, required: bool = True) -> None:
+def check_text(field: str, value: str, *, max_chars: int, max_bytes: int | None = None, required: bool = True) -> None:
+    """Not blank (when `required`), at most `max_chars` characters and `max_bytes` bytes of UTF-8
+    (a limit of the index that holds it), no NUL."""
     if required and not value.strip():
         raise bad_value(f"{field} must not be empty")
     if len(value) > max_chars:
         raise bad_value(f"{field} is {len(value)} characters long; at most {max_chars} are allowed")
+    if max_bytes is not None and (size := len(value.encode())) > max_bytes:
+        raise bad_value(f"{field} is {size} bytes long in UTF-8; at most {max_bytes} are allowed")
     if "\x00" in value:
         raise bad_value(f"{field} contains a NUL character, which cannot be stored")
 
@@ -193,14 +197,10 @@ def check_record(record: RecordIn | RecordUpdate, config: Config) -> None:
     limits = config.records
     check_text("namespace", record.namespace, max_chars=limits.max_namespace_chars)
     check_text("kind", record.kind, max_chars=limits.max_kind_chars)
-    check_text("title", record.title, max_chars=limits.max_title_chars)
-    if (size := len(record.title.encode())) > TITLE_MAX_BYTES:
-        raise bad_value(f"title is {size} bytes long in UTF-8; at most {TITLE_MAX_BYTES} are allowed")
+    check_text("title", record.title, max_chars=limits.max_title_chars, max_bytes=TITLE_MAX_BYTES)
     check_text("body", record.body, max_chars=limits.max_body_chars, required=False)
     if record.source_path is not None:
-        check_text("source_path", record.source_path, max_chars=SOURCE_PATH_MAX_BYTES)
-        if (size := len(record.source_path.encode())) > SOURCE_PATH_MAX_BYTES:
-            raise bad_value(f"source_path is {size} bytes long in UTF-8; at most {SOURCE_PATH_MAX_BYTES} are allowed")
+        check_text("source_path", record.source_path, max_chars=SOURCE_PATH_MAX_BYTES, max_bytes=SOURCE_PATH_MAX_BYTES)
     _check_json_text("attributes", record.attributes)
 
 
