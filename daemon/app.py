@@ -46,7 +46,7 @@ from daemon.notifications import listen
 from daemon.providers import make_provider
 from daemon.recall import RecallService, vector_search
 from daemon.store import db
-from daemon.store.embedded import EmbeddedPostgres, EmbeddedPostgresError
+from daemon.store.embedded import EmbeddedPostgres, EmbeddedPostgresError, keep_running
 from daemon.store.migrations import SchemaTooNew, migrate
 from daemon.store.records import RecordRepository
 from daemon.store.search import FeedbackStore, SearchLog, SearchRecorder
@@ -122,8 +122,11 @@ def listening(config: Config, socket_path: Path, inherited: list[int]) -> Iterat
 
 
 @contextlib.asynccontextmanager
-async def postgres(config: Config, data_dir: Path, notifier: Notifier) -> AsyncIterator[tuple[asyncpg.Pool, str]]:
-    """The pool, over the configured server or an embedded one that lives exactly as long."""
+async def postgres(
+    config: Config, data_dir: Path, notifier: Notifier
+) -> AsyncIterator[tuple[asyncpg.Pool, str, EmbeddedPostgres | None]]:
+    """The pool, over the configured server or an embedded one that lives exactly as long
+    (returned too, for `keep_running`; None with a DSN)."""
     embedded: EmbeddedPostgres | None = None
     dsn = config.store.dsn
     if not dsn:
@@ -137,7 +140,7 @@ async def postgres(config: Config, data_dir: Path, notifier: Notifier) -> AsyncI
             async with pool.acquire() as conn:
                 applied = await migrate(conn)
             log.info("schema up to date", extra={"applied": applied})
-            yield pool, dsn
+            yield pool, dsn, embedded
         finally:
             with anyio.move_on_after(5, shield=True) as scope:
                 await pool.close()
@@ -245,6 +248,7 @@ def assemble(
     *,
     pool: asyncpg.Pool,
     dsn: str,
+    embedded: EmbeddedPostgres | None,
     http: httpx.AsyncClient,
     data_dir: Path,
     metrics: Metrics,
@@ -307,7 +311,12 @@ def assemble(
         capabilities=lambda: _capabilities(health, embedder, index),
     )
     # `supervisor` is bound below; the closures read it when called, after it exists
-    children = [
+    children: list[ChildSpec] = []
+    if embedded is not None:
+        children.append(
+            ChildSpec("postgres", functools.partial(keep_running, embedded, metrics.embedded_postgres_restarts.inc))
+        )
+    children += [
         ChildSpec("watchdog", functools.partial(heartbeat, lambda: supervisor.alive, notifier)),
         ChildSpec("searches", searches.run),
     ]
@@ -358,11 +367,12 @@ async def serve(config: Config, *, data_dir: Path, socket_path: Path) -> int:
     inherited = listen_fds()
     metrics = Metrics()
     with data_dir_lock(data_dir), notifier, listening(config, socket_path, inherited) as listeners:
-        async with postgres(config, data_dir, notifier) as (pool, dsn), httpx.AsyncClient() as http:
+        async with postgres(config, data_dir, notifier) as (pool, dsn, embedded), httpx.AsyncClient() as http:
             daemon = assemble(
                 config,
                 pool=pool,
                 dsn=dsn,
+                embedded=embedded,
                 http=http,
                 data_dir=data_dir,
                 metrics=metrics,

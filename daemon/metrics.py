@@ -58,6 +58,11 @@ class Metrics:
         self.sweeper_deletions = Counter(
             "recalld_sweeper_deletions", "What the GC sweeper removed", ["what"], registry=r
         )
+        self.embedded_postgres_restarts = Counter(
+            "recalld_embedded_postgres_restarts",
+            "Times the embedded PostgreSQL was found stopped and started again",
+            registry=r,
+        )
         self.store_up = Gauge("recalld_store_up", "1 when PostgreSQL answered the last check", registry=r)
         self.ready = Gauge("recalld_ready", "1 when /readyz passes or warns", registry=r)
 

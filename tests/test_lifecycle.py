@@ -4,6 +4,7 @@ SIGTERM, the socket file and the data-directory lock."""
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import stat
 import subprocess
@@ -54,6 +55,43 @@ def test_restart_after_sigkill_adopts_nothing_and_serves(make_daemon: Any) -> No
     assert daemon.call("GET", "/readyz")[0] == 200
     assert daemon.stop() == 0
     assert not postgres_processes(daemon.data_dir)
+
+
+def _postmaster(data_dir: Path) -> int:
+    return int((data_dir / "pg" / "postmaster.pid").read_text().split("\n", 1)[0])
+
+
+def test_an_embedded_postgresql_killed_under_the_daemon_is_started_again(make_daemon: Any) -> None:
+    daemon: Daemon = make_daemon(embedded=True)
+    record = {"namespace": "pg", "kind": "doc", "title": "Kept", "body": "written before the kill"}
+    status, created = daemon.call("POST", "/v1/records", record)
+    assert status == 201, created
+    killed = _postmaster(daemon.data_dir)
+    os.kill(killed, signal.SIGKILL)  # as the OOM killer would
+    deadline = time.monotonic() + 60
+    while daemon.call("GET", "/readyz")[0] != 200 or _postmaster(daemon.data_dir) == killed:
+        assert time.monotonic() < deadline, f"the embedded PostgreSQL did not come back:\n{daemon.log()}"
+        time.sleep(0.2)
+    assert daemon.call("GET", f"/v1/records/{created['id']}")[1]["body"] == record["body"], "committed data survives"
+    status, again = daemon.call("POST", "/v1/records", {**record, "title": "After", "body": "a sapphire lighthouse"})
+    assert status == 201, again
+    status, found = daemon.call("POST", "/v1/recall", {"namespace": "pg", "query": "lighthouse", "routes": ["fts"]})
+    assert status == 200 and [hit["id"] for hit in found["results"]] == [again["id"]], found
+    assert "the embedded PostgreSQL stopped" in daemon.log()
+    assert "recalld_embedded_postgres_restarts_total 1.0" in daemon.http.get("/metrics").text
+    assert daemon.stop() == 0
+    assert not postgres_processes(daemon.data_dir), "the restarted server is stopped with the daemon"
+
+
+def test_an_embedded_postgresql_that_cannot_start_again_ends_the_daemon(make_daemon: Any) -> None:
+    daemon: Daemon = make_daemon(embedded=True)
+    with open(daemon.data_dir / "pg" / "postgresql.auto.conf", "a") as conf:
+        conf.write("no_such_setting = 1\n")  # read at the next start only: that start fails
+    os.kill(_postmaster(daemon.data_dir), signal.SIGKILL)
+    assert daemon.proc is not None
+    assert daemon.proc.wait(timeout=90) == 1, "the supervisor gives up, for systemd to restart the daemon whole"
+    log = daemon.log()
+    assert "supervisor gave up" in log and "pg_ctl failed" in log and "server log:" in log, log
 
 
 def test_socket_mode_is_0660(daemon: Daemon) -> None:

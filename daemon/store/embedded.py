@@ -23,7 +23,11 @@ import stat
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+
+import anyio
+from anyio.abc import TaskStatus
 
 log = logging.getLogger("recalld.store.embedded")
 
@@ -203,6 +207,11 @@ class EmbeddedPostgres:
             raise
         return self.dsn
 
+    def restart(self) -> None:
+        """Start the server again after it stopped behind our back, on the same socket directory,
+        so that the DSN `start()` handed out reaches it."""
+        self._start_server()
+
     def _start_server(self) -> None:
         started = time.monotonic()
         options = f"-c listen_addresses='' -k {self._socket_dir} -p {PORT} -c shared_buffers={self.shared_buffers_mb}MB"
@@ -286,3 +295,33 @@ class EmbeddedPostgres:
             log.info("embedded PostgreSQL stopped")
         if self._socket_dir is not None and self._socket_dir != self.pgdata:
             shutil.rmtree(self._socket_dir, ignore_errors=True)
+
+
+KEEPER_POLL_S = 1.0
+
+
+async def keep_running(
+    server: EmbeddedPostgres,
+    on_restart: Callable[[], None],
+    *,
+    poll_s: float = KEEPER_POLL_S,
+    task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """Start the embedded server again whenever it stops behind the daemon's back: the OOM
+    killer, a crashed postmaster, an operator's `pg_ctl stop`. (A crashed backend is
+    PostgreSQL's own business: its postmaster restarts the backends itself.)
+
+    While the server is down the store is an outage like any other: 503 `store_unavailable`,
+    readiness `fail`; the pool and the LISTEN connection reconnect on their own once it is back.
+    A start that fails raises, so the supervisor runs this again (the next try a poll later); past
+    the supervisor's restart intensity the daemon exits non-zero with the error in its log, and
+    systemd restarts it whole.
+    """
+    task_status.started()
+    while True:
+        await anyio.sleep(poll_s)
+        if server.is_running():
+            continue
+        log.error("the embedded PostgreSQL stopped (see %s); starting it again", server.logfile)
+        await anyio.to_thread.run_sync(server.restart)
+        on_restart()
