@@ -129,11 +129,12 @@ async def postgres(
     (returned too, for `keep_running`; None with a DSN)."""
     embedded: EmbeddedPostgres | None = None
     dsn = config.store.dsn
-    if not dsn:
-        notifier.status("starting the embedded PostgreSQL")
-        embedded = EmbeddedPostgres(data_dir, shared_buffers_mb=config.store.shared_buffers_mb)
-        dsn = await anyio.to_thread.run_sync(embedded.start)
     try:
+        if not dsn:
+            notifier.status("starting the embedded PostgreSQL")
+            embedded = EmbeddedPostgres(data_dir, shared_buffers_mb=config.store.shared_buffers_mb)
+            # A stop signal during this waits for the start to finish; the `finally` stops it.
+            dsn = await anyio.to_thread.run_sync(embedded.start)
         pool = await db.open_pool(dsn, config.store)
         try:
             notifier.status("applying migrations")
@@ -363,10 +364,39 @@ def assemble(
 
 
 async def serve(config: Config, *, data_dir: Path, socket_path: Path) -> int:
+    """Run until SIGTERM or SIGINT (exit 0) or until the supervisor gives up (exit 1).
+
+    The signal handler is installed before anything starts: a stop that comes during start-up
+    (systemd's start timeout, Ctrl-C during initdb) unwinds the start in order too, and leaves no
+    PostgreSQL behind. A second signal while stopping is logged and ignored; the stop is bounded
+    on its own (and systemd's TimeoutStopSec bounds it again)."""
     notifier = Notifier.from_environ()
+    code = EXIT_OK
+    with notifier, anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async with anyio.create_task_group() as tg:
+            work = anyio.CancelScope()
+            tg.start_soon(_stop_on_signal, signals, work, notifier)
+            with work:
+                code = await _serve(config, data_dir, socket_path, notifier)
+            tg.cancel_scope.cancel()
+    return code
+
+
+async def _stop_on_signal(signals: AsyncIterator[int], work: anyio.CancelScope, notifier: Notifier) -> None:
+    async for signum in signals:
+        name = signal.Signals(signum).name
+        if work.cancel_called:
+            log.warning("received %s again; still shutting down", name)
+            continue
+        log.info("received %s; shutting down", name)
+        notifier.stopping("shutting down")
+        work.cancel()
+
+
+async def _serve(config: Config, data_dir: Path, socket_path: Path, notifier: Notifier) -> int:
     inherited = listen_fds()
     metrics = Metrics()
-    with data_dir_lock(data_dir), notifier, listening(config, socket_path, inherited) as listeners:
+    with data_dir_lock(data_dir), listening(config, socket_path, inherited) as listeners:
         async with postgres(config, data_dir, notifier) as (pool, dsn, embedded), httpx.AsyncClient() as http:
             daemon = assemble(
                 config,
@@ -379,7 +409,7 @@ async def serve(config: Config, *, data_dir: Path, socket_path: Path) -> int:
                 notifier=notifier,
                 listeners=listeners,
             )
-            return await _run_until_signal(daemon.supervisor, notifier)
+            return await _supervise(daemon.supervisor, notifier)
 
 
 async def _capabilities(health: Health, embedder: Embedder | None, index: IndexManager | None) -> dict[str, bool]:
@@ -396,20 +426,11 @@ async def _capabilities(health: Health, embedder: Embedder | None, index: IndexM
     }
 
 
-async def _run_until_signal(supervisor: Supervisor, notifier: Notifier) -> int:
+async def _supervise(supervisor: Supervisor, notifier: Notifier) -> int:
+    """Run the supervision tree until cancelled (a signal) or until it gives up."""
     code = EXIT_OK
     try:
         async with anyio.create_task_group() as tg:
-
-            async def on_signal() -> None:
-                with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-                    async for signum in signals:
-                        log.info("received %s; shutting down", signal.Signals(signum).name)
-                        notifier.stopping("shutting down")
-                        tg.cancel_scope.cancel()
-                        return
-
-            tg.start_soon(on_signal)
             await tg.start(supervisor.run)
             notifier.ready("serving")
             log.info("recalld ready")

@@ -245,6 +245,21 @@ def test_shutdown_signals_exit_zero(daemon: Daemon, signum: str, make_daemon: An
     assert other.proc.wait(30) == 0
 
 
+def test_a_stop_during_start_up_unwinds_it_and_leaves_no_postgresql(make_daemon: Any) -> None:
+    daemon: Daemon = make_daemon(embedded=True, wait_ready=False)
+    assert daemon.proc is not None
+    deadline = time.monotonic() + 60
+    while not postgres_processes(daemon.data_dir):  # the server is up; migrations and actors are still to come
+        assert time.monotonic() < deadline and daemon.proc.poll() is None, daemon.log()
+        time.sleep(0.02)
+    daemon.proc.send_signal(signal.SIGTERM)  # systemd's start timeout, or `systemctl stop` during start
+    time.sleep(0.05)
+    daemon.proc.send_signal(signal.SIGINT)  # an impatient second Ctrl-C
+    assert daemon.proc.wait(60) == 0, daemon.log()
+    assert not postgres_processes(daemon.data_dir), "the embedded server is stopped, not orphaned"
+    assert "received SIGINT again; still shutting down" in daemon.log()
+
+
 def test_an_initdb_cut_short_leaves_nothing_a_later_start_trusts() -> None:
     home = scratch_dir("recalld-test-initdb-")
     server = EmbeddedPostgres(home)
