@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import sys
+import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,33 @@ import httpx
 from daemon import paths
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+
+
+# Bidirectional controls reorder the text that follows them on screen (CVE-2021-42574). Other
+# format characters (zero-width joiners in emoji, soft hyphens) and other spaces are harmless.
+_BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def _unsafe(ch: str) -> bool:
+    """All of these lie in the Basic Multilingual Plane, so `\\uXXXX` spells each of them."""
+    return unicodedata.category(ch) in ("Cc", "Zl", "Zp") or ch in _BIDI_CONTROLS
+
+
+def shown(text: str, *, keep: str = "") -> str:
+    """`text` safe for a terminal: control characters (ESC, the C1 codes), line separators and
+    bidi overrides written as `\\uXXXX`. Titles, paths and error messages come from the store,
+    i.e. from whoever wrote the record; printed raw, they could move the cursor, rewrite earlier
+    lines or reorder what follows. `keep` names characters to leave alone (JSON's newlines)."""
+    if text.isprintable():  # the common case; every character escaped below is unprintable
+        return text
+    return "".join(f"\\u{ord(ch):04x}" if _unsafe(ch) and ch not in keep else ch for ch in text)
+
+
+def print_json(value: Any) -> None:
+    """JSON as the daemon sent it, readable (indented, non-ASCII as is) and terminal-safe: the
+    characters `shown` escapes can only occur inside strings, where `\\uXXXX` is their JSON
+    spelling, so the output still parses to the same value."""
+    print(shown(json.dumps(value, indent=2, ensure_ascii=False), keep="\n"))
 
 
 class ClientError(Exception):
@@ -89,9 +117,9 @@ def cmd_health(client: Client, args: argparse.Namespace) -> int:
     try:
         body = client.request("GET", path)
     except ClientError as exc:
-        print(json.dumps(exc.body, indent=2))
+        print_json(exc.body)
         return EXIT_FAIL
-    print(json.dumps(body, indent=2))
+    print_json(body)
     return EXIT_OK
 
 
@@ -127,17 +155,17 @@ def cmd_put(client: Client, args: argparse.Namespace) -> int:
         answer = client.request("PUT", f"/v1/records/{quote(args.id, safe='')}", record)
     else:
         answer = client.request("POST", "/v1/records", record)
-    print(json.dumps(answer, indent=2))
+    print_json(answer)
     return EXIT_OK
 
 
 def cmd_get(client: Client, args: argparse.Namespace) -> int:
-    print(json.dumps(client.request("GET", f"/v1/records/{quote(args.id, safe='')}"), indent=2, ensure_ascii=False))
+    print_json(client.request("GET", f"/v1/records/{quote(args.id, safe='')}"))
     return EXIT_OK
 
 
 def cmd_forget(client: Client, args: argparse.Namespace) -> int:
-    print(json.dumps(client.request("DELETE", f"/v1/records/{quote(args.id, safe='')}")))
+    print_json(client.request("DELETE", f"/v1/records/{quote(args.id, safe='')}"))
     return EXIT_OK
 
 
@@ -151,12 +179,12 @@ def cmd_recall(client: Client, args: argparse.Namespace) -> int:
         request["attributes"] = _attributes(args.attr)
     answer = client.request("POST", "/v1/recall", request)
     if args.json:
-        print(json.dumps(answer, indent=2, ensure_ascii=False))
+        print_json(answer)
         return EXIT_OK
     for rank, hit in enumerate(answer["results"], start=1):
         routes = ",".join(f"{route}#{pos}" for route, pos in hit["routes"].items())
         where = hit.get("source_path") or hit["id"]
-        print(f"{rank:>3}. {hit['score']:.4f}  {hit['title']}  [{routes}]  {where}")
+        print(f"{rank:>3}. {hit['score']:.4f}  {shown(hit['title'])}  [{routes}]  {shown(where)}")
     for degraded in answer["degraded_routes"]:
         print(f"degraded: {degraded['route']} ({degraded['reason']})", file=sys.stderr)
     if not answer["results"]:
@@ -180,7 +208,7 @@ def cmd_usage(client: Client, args: argparse.Namespace) -> int:
     params = {k: v for k, v in (("namespace", args.namespace), ("since", args.since)) if v}
     answer = client.request("GET", "/v1/usage", params=params)
     if args.json:
-        print(json.dumps(answer, indent=2))
+        print_json(answer)
         return EXIT_OK
     print(f"{'namespace':<24} {'purpose':<8} {'provider':<8} {'calls':>7} {'tokens':>10} {'cost (µ)':>10}")
     for row in answer["usage"] + answer["system"]:
@@ -198,7 +226,7 @@ def cmd_generations(client: Client, args: argparse.Namespace) -> int:
     import time
 
     if args.activate:
-        print(json.dumps(client.request("POST", f"/admin/generations/{quote(args.activate, safe='')}/activate", {})))
+        print_json(client.request("POST", f"/admin/generations/{quote(args.activate, safe='')}/activate", {}))
         return EXIT_OK
     if args.rebuild:
         build_id = client.request("POST", "/admin/generations/rebuild", {})["build_id"]
@@ -213,7 +241,7 @@ def cmd_generations(client: Client, args: argparse.Namespace) -> int:
         return EXIT_OK
     answer = client.request("GET", "/v1/generations")
     if args.json:
-        print(json.dumps(answer, indent=2))
+        print_json(answer)
         return EXIT_OK
     for row in answer["generations"]:
         mark = "*" if row["current"] else ("<" if row["id"] == answer["previous"] else " ")
@@ -227,7 +255,7 @@ def cmd_generations(client: Client, args: argparse.Namespace) -> int:
 def cmd_stats(client: Client, args: argparse.Namespace) -> int:
     answer = client.request("GET", "/v1/stats", params={"namespace": args.namespace, "k": str(args.k)})
     if args.json:
-        print(json.dumps(answer, indent=2))
+        print_json(answer)
         return EXIT_OK
     precision = answer["precision_at_k"]
     print(
@@ -330,11 +358,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     client = Client(paths.client_socket(args.socket))
     try:
         return _CLIENT_COMMANDS[args.command](client, args)
-    except ConnectionError as exc:
-        print(f"recalld: {exc}", file=sys.stderr)
-        return EXIT_FAIL
-    except ClientError as exc:
-        print(f"recalld: {exc}", file=sys.stderr)
+    except (ConnectionError, ClientError) as exc:
+        print(f"recalld: {shown(str(exc))}", file=sys.stderr)
         return EXIT_FAIL
     except UnicodeEncodeError:
         # an argument that is not valid UTF-8 (Python keeps its bytes as surrogates)

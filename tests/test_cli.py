@@ -140,3 +140,18 @@ def test_ingest_sets_aside_a_file_whose_name_is_not_utf8(daemon: Daemon, ns: str
     assert "1 created" in done.stdout and "1 failed" in done.stdout, done.stdout
     status, answer = daemon.call("GET", f"/v1/records?namespace={ns}")
     assert status == 200 and [r["title"] for r in answer["records"]] == ["Good heading"]
+
+
+def test_titles_cannot_drive_the_terminal(daemon: Daemon, ns: str) -> None:
+    title = "Quarterly \x1b[2Jreport \u202egnp.exe\x9b31m 数据\u3000报告 👩\u200d💻"
+    status, created = daemon.call(
+        "POST", "/v1/records", {"namespace": ns, "kind": "doc", "title": title, "body": "sapphire ledger"}
+    )
+    assert status == 201, created
+    found = recalld(daemon, "recall", "-n", ns, "sapphire", "--route", "fts")
+    got = recalld(daemon, "get", created["id"])
+    for shown in (found.stdout, got.stdout):
+        assert not any(ch in shown for ch in "\x1b\x9b\u202e"), repr(shown)
+        assert "\\u001b[2J" in shown and "\\u202egnp.exe\\u009b31m" in shown, repr(shown)
+        assert "数据\u3000报告 👩\u200d💻" in shown, "text that cannot drive a terminal is printed as it is"
+    assert json.loads(got.stdout)["title"] == title, "the JSON printed still reads back as the stored title"
