@@ -46,7 +46,7 @@ from daemon.notifications import listen
 from daemon.providers import make_provider
 from daemon.recall import RecallService, vector_search
 from daemon.store import db
-from daemon.store.embedded import EmbeddedPostgres, EmbeddedPostgresError, keep_running
+from daemon.store.embedded import EmbeddedPostgres, EmbeddedPostgresError, keep_running, max_connections_for
 from daemon.store.migrations import SchemaTooNew, migrate
 from daemon.store.records import RecordRepository
 from daemon.store.search import FeedbackStore, SearchLog, SearchRecorder
@@ -132,7 +132,11 @@ async def postgres(
     try:
         if not dsn:
             notifier.status("starting the embedded PostgreSQL")
-            embedded = EmbeddedPostgres(data_dir, shared_buffers_mb=config.store.shared_buffers_mb)
+            embedded = EmbeddedPostgres(
+                data_dir,
+                shared_buffers_mb=config.store.shared_buffers_mb,
+                max_connections=max_connections_for(config.store.pool_max),
+            )
             # A stop signal during this waits for the start to finish; the `finally` stops it.
             dsn = await anyio.to_thread.run_sync(embedded.start)
         pool = await db.open_pool(dsn, config.store)

@@ -3,6 +3,7 @@ SIGTERM, the socket file and the data-directory lock."""
 
 from __future__ import annotations
 
+import getpass
 import os
 import signal
 import socket
@@ -15,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from conftest import RECALLD, ROOT, Daemon, scratch_dir
+from conftest import RECALLD, ROOT, Daemon, scratch_dir, sql
 from daemon.store.embedded import EmbeddedPostgres, default_shared_buffers_mb
 
 
@@ -92,6 +93,16 @@ def test_an_embedded_postgresql_that_cannot_start_again_ends_the_daemon(make_dae
     assert daemon.proc.wait(timeout=90) == 1, "the supervisor gives up, for systemd to restart the daemon whole"
     log = daemon.log()
     assert "supervisor gave up" in log and "pg_ctl failed" in log and "server log:" in log, log
+
+
+def test_the_embedded_server_has_room_for_the_whole_pool_and_more(make_daemon: Any) -> None:
+    daemon: Daemon = make_daemon(embedded=True, env={"RECALLD_STORE_POOL_MIN": "100", "RECALLD_STORE_POOL_MAX": "100"})
+    owner = "recalld" if os.geteuid() == 0 else getpass.getuser()
+    dsn = f"postgresql://{owner}@/recalld?host={daemon.data_dir / 'pg'}&port=5432"
+    # an operator's connection next to a full pool (on PostgreSQL's default of 100: refused)
+    clients = sql(dsn, "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'")[0][0]
+    assert clients >= 100 + 2, "the whole pool, the LISTEN connection and this one"
+    assert "LISTEN connection failed" not in daemon.log()
 
 
 def test_socket_mode_is_0660(daemon: Daemon) -> None:

@@ -60,6 +60,19 @@ def default_shared_buffers_mb() -> int:
     return max(128, min(1024, total // 2**20 // 8))
 
 
+# Connections beyond the daemon's pool: its LISTEN connection, the index builder's advisory
+# lock, the psql that creates the database at start, and an operator's psql or pg_dump.
+CONNECTION_HEADROOM = 10
+POSTGRES_DEFAULT_MAX_CONNECTIONS = 100
+
+
+def max_connections_for(pool_max: int) -> int:
+    """The embedded server's max_connections: room for the whole pool and the connections beside
+    it. (PostgreSQL's default of 100 is too few from pool_max 91 up: the pool filled it and the
+    LISTEN connection, the builder's lock and any operator were refused.)"""
+    return max(POSTGRES_DEFAULT_MAX_CONNECTIONS, pool_max + CONNECTION_HEADROOM)
+
+
 class EmbeddedPostgresError(RuntimeError):
     """The embedded server could not be set up, started or stopped."""
 
@@ -110,9 +123,12 @@ class EmbeddedPostgres:
     lock, so no other live daemon owns this server.
     """
 
-    def __init__(self, data_dir: Path, *, shared_buffers_mb: int = 0) -> None:
+    def __init__(
+        self, data_dir: Path, *, shared_buffers_mb: int = 0, max_connections: int = POSTGRES_DEFAULT_MAX_CONNECTIONS
+    ) -> None:
         self.pgdata = data_dir / "pg"
         self.shared_buffers_mb = shared_buffers_mb or default_shared_buffers_mb()
+        self.max_connections = max_connections
         self.logfile = self.pgdata / "server.log"
         self._bin = binaries()
         self._account = _service_account()
@@ -214,7 +230,10 @@ class EmbeddedPostgres:
 
     def _start_server(self) -> None:
         started = time.monotonic()
-        options = f"-c listen_addresses='' -k {self._socket_dir} -p {PORT} -c shared_buffers={self.shared_buffers_mb}MB"
+        options = (
+            f"-c listen_addresses='' -k {self._socket_dir} -p {PORT} "
+            f"-c shared_buffers={self.shared_buffers_mb}MB -c max_connections={self.max_connections}"
+        )
         self._run(
             "pg_ctl",
             "-D",
