@@ -47,7 +47,7 @@ from daemon.providers import make_provider
 from daemon.recall import RecallService, vector_search
 from daemon.store import db
 from daemon.store.embedded import EmbeddedPostgres, EmbeddedPostgresError, keep_running, max_connections_for
-from daemon.store.migrations import SchemaTooNew, migrate
+from daemon.store.migrations import SchemaTooNew, migrate_database
 from daemon.store.records import RecordRepository
 from daemon.store.search import FeedbackStore, SearchLog, SearchRecorder
 from daemon.store.usage import UsageStore
@@ -138,12 +138,13 @@ async def postgres(
                 max_connections=max_connections_for(config.store.pool_max),
             )
             # A stop signal during this waits for the start to finish; the `finally` stops it.
-            dsn = await anyio.to_thread.run_sync(embedded.start)
+            async with extending_start(notifier):  # initdb on a slow disk
+                dsn = await anyio.to_thread.run_sync(embedded.start)
         pool = await db.open_pool(dsn, config.store)
         try:
             notifier.status("applying migrations")
-            async with pool.acquire() as conn:
-                applied = await migrate(conn)
+            async with extending_start(notifier):
+                applied = await migrate_database(dsn, connect_timeout_s=config.store.connect_timeout_s)
             log.info("schema up to date", extra={"applied": applied})
             yield pool, dsn, embedded
         finally:
@@ -155,6 +156,28 @@ async def postgres(
         if embedded is not None:
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(embedded.stop)
+
+
+EXTEND_EVERY_S = 20.0
+
+
+@contextlib.asynccontextmanager
+async def extending_start(notifier: Notifier) -> AsyncIterator[None]:
+    """While a start-up step of unknown length runs (initdb, migrations of a large database, or
+    waiting for another daemon's), keep asking systemd for time, so that TimeoutStartSec= does
+    not kill the step half-way and then again on every restart. A no-op without systemd."""
+    async with anyio.create_task_group() as tg:
+
+        async def extend() -> None:
+            while True:
+                notifier.extend_timeout(3 * EXTEND_EVERY_S)
+                await anyio.sleep(EXTEND_EVERY_S)
+
+        tg.start_soon(extend)
+        try:
+            yield
+        finally:
+            tg.cancel_scope.cancel()
 
 
 async def heartbeat(alive: Callable[[], bool], notifier: Notifier, *, task_status: anyio.abc.TaskStatus[None]) -> None:

@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 
-from conftest import RECALLD, ROOT, Daemon, scratch_dir, sql
-from daemon.store.embedded import EmbeddedPostgres, default_shared_buffers_mb
+from conftest import RECALLD, ROOT, Daemon, create_database, scratch_dir, sql
+from daemon.store.embedded import EmbeddedPostgres, binaries, default_shared_buffers_mb
+from daemon.store.migrations import MIGRATION_LOCK_KEY
 
 
 def postgres_processes(data_dir: Path) -> list[str]:
@@ -211,9 +212,43 @@ def test_sd_notify_ready_status_watchdog_stopping(make_daemon: Any) -> None:
         listener.close()
 
 
-def test_socket_activation_serves_on_the_inherited_fd(postgres: EmbeddedPostgres) -> None:
-    from conftest import create_database
+def test_start_up_waits_out_another_daemons_migrations_and_tells_systemd(
+    make_daemon: Any, postgres: EmbeddedPostgres
+) -> None:
+    dsn = create_database(postgres)
+    home = scratch_dir("recalld-test-migrating-")
+    listener = _bind_notify_socket(home)
+    # another daemon migrating a large database holds the migration lock for a while
+    holder = subprocess.Popen(
+        [
+            str(binaries() / "psql"),
+            dsn,
+            "-c",
+            f"SELECT pg_advisory_lock({MIGRATION_LOCK_KEY})",
+            "-c",
+            "SELECT pg_sleep(4)",
+        ],
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        while not sql(dsn, "SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted"):
+            time.sleep(0.05)
+        daemon: Daemon = make_daemon(
+            dsn=dsn,
+            env={"NOTIFY_SOCKET": str(home / "notify.sock"), "RECALLD_STORE_STATEMENT_TIMEOUT_S": "1"},
+            wait_ready=False,
+        )
+        before_ready = _datagrams_until(listener, "READY=1")
+        assert holder.poll() is not None, "ready only once the other daemon's migrations are done"
+        assert any(d.startswith("EXTEND_TIMEOUT_USEC=") for d in before_ready), before_ready
+        daemon.wait_ready()  # the wait was longer than a statement may take, and the start still succeeded
+    finally:
+        holder.kill()
+        holder.wait()
+        listener.close()
 
+
+def test_socket_activation_serves_on_the_inherited_fd(postgres: EmbeddedPostgres) -> None:
     home = scratch_dir("recalld-test-activation-")
     path = home / "activated.sock"
     listening = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -62,7 +62,7 @@ async def open_pool(dsn: str, config: StoreConfig) -> asyncpg.Pool:
                 min_size=config.pool_min,
                 max_size=config.pool_max,
                 timeout=config.connect_timeout_s,
-                command_timeout=60,
+                command_timeout=config.statement_timeout_s,
                 init=_init_connection,
                 reset=_keep_session,
             )

@@ -90,3 +90,14 @@ async def migrate(conn: asyncpg.Connection, migrations: list[Migration] | None =
         return applied
     finally:
         await conn.execute("SELECT pg_advisory_unlock($1)", MIGRATION_LOCK_KEY)
+
+
+async def migrate_database(dsn: str, *, connect_timeout_s: float) -> list[int]:
+    """`migrate` on a connection of its own, which has no statement timeout (the pool's has):
+    a migration of a large table, or the wait for another daemon's, may take longer than any
+    request should, and a migration cut short by a timeout would fail again on every start."""
+    conn = await asyncpg.connect(dsn, timeout=connect_timeout_s)
+    try:
+        return await migrate(conn)
+    finally:
+        await conn.close()
