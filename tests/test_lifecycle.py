@@ -80,7 +80,10 @@ def test_an_embedded_postgresql_killed_under_the_daemon_is_started_again(make_da
     status, found = daemon.call("POST", "/v1/recall", {"namespace": "pg", "query": "lighthouse", "routes": ["fts"]})
     assert status == 200 and [hit["id"] for hit in found["results"]] == [again["id"]], found
     assert "the embedded PostgreSQL stopped" in daemon.log()
-    assert "recalld_embedded_postgres_restarts_total 1.0" in daemon.http.get("/metrics").text
+    # counted once the restart returns, which may be a moment after the server already answers
+    while "recalld_embedded_postgres_restarts_total 1.0" not in daemon.http.get("/metrics").text:
+        assert time.monotonic() < deadline, daemon.http.get("/metrics").text
+        time.sleep(0.1)
     assert daemon.stop() == 0
     assert not postgres_processes(daemon.data_dir), "the restarted server is stopped with the daemon"
 
