@@ -9,9 +9,16 @@ a route whose candidates are not all equally good evidence says so there. Recall
 full-text matches, whose evidence level (every identifier of the query, every word, some words)
 differs far more than their rank shows; see docs/RETRIEVAL.md for why and how it was measured.
 
+Both also take each route's scores, not only its order: candidates a route scored exactly
+alike share a rank (SQL's RANK(): 1, 2, 2, 4), because the order the route happened to list
+them in says nothing. Full text scores every page holding an identifier alike more often than
+not (ts_rank saturates), and without shared ranks fusion ranked those pages by their random
+record ids before the vector route could tell them apart.
+
 Versions (bump when the same inputs can give a different order):
 - rrf v1, weighted v1: one weight per route.
 - rrf v2, weighted v2: per-candidate factors; rrf `depth`.
+- rrf v3, weighted v3: candidates a route scored alike share a rank.
 """
 
 from __future__ import annotations
@@ -30,9 +37,9 @@ Key = TypeVar("Key", bound=_SortableKey)
 their value, which is also their text's order)."""
 
 RRF_NAME = "rrf"
-RRF_VERSION = 2
+RRF_VERSION = 3
 WEIGHTED_NAME = "weighted"
-WEIGHTED_VERSION = 2
+WEIGHTED_VERSION = 3
 
 
 @dataclass
@@ -40,7 +47,16 @@ class Fused(Generic[Key]):
     key: Key
     score: float
     ranks: dict[str, int] = field(default_factory=dict)
-    """Route name -> 1-based rank of this key in that route's list."""
+    """Route name -> 1-based rank of this key in that route's list (keys scored alike share one)."""
+
+
+def shared_ranks(scores: Sequence[float]) -> list[int]:
+    """1-based ranks of a best-first list in which a score equal to the one before it shares that
+    one's rank, as SQL's RANK() numbers them: [0.9, 0.5, 0.5, 0.1] -> [1, 2, 2, 4]."""
+    ranks: list[int] = []
+    for position, score in enumerate(scores, start=1):
+        ranks.append(ranks[-1] if ranks and score == scores[position - 2] else position)
+    return ranks
 
 
 def _factors_of(route: str, count: int, factors: Mapping[str, Sequence[float]] | None) -> Sequence[float]:
@@ -54,12 +70,21 @@ def _factors_of(route: str, count: int, factors: Mapping[str, Sequence[float]] |
     return given
 
 
+def _entry(fused: dict[Key, Fused[Key]], key: Key, route: str, rank: int) -> Fused[Key]:
+    """`key`'s entry, its rank in `route` recorded (a route that lists a key twice is a bug)."""
+    entry = fused.get(key) or fused.setdefault(key, Fused(key, 0.0))
+    if route in entry.ranks:
+        raise ValueError(f"route {route!r} lists {key!r} twice")
+    entry.ranks[route] = rank
+    return entry
+
+
 def _ordered(fused: dict[Key, Fused[Key]]) -> list[Fused[Key]]:
     return sorted(fused.values(), key=lambda f: (-f.score, min(f.ranks.values()), f.key))
 
 
 def reciprocal_rank(
-    rankings: Mapping[str, Sequence[Key]],
+    scored: Mapping[str, Sequence[tuple[Key, float]]],
     *,
     k: float,
     weights: Mapping[str, float] | None = None,
@@ -68,25 +93,24 @@ def reciprocal_rank(
 ) -> list[Fused[Key]]:
     """Reciprocal-rank fusion: score = sum over routes of weight * factor / (k + rank).
 
-    Weights default to 1 per route, factors to 1 per candidate (`factors[route]` is parallel to
-    `rankings[route]`). Each route's list must already be de-duplicated by key (best position
-    kept). A key found by one route only keeps that route's contribution, so a single-route
-    answer keeps its order when its factors are equal. With `depth`, only the first `depth` keys
-    of each route score; the rest follow every scored key (they keep `ranks`, score 0).
+    Each route's list is best-first and de-duplicated by key, with its scores; the scores only
+    decide which candidates share a rank (`shared_ranks`). Weights default to 1 per route,
+    factors to 1 per candidate (`factors[route]` is parallel to `scored[route]`). A key found by
+    one route only keeps that route's contribution, so a single-route answer keeps its order when
+    its factors are equal. With `depth`, only keys ranked `depth` or better score; the rest follow
+    every scored key (they keep `ranks`, score 0).
     """
     if k <= 0:
         raise ValueError("k must be positive")
     fused: dict[Key, Fused[Key]] = {}
-    for route, keys in rankings.items():
+    for route, pairs in scored.items():
         weight = (weights or {}).get(route, 1.0)
-        route_factors = _factors_of(route, len(keys), factors)
-        for position, (key, factor) in enumerate(zip(keys, route_factors, strict=True), start=1):
-            entry = fused.get(key) or fused.setdefault(key, Fused(key, 0.0))
-            if route in entry.ranks:
-                raise ValueError(f"route {route!r} lists {key!r} twice")
-            entry.ranks[route] = position
-            if depth is None or position <= depth:
-                entry.score += weight * factor / (k + position)
+        route_factors = _factors_of(route, len(pairs), factors)
+        ranks = shared_ranks([score for _, score in pairs])
+        for (key, _), rank, factor in zip(pairs, ranks, route_factors, strict=True):
+            entry = _entry(fused, key, route, rank)
+            if depth is None or rank <= depth:
+                entry.score += weight * factor / (k + rank)
     return _ordered(fused)
 
 
@@ -112,10 +136,7 @@ def weighted_score(
         span = high - low
         weight = weights.get(route, 1.0)
         route_factors = _factors_of(route, len(pairs), factors)
-        for position, ((key, score), factor) in enumerate(zip(pairs, route_factors, strict=True), start=1):
-            entry = fused.get(key) or fused.setdefault(key, Fused(key, 0.0))
-            if route in entry.ranks:
-                raise ValueError(f"route {route!r} lists {key!r} twice")
-            entry.ranks[route] = position
+        for (key, score), rank, factor in zip(pairs, shared_ranks(values), route_factors, strict=True):
+            entry = _entry(fused, key, route, rank)
             entry.score += weight * factor * ((score - low) / span if span > 0 else 1.0)
     return _ordered(fused)

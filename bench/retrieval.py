@@ -51,6 +51,7 @@ import asyncpg
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_QUESTIONS = ROOT / "bench/golden/pgdocs.toml"
 sys.path.insert(0, str(ROOT))
 
 from actors.embedding.template import render_query  # noqa: E402
@@ -97,6 +98,8 @@ class Question:
     expected: tuple[str, ...]
     fresh: bool = False
     """Written after the fusion defaults were frozen."""
+    group: str = ""
+    """Its file's `group` line (who wrote it, and how), when a run reads several files."""
 
     @property
     def held_out(self) -> bool:
@@ -109,25 +112,35 @@ def set_description(path: Path) -> str:
     return str(tomllib.loads(path.read_text()).get("corpus", path.stem))
 
 
-def load_questions(path: Path) -> list[Question]:
-    data = tomllib.loads(path.read_text())
-    return [
-        Question(q["id"], q["kind"], q["question"], tuple(q["expected"]), q.get("fresh", False))
-        for q in data["question"]
-    ]
+def load_questions(paths: Sequence[Path]) -> list[Question]:
+    questions = []
+    for path in paths:
+        data = tomllib.loads(path.read_text())
+        group = str(data.get("group", path.stem))
+        questions += [
+            Question(q["id"], q["kind"], q["question"], tuple(q["expected"]), q.get("fresh", False), group)
+            for q in data["question"]
+        ]
+    ids = [q.id for q in questions]
+    if len(set(ids)) != len(ids):
+        raise SystemExit(f"question ids repeat across {', '.join(map(str, paths))}")
+    return questions
 
 
 def groups(questions: Sequence[Question]) -> dict[str, list[Question]]:
     """The question groups every table reports: all, the held-out and tuning halves of the set the
-    defaults were chosen with, and the fresh questions written after that."""
+    defaults were chosen with, the fresh questions written after that, and, when the questions
+    come from several files, each file's. A group that holds every question is "all" again and
+    is left out."""
     chosen_with = [q for q in questions if not q.fresh]
     found = {
-        "all": list(questions),
         "held-out (even ids)": [q for q in chosen_with if q.held_out],
         "tuning (odd ids)": [q for q in chosen_with if not q.held_out],
         "fresh (written after the defaults)": [q for q in questions if q.fresh],
     }
-    return {name: qs for name, qs in found.items() if qs}
+    for group in dict.fromkeys(q.group for q in questions):
+        found[group] = [q for q in questions if q.group == group]
+    return {"all": list(questions)} | {name: qs for name, qs in found.items() if 0 < len(qs) < len(questions)}
 
 
 def distinct(pages: Sequence[str]) -> list[str]:
@@ -487,9 +500,8 @@ def _factors(text: list[tuple[uuid.UUID, float]], evidence_weights: dict[str, fl
 
 def rrf_setting(k: float, evidence_weights: dict[str, float], depth: int | None = None) -> Setting:
     def fuse(text: list[tuple[uuid.UUID, float]], vec: list[tuple[uuid.UUID, float]]) -> list[Fused[uuid.UUID]]:
-        rankings = {"fts": [key for key, _ in text], "vector": [key for key, _ in vec]}
         factors = {"fts": _factors(text, evidence_weights)}
-        return reciprocal_rank(rankings, k=k, factors=factors, depth=depth)
+        return reciprocal_rank({"fts": text, "vector": vec}, k=k, factors=factors, depth=depth)
 
     label = f"rrf k={k:g} evidence " + "/".join(f"{evidence_weights[e]:g}" for e in EVIDENCE)
     config: dict[str, Any] = {"fusion": "rrf", "rrf_k": k, "fts_evidence_weights": evidence_weights}
@@ -652,7 +664,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--socket", type=Path, help="a running daemon's socket (default: <data-dir>/../recalld.sock)")
     parser.add_argument("--dsn", help="the daemon's PostgreSQL (default: the embedded server in --data-dir)")
     parser.add_argument("--corpus", type=Path, default=ROOT / "var/golden/pgdocs")
-    parser.add_argument("--questions", type=Path, default=ROOT / "bench/golden/pgdocs.toml")
+    parser.add_argument(
+        "--questions",
+        type=Path,
+        action="append",
+        help="a question file; repeat it for several, each reported as its own group (default: pgdocs.toml)",
+    )
     parser.add_argument("--namespace", help="reuse this namespace (ingest is then a no-op for unchanged files)")
     parser.add_argument("--dump", type=Path, help="also write per-question route lists (JSON) here")
     parser.add_argument("--write", type=Path, help="replace the measured section of this markdown file")
@@ -660,6 +677,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--section", default="retrieval.py", help="the name of that section's markers (default retrieval.py)"
     )
     args = parser.parse_args(argv)
+    args.questions = args.questions or [DEFAULT_QUESTIONS]
 
     data_dir = args.data_dir.resolve()
     socket = (args.socket or data_dir.parent / "recalld.sock").resolve()
@@ -673,7 +691,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         progress(f"starting recalld serve --data-dir {data_dir} --socket {socket}")
         daemon = start_daemon(data_dir, socket, data_dir.parent / "serve.log")
     try:
-        namespace = args.namespace or f"{args.questions.stem}-{datetime.now(UTC):%Y%m%dT%H%M%S}"
+        namespace = args.namespace or f"{args.questions[0].stem}-{datetime.now(UTC):%Y%m%dT%H%M%S}"
         ingest_corpus(client, args.corpus.resolve(), namespace, reused=args.namespace is not None)
         wait_caught_up(client)
         space, space_id = readiness_space(client)
@@ -725,8 +743,8 @@ def command_args(args: argparse.Namespace) -> str:
     given = []
     if args.corpus != ROOT / "var/golden/pgdocs":
         given.append(f"--corpus {shown(args.corpus)}")
-    if args.questions != ROOT / "bench/golden/pgdocs.toml":
-        given.append(f"--questions {shown(args.questions)}")
+    if args.questions != [DEFAULT_QUESTIONS]:
+        given += [f"--questions {shown(path)}" for path in args.questions]
     if args.data_dir != ROOT / "var/retrieval/data":
         given.append(f"--data-dir {shown(args.data_dir)}")
     if args.section != "retrieval.py":
@@ -811,7 +829,7 @@ def build_report(
     lines = [
         f"Measured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {machine()}.",
         "",
-        f"Data: {len(raw.pages)} pages of {set_description(args.questions)} (`{args.corpus.name}`),"
+        f"Data: {len(raw.pages)} pages of {set_description(args.questions[0])} (`{args.corpus.name}`),"
         f" {raw.chunks} chunks,"
         f" {len(questions)} questions ({sum(q.kind == 'natural' for q in questions)} natural,"
         f" {sum(q.kind == 'identifier' for q in questions)} identifier), namespace `{namespace}`; vectors:"

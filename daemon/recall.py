@@ -166,14 +166,11 @@ class RecallService:
         factors = {
             "fts": [config.fts_evidence_weights.get(evidence_of(c.score).key, 1.0) for c in run.found.get("fts", [])]
         }
+        scored = {route: [(c.id, c.score) for c in found] for route, found in run.found.items()}
         if method == WEIGHTED_NAME:
-            fused = weighted_score(
-                {r: [(c.id, c.score) for c in cs] for r, cs in run.found.items()}, weights=weights, factors=factors
-            )
+            fused = weighted_score(scored, weights=weights, factors=factors)
         else:
-            fused = reciprocal_rank(
-                {r: [c.id for c in cs] for r, cs in run.found.items()}, k=config.rrf_k, weights=weights, factors=factors
-            )
+            fused = reciprocal_rank(scored, k=config.rrf_k, weights=weights, factors=factors)
         run.timings["fusion"] = run.timings.get("fusion", 0.0) + (time.perf_counter() - started) * 1000
         return fused
 
