@@ -212,7 +212,7 @@ def cmd_usage(client: Client, args: argparse.Namespace) -> int:
         return EXIT_OK
     print(f"{'namespace':<24} {'purpose':<8} {'provider':<8} {'calls':>7} {'tokens':>10} {'cost (µ)':>10}")
     for row in answer["usage"] + answer["system"]:
-        name = row["namespace"] or "(system)"
+        name = shown(row["namespace"]) or "(system)"
         print(
             f"{name:<24} {row['purpose']:<8} {row['provider']:<8} {row['calls']:>7} "
             f"{row['input_tokens']:>10} {row['cost_micros']:>10}"
@@ -259,12 +259,12 @@ def cmd_stats(client: Client, args: argparse.Namespace) -> int:
         return EXIT_OK
     precision = answer["precision_at_k"]
     print(
-        f"namespace {answer['namespace']}: {answer['searches']} searches, {answer['degraded_searches']} degraded, "
-        f"{answer['empty_searches']} empty"
+        f"namespace {shown(answer['namespace'])}: {answer['searches']} searches, "
+        f"{answer['degraded_searches']} degraded, {answer['empty_searches']} empty"
     )
-    shown = "n/a (no feedback yet)" if precision is None else f"{precision:.3f}"
+    figure = "n/a (no feedback yet)" if precision is None else f"{precision:.3f}"
     print(
-        f"precision@{answer['k']}: {shown} ({answer['useful_at_k']} useful of {answer['judged_at_k']} judged, "
+        f"precision@{answer['k']}: {figure} ({answer['useful_at_k']} useful of {answer['judged_at_k']} judged, "
         f"{answer['searches_with_feedback']} searches with feedback)"
     )
     distribution = answer["useful_rank_distribution"]

@@ -6,7 +6,9 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
+from urllib.parse import quote
 
 from conftest import ROOT, Daemon
 
@@ -155,3 +157,18 @@ def test_titles_cannot_drive_the_terminal(daemon: Daemon, ns: str) -> None:
         assert "\\u001b[2J" in shown and "\\u202egnp.exe\\u009b31m" in shown, repr(shown)
         assert "数据\u3000报告 👩\u200d💻" in shown, "text that cannot drive a terminal is printed as it is"
     assert json.loads(got.stdout)["title"] == title, "the JSON printed still reads back as the stored title"
+
+
+def test_namespaces_cannot_drive_the_terminal(daemon: Daemon) -> None:
+    namespace = "team\x1b]0;pwned\x07"  # namespaces are free text, and usage and stats print them
+    status, _ = daemon.call("POST", "/v1/records", {"namespace": namespace, "kind": "doc", "title": "t", "body": "b"})
+    assert status == 201
+    deadline = time.monotonic() + 60
+    while not daemon.call("GET", f"/v1/usage?namespace={quote(namespace)}")[1]["usage"]:  # the indexer's embedding
+        assert time.monotonic() < deadline, "no usage row for the namespace"
+        time.sleep(0.5)
+    for args in (["usage", "-n", namespace], ["stats", "-n", namespace]):
+        done = recalld(daemon, *args)
+        assert done.returncode == 0, done.stderr
+        assert "team\\u001b]0;pwned\\u0007" in done.stdout, repr(done.stdout)
+        assert "\x1b" not in done.stdout and "\x07" not in done.stdout, repr(done.stdout)
