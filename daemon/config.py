@@ -40,6 +40,8 @@ class ServerConfig(_Section):
     tcp_port: Port = 0
     shutdown_grace_s: Seconds = 10.0
     max_body_bytes: Annotated[int, Meta(ge=1024, le=256 * 1024 * 1024)] = 8 * 1024 * 1024
+    body_timeout_s: Seconds = 30.0
+    """A request body that has not fully arrived after this long answers 408 `body_timeout`."""
 
 
 class StoreConfig(_Section):

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import socket
+import time
 from hashlib import sha256
+from typing import Any
 
 import pytest
 
@@ -162,3 +165,27 @@ def test_bad_request_is_a_4xx_with_a_stable_code_and_writes_nothing(
 def test_the_daemon_still_serves_after_the_bad_requests(daemon: Daemon) -> None:
     status, _ = daemon.call("POST", "/v1/records", json.loads(with_(title="After the storm")))
     assert status == 201
+
+
+def test_a_body_that_stalls_is_a_408_and_writes_nothing(make_daemon: Any) -> None:
+    daemon: Daemon = make_daemon(env={"RECALLD_SERVER_BODY_TIMEOUT_S": "1"})
+    dsn = daemon.env["RECALLD_STORE_DSN"]
+    body = with_(title="Half sent")
+    with socket.socket(socket.AF_UNIX) as client:
+        client.settimeout(30)
+        client.connect(str(daemon.socket))
+        head = f"POST /v1/records HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+        client.sendall(head.encode() + body[:10])  # then nothing: a client stuck mid-body
+        started = time.monotonic()
+        answer = b""
+        while b"}}" not in answer:  # the whole error body (the connection closes later, once aiohttp stops lingering)
+            chunk = client.recv(65536)
+            assert chunk, answer
+            answer += chunk
+        waited = time.monotonic() - started
+    head, _, error = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 408") and b"Connection: close" in head, answer
+    assert json.loads(error)["error"]["code"] == "body_timeout"
+    assert 0.9 < waited < 5, waited
+    assert count_rows(dsn) == 0
+    assert daemon.call("POST", "/v1/records", json.loads(body))[0] == 201, "the handler was freed"

@@ -15,6 +15,7 @@ class ErrorCode(StrEnum):
     UNKNOWN_ROUTE = "unknown_route"
     METHOD_NOT_ALLOWED = "method_not_allowed"
     PAYLOAD_TOO_LARGE = "payload_too_large"
+    BODY_TIMEOUT = "body_timeout"
     NOT_INDEXABLE = "not_indexable"
     UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
     EXACT_DUPLICATE = "exact_duplicate"

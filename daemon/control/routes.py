@@ -44,9 +44,15 @@ def ok(value: Any, status: int = 200) -> web.Response:
 
 async def _body(request: web.Request) -> bytes:
     """The request body. One the client broke off, or sent in an encoding that does not decode
-    (`Content-Encoding: gzip` over bytes that are not gzip), is the client's fault: a 400."""
+    (`Content-Encoding: gzip` over bytes that are not gzip), is the client's fault: a 400. One
+    that stalls is a 408 after `[server] body_timeout_s`, so a stuck client does not hold its
+    handler (and, behind it, nothing else) for good."""
+    limit = request.app[SERVICES].config.server.body_timeout_s
     try:
-        return await request.read()
+        with anyio.fail_after(limit):
+            return await request.read()
+    except TimeoutError:
+        raise ApiError(408, ErrorCode.BODY_TIMEOUT, f"the request body did not arrive within {limit:g}s") from None
     except (web.RequestPayloadError, ConnectionResetError) as exc:
         raise ApiError(400, ErrorCode.INVALID_REQUEST, f"the request body could not be read: {exc}") from None
 

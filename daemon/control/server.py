@@ -67,7 +67,10 @@ _HTTP_CODES = {
 def error_response(error: ApiError) -> web.Response:
     from daemon.control.wire import encode
 
-    return web.Response(body=encode(error.body()), status=error.status, content_type="application/json")
+    response = web.Response(body=encode(error.body()), status=error.status, content_type="application/json")
+    if error.status == 408:
+        response.force_close()  # the rest of the body may still come: the connection cannot be reused
+    return response
 
 
 def peer(request: web.Request) -> Peer:
