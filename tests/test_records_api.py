@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import uuid
 
-from conftest import Daemon
+from conftest import Daemon, sql
 
 
 def record(ns: str, title: str = "Rotate the signing keys every ninety days", **extra: object) -> dict[str, object]:
@@ -20,7 +20,7 @@ def record(ns: str, title: str = "Rotate the signing keys every ninety days", **
 
 
 def test_create_read_update_forget(daemon: Daemon, ns: str) -> None:
-    status, created = daemon.call("POST", "/v1/records", record(ns))
+    status, created = daemon.call("POST", "/v1/records", record(ns, source_path="/srv/keys.md"))
     assert status == 201
     assert created["revision"] == 1
     assert created["duplicate_check"]["status"] == "skipped" and created["duplicate_check"]["reason"]
@@ -43,6 +43,14 @@ def test_create_read_update_forget(daemon: Daemon, ns: str) -> None:
     status, forgotten = daemon.call("DELETE", f"/v1/records/{rid}")
     assert (status, forgotten) == (200, {"id": rid, "deleted": True})
     assert daemon.call("GET", f"/v1/records/{rid}")[0] == 404
+    # the tombstone keeps the id, not what the record said
+    [row] = sql(
+        daemon.env["RECALLD_STORE_DSN"],
+        "SELECT title, body, attributes::text AS attributes, source_path, length(search) AS words, deleted_at IS NOT NULL AS gone "
+        "FROM records WHERE id = $1",
+        uuid.UUID(rid),
+    )
+    assert dict(row) == {"title": "", "body": "", "attributes": "{}", "source_path": None, "words": 0, "gone": True}
     assert daemon.call("DELETE", f"/v1/records/{rid}")[0] == 404
     status, body = daemon.call("PUT", f"/v1/records/{rid}", record(ns))
     assert status == 404 and body["error"]["code"] == "not_found", "a forgotten record cannot be revived by PUT"

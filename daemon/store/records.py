@@ -58,6 +58,10 @@ class NamespaceChange(Exception):
     """An update tried to move a record to another namespace."""
 
 
+# What a forget clears from the tombstone (the full-text `search` column follows on its own).
+# Migration 0008 cleared the tombstones made before it with the same assignments.
+FORGOTTEN_CONTENT = "title = '', title_norm = '', body = '', attributes = '{}', source_path = NULL, content_hash = ''"
+
 # Wakes the index manager of every daemon sharing this database (payload: the record id).
 RECORDS_CHANNEL = "recalld_records"
 
@@ -172,11 +176,15 @@ class RecordRepository:
             return int(revision), True
 
     async def forget(self, record_id: uuid.UUID) -> bool:
-        """Tombstone the record; False when there was no live record to forget."""
+        """Tombstone the record; False when there was no live record to forget.
+
+        The row stays, so that its id is never taken again and every index learns of the
+        forget; what it said goes (`FORGOTTEN_CONTENT`): nothing can read it any more, and
+        text someone chose to forget should not stay behind in the database."""
         async with self._pool.acquire() as conn, conn.transaction():
             done = await conn.fetchval(
-                "UPDATE records SET deleted_at = now(), updated_at = now(), "
-                "change_seq = nextval('record_change_seq') "
+                f"UPDATE records SET deleted_at = now(), updated_at = now(), "
+                f"change_seq = nextval('record_change_seq'), {FORGOTTEN_CONTENT} "
                 "WHERE id = $1 AND deleted_at IS NULL RETURNING id",
                 record_id,
             )

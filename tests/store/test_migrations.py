@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 import anyio
 import asyncpg
 import pytest
@@ -95,3 +97,26 @@ def test_daemon_refuses_to_start_on_a_newer_schema(fresh_dsn: str) -> None:
     )
     assert done.returncode != 0
     assert "newer recalld" in done.stderr
+
+
+async def test_tombstones_made_before_0008_lose_their_content_and_live_records_keep_theirs(fresh_dsn: str) -> None:
+    conn = await asyncpg.connect(fresh_dsn)
+    try:
+        await migrate(conn, available()[:7])
+        insert = (
+            "INSERT INTO records (id, namespace, kind, title, title_norm, body, attributes, source_path, content_hash,"
+            " deleted_at) VALUES (gen_random_uuid(), 'n', 'doc', $1, $1, 'the text', '{\"a\": 1}', '/p', 'h', $2)"
+        )
+        await conn.execute(insert, "forgotten", dt.datetime.now(dt.UTC))
+        await conn.execute(insert, "live", None)
+        assert await migrate(conn) == [8]
+        rows = await conn.fetch(
+            "SELECT title, body, attributes::text AS attributes, source_path, length(search) AS words"
+            " FROM records ORDER BY deleted_at NULLS FIRST"
+        )
+        assert [dict(row) for row in rows] == [
+            {"title": "live", "body": "the text", "attributes": '{"a": 1}', "source_path": "/p", "words": 2},
+            {"title": "", "body": "", "attributes": "{}", "source_path": None, "words": 0},
+        ]
+    finally:
+        await conn.close()
