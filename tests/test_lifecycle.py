@@ -234,7 +234,9 @@ def test_start_up_waits_out_another_daemons_migrations_and_tells_systemd(
         stdout=subprocess.DEVNULL,
     )
     try:
+        deadline = time.monotonic() + 30
         while not sql(dsn, "SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted"):
+            assert time.monotonic() < deadline and holder.poll() is None, "psql did not take the lock"
             time.sleep(0.05)
         daemon: Daemon = make_daemon(
             dsn=dsn,
