@@ -183,7 +183,7 @@ class RecordRepository:
         text someone chose to forget should not stay behind in the database."""
         async with self._pool.acquire() as conn, conn.transaction():
             done = await conn.fetchval(
-                f"UPDATE records SET deleted_at = now(), updated_at = now(), "
+                "UPDATE records SET deleted_at = now(), updated_at = now(), "
                 f"change_seq = nextval('record_change_seq'), {FORGOTTEN_CONTENT} "
                 "WHERE id = $1 AND deleted_at IS NULL RETURNING id",
                 record_id,
