@@ -62,6 +62,7 @@ from actors.fusion import (  # noqa: E402
     WEIGHTED_VERSION,
     Fused,
     reciprocal_rank,
+    shared_ranks,
     weighted_score,
 )
 from actors.query import QUERY_BUILDER_VERSION, Evidence, evidence_of  # noqa: E402
@@ -390,13 +391,8 @@ LIMIT {top}
 
 def _ranks(distances: np.ndarray, top: int) -> list[tuple[int, int]]:
     """(row, SQL RANK()) of the `top` smallest distances: equal distances share a rank."""
-    order = np.lexsort((np.arange(len(distances)), distances))[:top]
-    ranked, rank = [], 0
-    for position, row in enumerate(order, start=1):
-        if position == 1 or distances[row] != distances[order[position - 2]]:
-            rank = position
-        ranked.append((int(row), rank))
-    return ranked
+    order = [int(row) for row in np.lexsort((np.arange(len(distances)), distances))[:top]]
+    return list(zip(order, shared_ranks([float(distances[row]) for row in order]), strict=True))
 
 
 async def pgvector_run(
