@@ -136,8 +136,25 @@ async def structured(conn: asyncpg.Connection, filters: Filters, limit: int) -> 
 
 
 # Highlighting is not matching: any query word may mark the passage to show, so the snippet
-# uses the words OR-ed, whatever the route that found the record.
-_HIGHLIGHT = f"to_tsquery('{TS_CONFIG}', replace(plainto_tsquery('{TS_CONFIG}', $5)::text, ' & ', ' | '))"
+# uses the words OR-ed, whatever the route that found the record. The highlight query is a
+# one-row FROM item, so PostgreSQL computes it once per statement: written inline, a generic plan
+# (asyncpg prepares every statement, and PostgreSQL switches to a generic plan after five runs)
+# parsed and stemmed the query again for every chunk ranked and every snippet cut, which made a
+# full-text-only recall's rehydration four times slower (man pages: 13.3 -> 3.4 ms median).
+REHYDRATE_SQL = f"""SELECT r.id, r.title, r.kind, r.source_path, r.revision,
+       ts_headline('{TS_CONFIG}', coalesce(c.text, matched.text, r.body), hl.q, $6) AS snippet
+FROM to_tsquery('{TS_CONFIG}', replace(plainto_tsquery('{TS_CONFIG}', $5)::text, ' & ', ' | ')) AS hl (q)
+CROSS JOIN records r
+LEFT JOIN unnest($7::uuid[], $8::bigint[]) AS best (id, surrogate) ON best.id = r.id
+LEFT JOIN chunks c ON c.surrogate = best.surrogate AND c.retired_at IS NULL
+LEFT JOIN LATERAL (
+    SELECT m.text FROM chunks m
+    WHERE c.surrogate IS NULL AND m.record_id = r.id AND m.revision = r.revision
+      AND m.retired_at IS NULL
+    ORDER BY ts_rank(m.search, hl.q) DESC, m.chunk_no, m.surrogate
+    LIMIT 1
+) AS matched ON true
+WHERE {_FILTER_SQL} AND r.id = ANY($4::uuid[])"""
 
 
 async def rehydrate(
@@ -160,19 +177,7 @@ async def rehydrate(
     chunks = best_chunks or {}
     options = f"MaxWords={snippet_words}, MinWords={max(3, snippet_words // 3)}, MaxFragments=1"
     rows = await conn.fetch(
-        f"""SELECT r.id, r.title, r.kind, r.source_path, r.revision,
-                   ts_headline('{TS_CONFIG}', coalesce(c.text, matched.text, r.body), {_HIGHLIGHT}, $6) AS snippet
-            FROM records r
-            LEFT JOIN unnest($7::uuid[], $8::bigint[]) AS best (id, surrogate) ON best.id = r.id
-            LEFT JOIN chunks c ON c.surrogate = best.surrogate AND c.retired_at IS NULL
-            LEFT JOIN LATERAL (
-                SELECT m.text FROM chunks m
-                WHERE c.surrogate IS NULL AND m.record_id = r.id AND m.revision = r.revision
-                  AND m.retired_at IS NULL
-                ORDER BY ts_rank(m.search, {_HIGHLIGHT}) DESC, m.chunk_no, m.surrogate
-                LIMIT 1
-            ) AS matched ON true
-            WHERE {_FILTER_SQL} AND r.id = ANY($4::uuid[])""",
+        REHYDRATE_SQL,
         filters.namespace,
         filters.kinds,
         filters.attributes,
