@@ -326,17 +326,17 @@ def _search(
     accept: Accept | None,
 ) -> list[Hit]:
     verdicts: dict[tuple[bytes, int], bool] = {}
-    # Twice k from the start: with one chunk per record the first round is then usually enough
-    # (the last vector FAISS returns is never certain, an unseen one may tie with it).
-    fetch = 2 * k_records
+    # More than k from the start (the last vector FAISS returns is never certain, an unseen one
+    # may tie with it); each part says how many, then asks for twice as many each round.
+    fetch = [part.first_fetch(namespace, k_records) for part in parts]
     while True:
         found: list[tuple[npt.NDArray[np.float32], IdMap, npt.NDArray[np.intp]]] = []
-        # Below this score a part that was cut at `fetch` may hold unseen vectors: only
+        # Below this score a part that was cut at its fetch may hold unseen vectors: only
         # candidates strictly above it are certain to be in their final order.
         cutoff = -math.inf
         exhausted = True
-        for part in parts:
-            scores, rows, done = part.search(query, fetch, namespace=namespace, exclude=excluded)
+        for part, asked in zip(parts, fetch, strict=True):
+            scores, rows, done = part.search(query, asked, namespace=namespace, exclude=excluded)
             if not done:
                 exhausted = False
                 cutoff = max(cutoff, float(scores.min()) if len(scores) else math.inf)
@@ -379,7 +379,7 @@ def _search(
                 return hits
         if exhausted:
             return hits
-        fetch *= 2
+        fetch = [2 * asked for asked in fetch]
 
 
 class HandleCell:

@@ -9,6 +9,7 @@ Parameters are built per search and never shared.
 
 from __future__ import annotations
 
+import math
 from typing import Final, Literal
 
 import faiss
@@ -38,6 +39,16 @@ def one_thread_per_search() -> None:
     setting belongs to the calling thread (an OpenMP per-thread variable), so every search sets
     it in the worker thread it runs in, and a build sets BUILD_THREADS back."""
     faiss.omp_set_num_threads(1)
+
+
+def _distinct_records(record_ids: npt.NDArray[np.uint8]) -> int:
+    """How many distinct ids an (n, 16) array of record ids holds, each id's two halves mixed into
+    one integer: a sort of n integers instead of n 16-byte keys (5x faster: 74 ms for a million),
+    whatever the ids look like (client-chosen ids may share a prefix or a suffix)."""
+    halves = np.ascontiguousarray(record_ids).view(np.uint64)
+    with np.errstate(over="ignore"):  # the multiplication wraps around by design
+        mixed = halves[:, 0] * np.uint64(0x9E3779B97F4A7C15) ^ halves[:, 1]
+    return len(np.unique(mixed))
 
 
 class SurrogateSet:
@@ -76,6 +87,7 @@ class VectorSet:
         "_id_map",
         "_index",
         "_inner",
+        "_ns_chunks_per_record",
         "_ns_code",
         "_ns_rows",
         "_ns_selector",
@@ -94,6 +106,7 @@ class VectorSet:
         self._ef_search = max(ef_search or 0, HNSW_EF_SEARCH)
         self._ns_code = {name: code for code, name in enumerate(id_map.namespaces)}
         self._ns_rows: dict[str, npt.NDArray[np.intp]] = {}
+        self._ns_chunks_per_record: dict[str, float] = {}
         # None for a namespace that holds every vector: nothing to filter
         self._ns_selector: dict[str, faiss.IDSelectorBitmap | None] = {}
         # One stable sort groups rows by namespace, each group in row (so surrogate) order.
@@ -105,6 +118,7 @@ class VectorSet:
                 continue
             rows.setflags(write=False)
             self._ns_rows[name] = rows
+            self._ns_chunks_per_record[name] = len(rows) / _distinct_records(id_map.record_id[rows])
             if len(rows) < len(id_map):
                 members = np.zeros(len(id_map), dtype=bool)
                 members[rows] = True
@@ -138,6 +152,21 @@ class VectorSet:
     def namespace_count(self, namespace: str) -> int:
         rows = self._ns_rows.get(namespace)
         return 0 if rows is None else len(rows)
+
+    def first_fetch(self, namespace: str, k_records: int) -> int:
+        """How many vectors a search for `k_records` distinct records first asks this set for.
+
+        A search that scores every vector of the namespace (a flat set, or an HNSW namespace small
+        enough to be scored exactly) costs the same whatever it asks for, so it asks for as many
+        as 2 * k_records records hold on average, and one round is usually enough: on 500 man
+        pages (19 chunks a page) asking for 2 * k took two to five rounds, each a whole scan. An
+        HNSW walk widens its beam, and costs more, with every vector asked for: it starts at
+        2 * k (one chunk per record), and the caller doubles it while records are missing.
+        """
+        members = self.namespace_count(namespace)
+        if self._family == "hnsw" and members > EXACT_NAMESPACE_MAX:
+            return 2 * k_records
+        return math.ceil(2 * k_records * self._ns_chunks_per_record.get(namespace, 1.0))
 
     def rows_of(self, surrogates: Surrogates) -> npt.NDArray[np.intp]:
         """Id-map rows of `surrogates`; -1 where a surrogate is not in this set."""

@@ -413,3 +413,40 @@ def test_a_namespace_that_holds_every_vector_searches_unfiltered_yet_skips_tombs
     # FAISS itself skips them (the handle's second check would hide a selector that did not)
     _, rows, _ = gen.search(query, 10, namespace="ns", exclude=SurrogateSet(handle.tombstones))
     assert len(rows) == 10 and not set(gen.id_map.surrogate[rows].tolist()) & handle.tombstones
+
+
+def test_a_search_that_scans_every_vector_asks_for_twice_k_records_worth_of_chunks(tmp_path: Path) -> None:
+    """A flat set or a small HNSW namespace costs the same whatever it is asked for: its first
+    round asks for as many chunks as 2k records hold on average. A large HNSW namespace widens
+    its beam with every vector asked for: it starts at 2k and doubles."""
+    rng = np.random.default_rng(12)
+    chunks, records, d = 5, 2_000, 16
+    vectors = unit_vectors(rng, chunks * records, d)
+    surrogates = np.arange(chunks * records, dtype=np.int64) + 1
+    ids = id_map_for(
+        surrogates, records=np.repeat(np.arange(records), chunks), namespaces=["A"] * 1_000 + ["B"] * 9_000
+    )
+    flat = generation(tmp_path / "flat", vectors, ids)
+    hnsw = generation(tmp_path / "hnsw", vectors, ids, factory="HNSW16")
+    assert flat.first_fetch("A", 10) == flat.first_fetch("B", 10) == 2 * 10 * chunks
+    assert hnsw.first_fetch("A", 10) == 2 * 10 * chunks  # 1,000 vectors: scored exactly
+    assert hnsw.first_fetch("B", 10) == 2 * 10
+    assert flat.first_fetch("nobody", 10) == 2 * 10
+
+
+def test_records_with_many_more_chunks_than_average_still_come_back_whole(tmp_path: Path) -> None:
+    """One long record holds every vector near the query: the first round, sized by the average,
+    finds that record alone, and the rounds after it find the rest."""
+    rng = np.random.default_rng(13)
+    d = 16
+    query = unit_vectors(rng, 1, d)[0]
+    near = query + 0.05 * unit_vectors(rng, 400, d)
+    near /= np.linalg.norm(near, axis=1, keepdims=True)
+    vectors = np.concatenate([near, unit_vectors(rng, 500, d)]).astype(np.float32)
+    surrogates = np.arange(len(vectors), dtype=np.int64) + 1
+    record_of = np.concatenate([np.zeros(400, np.int64), np.arange(1, 501)])
+    gen = generation(tmp_path, vectors, id_map_for(surrogates, records=record_of))
+    assert gen.first_fetch("ns", 10) < 400
+    hits = Handle.of(gen).search(query, k_records=10, namespace="ns")
+    assert records_of(hits) == brute_force(query, vectors, surrogates, record_of, 10, np.ones(len(vectors), bool))
+    assert records_of(hits)[0] == 0 and len(hits) == 10
