@@ -239,7 +239,7 @@ def _embedding_check(embedder: Embedder | None) -> CheckFn:
 def _actors_check(supervisor: Supervisor) -> CheckFn:
     async def check() -> Check:
         states = supervisor.status()
-        down = {name: str(state) for name, state in states.items() if state != ChildState.RUNNING}
+        down: dict[str, object] = {name: str(state) for name, state in states.items() if state != ChildState.RUNNING}
         if not supervisor.alive:
             return Check(status="fail", reason="supervisor_gave_up", detail=dict(states))
         if down:
@@ -284,6 +284,7 @@ def assemble(
     listeners: list[Listener],
 ) -> Daemon:
     """Wire adapters into actors and actors into the supervision tree (start order = list order)."""
+    supervisor: Supervisor  # bound last; the closures below read it only when called, after that
     usage = UsageStore(pool)
     provider = make_provider(config.embedding, http)
     embedder = None
@@ -338,7 +339,6 @@ def assemble(
         alive=lambda: supervisor.alive,
         capabilities=lambda: _capabilities(health, embedder, index),
     )
-    # `supervisor` is bound below; the closures read it when called, after it exists
     children: list[ChildSpec] = []
     if embedded is not None:
         children.append(

@@ -31,7 +31,7 @@ class _Section(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
     pass
 
 
-class ServerConfig(_Section):
+class ServerConfig(_Section, frozen=True):
     socket: str = ""
     """Unix socket path; empty picks $RUNTIME_DIRECTORY, $XDG_RUNTIME_DIR or /run/recalld."""
     socket_mode: Annotated[int, Meta(ge=0, le=0o777)] = 0o660
@@ -44,7 +44,7 @@ class ServerConfig(_Section):
     """A request body that has not fully arrived after this long answers 408 `body_timeout`."""
 
 
-class StoreConfig(_Section):
+class StoreConfig(_Section, frozen=True):
     dsn: str = ""
     """Empty: start and own an embedded PostgreSQL under the data directory."""
     data_dir: str = ""
@@ -60,7 +60,7 @@ class StoreConfig(_Section):
     """The embedded server's shared_buffers; 0: an eighth of the memory, 128 MB to 1 GB."""
 
 
-class EmbeddingConfig(_Section):
+class EmbeddingConfig(_Section, frozen=True):
     provider: Literal["local", "ollama", "openai", "none"] = "local"
     url: str = ""
     model: str = ""
@@ -79,7 +79,7 @@ class EmbeddingConfig(_Section):
     """Model name -> cost in micro-units per 1,000 input tokens; a model not listed costs 0."""
 
 
-class RecallConfig(_Section):
+class RecallConfig(_Section, frozen=True):
     default_k: Annotated[int, Meta(ge=1, le=1000)] = 10
     max_k: Annotated[int, Meta(ge=1, le=1000)] = 200
     default_deadline_ms: Annotated[int, Meta(ge=1, le=120_000)] = 5_000
@@ -120,7 +120,7 @@ class RecallConfig(_Section):
     a route not named here has the request's whole deadline."""
 
 
-class IndexConfig(_Section):
+class IndexConfig(_Section, frozen=True):
     directory: str = ""
     """Where generations live; empty: <data_dir>/generations. Daemons sharing one PostgreSQL share it."""
     factory: Annotated[str, Meta(pattern=r"^(Flat|HNSW[0-9]+)$")] = "Flat"
@@ -137,7 +137,7 @@ class IndexConfig(_Section):
     """A record the provider will not embed waits this long before it is tried again (doubling, at most a day)."""
 
 
-class GcConfig(_Section):
+class GcConfig(_Section, frozen=True):
     interval_s: Seconds = 60.0
     rollback_window_s: Annotated[float, Meta(ge=0)] = 3600.0
     """The previous generation is kept at least this long after it stopped being current."""
@@ -146,14 +146,14 @@ class GcConfig(_Section):
     search_retention_days: Annotated[float, Meta(gt=0, le=36_500)] = 30.0
 
 
-class RecordsConfig(_Section):
+class RecordsConfig(_Section, frozen=True):
     max_title_chars: Annotated[int, Meta(ge=1, le=100_000)] = 1_000
     max_body_chars: Annotated[int, Meta(ge=1, le=64 * 1024 * 1024)] = 4 * 1024 * 1024
     max_namespace_chars: Annotated[int, Meta(ge=1, le=1_000)] = 128
     max_kind_chars: Annotated[int, Meta(ge=1, le=1_000)] = 64
 
 
-class ResolverConfig(_Section):
+class ResolverConfig(_Section, frozen=True):
     enabled: bool = False
     url: str = ""
     model: str = ""
@@ -163,11 +163,11 @@ class ResolverConfig(_Section):
     max_attempts: Annotated[int, Meta(ge=1, le=100)] = 3
 
 
-class AssignmentsConfig(_Section):
+class AssignmentsConfig(_Section, frozen=True):
     interval_s: Seconds = 60.0
 
 
-class AccessConfig(_Section):
+class AccessConfig(_Section, frozen=True):
     """Who may use the socket, by peer credentials (SO_PEERCRED).
 
     The daemon's own uid and root are always admins. `readers`/`writers` map a uid or group
@@ -179,7 +179,7 @@ class AccessConfig(_Section):
     writers: dict[str, list[str]] = {}
 
 
-class LogConfig(_Section):
+class LogConfig(_Section, frozen=True):
     level: Literal["debug", "info", "warning", "error"] = "info"
 
 
@@ -282,4 +282,5 @@ def load(path: str | os.PathLike[str] | None = None, environ: Mapping[str, str] 
 
 def to_toml_defaults() -> dict[str, dict[str, Any]]:
     """The default values as plain data (used to check config/recalld.toml stays true)."""
-    return msgspec.to_builtins(Config())
+    defaults: dict[str, dict[str, Any]] = msgspec.to_builtins(Config())
+    return defaults

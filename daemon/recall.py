@@ -95,7 +95,12 @@ class _Run:
 def _dedupe(found: list[Candidate]) -> list[Candidate]:
     """One entry per record, at its best position (several chunks of a record count once)."""
     seen: set[uuid.UUID] = set()
-    return [c for c in found if not (c.id in seen or seen.add(c.id))]
+    unique = []
+    for candidate in found:
+        if candidate.id not in seen:
+            seen.add(candidate.id)
+            unique.append(candidate)
+    return unique
 
 
 class RecallService:
@@ -162,10 +167,9 @@ class RecallService:
         level (exact, every word, some words: `[recall] fts_evidence_weights`)."""
         started = time.perf_counter()
         config = self._config.recall
-        weights = dict(config.weights)
-        factors = {
-            "fts": [config.fts_evidence_weights.get(evidence_of(c.score).key, 1.0) for c in run.found.get("fts", [])]
-        }
+        weights: dict[str, float] = {route: weight for route, weight in config.weights.items()}
+        by_level: dict[str, float] = {level: weight for level, weight in config.fts_evidence_weights.items()}
+        factors = {"fts": [by_level.get(evidence_of(c.score).key, 1.0) for c in run.found.get("fts", [])]}
         scored = {route: [(c.id, c.score) for c in found] for route, found in run.found.items()}
         if method == WEIGHTED_NAME:
             fused = weighted_score(scored, weights=weights, factors=factors)
@@ -291,7 +295,7 @@ class RecallService:
             version=version,
             weights={r: config.weights.get(r, 1.0) for r in routes},
             k=config.rrf_k if name == RRF_NAME else None,
-            evidence=dict(config.fts_evidence_weights) if "fts" in routes else {},
+            evidence={level: weight for level, weight in config.fts_evidence_weights.items() if "fts" in routes},
         )
         search_id = uuid.uuid4()
         self._record(search_id, request, routes, fusion, results, timings, run.degraded)

@@ -232,6 +232,10 @@ class VectorStore(Protocol):
     """The index manager's durable side (PostgreSQL in the daemon)."""
 
     async def ensure_space(self, space: VectorSpace) -> None: ...
+    async def spaces(self) -> dict[str, object]:
+        """Every space the store knows: its id -> its stored spec (for `GET /v1/generations`)."""
+        ...
+
     async def records_to_index(
         self, space_id: str, chunker: str, limit: int, *, after: int = 0
     ) -> list[RecordToIndex]: ...

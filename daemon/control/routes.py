@@ -10,8 +10,7 @@ import anyio
 import msgspec
 from aiohttp import web
 
-from actors.index.generation import is_valid_generation_id
-from actors.index.manifest import GenerationCorrupt
+from actors.index.manifest import GenerationCorrupt, is_valid_generation_id
 from actors.index_manager import IndexManager
 from actors.kernel.ports import GenerationRow
 from daemon.config import Config
@@ -296,8 +295,8 @@ def _index(request: web.Request) -> IndexManager:
     return index
 
 
-def _generation_out(row: GenerationRow, spaces: dict[str, Any], current: str | None) -> dict[str, Any]:
-    out = msgspec.to_builtins(row)
+def _generation_out(row: GenerationRow, spaces: dict[str, object], current: str | None) -> dict[str, Any]:
+    out: dict[str, Any] = msgspec.to_builtins(row)
     out["space"] = spaces.get(row.space_id)
     out["current"] = row.id == current
     return out

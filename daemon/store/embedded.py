@@ -137,9 +137,7 @@ class EmbeddedPostgres:
     # -- running the tools as the right user
 
     def _run(self, tool: str, *args: str, timeout: float = 120.0) -> str:
-        kwargs: dict[str, object] = {}
-        if self._account is not None:
-            kwargs = {"user": self._account.pw_uid, "group": self._account.pw_gid, "extra_groups": []}
+        account = self._account
         try:
             done = subprocess.run(
                 [str(self._bin / tool), *args],
@@ -148,7 +146,9 @@ class EmbeddedPostgres:
                 timeout=timeout,
                 cwd="/",
                 check=True,
-                **kwargs,  # type: ignore[arg-type]
+                user=account.pw_uid if account is not None else None,
+                group=account.pw_gid if account is not None else None,
+                extra_groups=[] if account is not None else None,
             )
         except subprocess.CalledProcessError as exc:
             where = f" (server log: {self.logfile})" if tool == "pg_ctl" else ""

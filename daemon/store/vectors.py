@@ -76,7 +76,7 @@ class PgVectorStore:
                 msgspec.to_builtins(space),
             )
 
-    async def spaces(self) -> dict[str, Any]:
+    async def spaces(self) -> dict[str, object]:
         async with self._pool.acquire() as conn:
             rows = await conn.fetch("SELECT space_id, spec FROM vector_spaces")
         return {r["space_id"]: r["spec"] for r in rows}
