@@ -177,6 +177,8 @@ def cmd_recall(client: Client, args: argparse.Namespace) -> int:
         request["kinds"] = args.kind
     if args.attr:
         request["attributes"] = _attributes(args.attr)
+    if args.min_similarity is not None:
+        request["thresholds"] = {"vector": args.min_similarity}
     answer = client.request("POST", "/v1/recall", request)
     if args.json:
         print_json(answer)
@@ -313,6 +315,9 @@ def build_parser() -> argparse.ArgumentParser:
     recall.add_argument("--route", action="append", choices=["fts", "vector", "structured"])
     recall.add_argument("--kind", action="append")
     recall.add_argument("--attr", action="append", default=[], metavar="KEY=VALUE")
+    recall.add_argument(
+        "--min-similarity", type=float, metavar="COSINE", help="drop vector candidates less similar than this (-1 to 1)"
+    )
     recall.add_argument("--json", action="store_true", help="print the raw answer")
 
     ingest = sub.add_parser("ingest", help="index a folder of text and markdown files")

@@ -105,6 +105,13 @@ class RecallConfig(_Section, frozen=True):
     word), `all_terms` (every word of a plain question) or `some_terms`. Plain words on long
     pages are weak evidence next to the vector route: below 1 / (rrf_k + 2) they cannot lift a
     record above the vector route's first answer on their own. A level not named weighs 1."""
+    thresholds: dict[Literal["vector"], Annotated[float, Meta(ge=-1, le=1)]] = {}
+    """The least score a route's candidate must reach to be one (a request's `thresholds` take
+    precedence). `vector`: cosine similarity of the query and the record's best chunk, inclusive.
+    Empty by default: with the local model, the highest floor that loses no answer on the golden
+    sets (0.30) leaves 92% of off-topic questions a vector answer (docs/RETRIEVAL.md,
+    "Thresholds"). A floor suits a client that would rather have nothing from the vector route
+    than something far; it depends on the model."""
     vector_candidates: Annotated[int, Meta(ge=1, le=10_000)] = 30
     """Records the vector route hands to fusion (at least k); as `fts_candidates`."""
     overfetch_rounds: Annotated[int, Meta(ge=0, le=10)] = 3

@@ -82,6 +82,8 @@ VectorSearch = Callable[[Filters, str, int, float], Awaitable[VectorAnswer]]
 
 @dataclass
 class _Run:
+    thresholds: dict[str, float] = field(default_factory=dict)
+    """Route -> the least score its candidates must reach (config, then the request)."""
     timings: dict[str, float] = field(default_factory=dict)
     degraded: list[DegradedRoute] = field(default_factory=list)
     found: dict[str, list[Candidate]] = field(default_factory=dict)
@@ -136,6 +138,11 @@ class RecallService:
                 answer = await self._vector(filters, query, cap, deadline)
                 found, embed_ms, run.generation = answer.candidates, answer.embed_ms, answer.generation
                 run.timings["embed"] = run.timings.get("embed", 0.0) + embed_ms
+                floor = run.thresholds.get(route)
+                if floor is not None:
+                    # Best first, so what is left is the head: a short list also tells the
+                    # over-fetch that searching deeper cannot find more above the floor.
+                    found = [c for c in found if c.score >= floor]
         except RouteDown as exc:
             run.down(route, exc.reason, exc.message)
             return
@@ -232,7 +239,9 @@ class RecallService:
         deadline_s = (request.deadline_ms or config.default_deadline_ms) / 1000
         deadline = anyio.current_time() + deadline_s
         filters = Filters(request.namespace, request.kinds, request.attributes)
-        run = _Run()
+        run = _Run(
+            thresholds={route: floor for route, floor in (config.thresholds | (request.thresholds or {})).items()}
+        )
         caps = {
             "fts": config.fts_candidates,
             "structured": config.fts_candidates,
@@ -296,6 +305,7 @@ class RecallService:
             weights={r: config.weights.get(r, 1.0) for r in routes},
             k=config.rrf_k if name == RRF_NAME else None,
             evidence={level: weight for level, weight in config.fts_evidence_weights.items() if "fts" in routes},
+            thresholds={route: floor for route, floor in run.thresholds.items() if route in routes},
         )
         search_id = uuid.uuid4()
         self._record(search_id, request, routes, fusion, results, timings, run.degraded)

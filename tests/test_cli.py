@@ -62,6 +62,11 @@ def test_put_get_recall_forget(daemon: Daemon, ns: str) -> None:
     assert duplicate.returncode == 1 and "exact_duplicate" in duplicate.stderr
     found = recalld(daemon, "recall", "-n", ns, "payment terms", "--route", "fts")
     assert found.returncode == 0 and "Invoices are due in 30 days" in found.stdout
+    # no vector candidate is as similar as 1: full text alone answers, and the answer says why
+    strict = recalld(daemon, "recall", "-n", ns, "payment terms", "--min-similarity", "1", "--json")
+    answer = json.loads(strict.stdout)
+    assert answer["fusion"]["thresholds"] == {"vector": 1.0}, answer
+    assert [hit["routes"] for hit in answer["results"]] == [{"fts": 1}], answer
     assert recalld(daemon, "forget", rid).returncode == 0
     gone = recalld(daemon, "recall", "-n", ns, "payment terms", "--route", "fts")
     assert "Invoices" not in gone.stdout and "no results" in gone.stderr

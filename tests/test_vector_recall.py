@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import re
 import time
 import uuid
 from typing import Any
 
+import numpy as np
 import pytest
 
 from conftest import Daemon, sql
@@ -338,3 +340,62 @@ def test_once_all_is_indexed_only_changed_records_are_read_and_a_change_counts_a
     assert body["index"]["full_passes"] == passes  # indexed without reading every record
     answer = vector(daemon, ns, "calm again")
     assert [hit["revision"] for hit in answer["results"]] == [2]
+
+
+def record_cosines(daemon: Daemon, ns: str, query: str) -> dict[str, float]:
+    """Record id -> cosine of `query` and the record's best chunk, from the stored vectors and the
+    same local model and query template the daemon uses."""
+    from actors.embedding.template import render_query
+    from daemon.providers.local import LocalProvider
+
+    _, ready = daemon.call("GET", "/readyz")
+    detail = ready["checks"]["embedding"]["detail"]
+    rows = sql(
+        daemon.env["RECALLD_STORE_DSN"],
+        """SELECT c.record_id, v.vector FROM chunks c
+           JOIN records r ON r.id = c.record_id AND r.revision = c.revision
+           JOIN chunk_vectors v ON v.surrogate = c.surrogate AND v.space_id = $2
+           WHERE r.namespace = $1 AND r.deleted_at IS NULL AND c.retired_at IS NULL""",
+        ns,
+        detail["space_id"],
+    )
+    vectors, _ = LocalProvider().encode([render_query(query, version=detail["space"]["template_version"]).text])
+    best: dict[str, float] = {}
+    for row in rows:
+        cosine = float(np.frombuffer(row["vector"], dtype="<f4") @ vectors[0])
+        best[str(row["record_id"])] = max(cosine, best.get(str(row["record_id"]), -1.0))
+    return best
+
+
+def test_a_vector_threshold_keeps_only_the_records_at_least_that_close(
+    daemon: Daemon, corpus: tuple[str, dict[str, str]]
+) -> None:
+    """`thresholds.vector` is a cosine floor: exactly the records whose best chunk reaches it come
+    back. None reaching it, the vector route answers nothing (it is not down) and full text still
+    answers. The floor is in the answer, and in the telemetry row with the fusion settings."""
+    ns, ids = corpus
+    query = QUERIES["keys"]
+    ranked = sorted(record_cosines(daemon, ns, query).items(), key=lambda item: -item[1])
+    assert ranked[0][0] == ids["keys"]
+    floor = round((ranked[0][1] + ranked[1][1]) / 2, 6)  # between the best record and the next
+    answer = vector(daemon, ns, query, k=5, thresholds={"vector": floor})
+    assert [r["id"] for r in answer["results"]] == [ids["keys"]], (floor, ranked[:3])
+    assert answer["fusion"]["thresholds"] == {"vector": floor} and answer["degraded_routes"] == []
+    below = round((ranked[2][1] + ranked[3][1]) / 2, 6)  # the best three
+    assert [r["id"] for r in vector(daemon, ns, query, k=5, thresholds={"vector": below})["results"]] == [
+        record for record, _ in ranked[:3]
+    ]
+    assert len(vector(daemon, ns, query, k=10, thresholds={"vector": -1})["results"]) == len(RECORDS)
+    assert vector(daemon, ns, query, k=5, thresholds={"vector": 1})["results"] == []
+
+    status, fused = daemon.call(
+        "POST", "/v1/recall", {"namespace": ns, "query": "Tuesdays", "k": 3, "thresholds": {"vector": 1}}
+    )
+    assert status == 200 and fused["degraded_routes"] == [], fused
+    assert [(r["id"], r["routes"]) for r in fused["results"]] == [(ids["deploy"], {"fts": 1})]
+    search = uuid.UUID(fused["search_id"])
+    deadline = time.monotonic() + 10  # search rows are written in batches, a moment later
+    while not (rows := sql(daemon.env["RECALLD_STORE_DSN"], "SELECT fusion FROM searches WHERE id = $1", search)):
+        assert time.monotonic() < deadline, "the search row was not written"
+        time.sleep(0.05)
+    assert json.loads(rows[0]["fusion"])["thresholds"] == {"vector": 1.0}

@@ -54,6 +54,9 @@ class RecallRequest(_In):
     routes: list[Route] | None = None
     fusion: Fusion | None = None
     deadline_ms: int | None = None
+    thresholds: dict[Literal["vector"], float] | None = None
+    """Per route, the least score a candidate must reach (`[recall] thresholds`, which these
+    take precedence over); `vector` is a cosine similarity in [-1, 1]."""
 
 
 class Feedback(_In):
@@ -121,6 +124,8 @@ class FusionInfo(msgspec.Struct, kw_only=True):
     k: float | None = None
     evidence: dict[str, float] = {}
     """The factor on a full-text candidate by what it matched (`[recall] fts_evidence_weights`)."""
+    thresholds: dict[str, float] = {}
+    """The least score each route's candidates had to reach (config and request together)."""
 
 
 class RecallResponse(msgspec.Struct, kw_only=True):
@@ -214,6 +219,9 @@ def check_recall(request: RecallRequest, config: Config) -> None:
         raise bad_value(f"deadline_ms must be between 1 and {limits.max_deadline_ms}, got {request.deadline_ms}")
     if request.routes is not None and not request.routes:
         raise bad_value("routes must name at least one route")
+    for route, floor in (request.thresholds or {}).items():
+        if not -1 <= floor <= 1:
+            raise bad_value(f"thresholds.{route} is a cosine similarity, between -1 and 1; got {floor}")
     for kind in request.kinds or []:
         check_text("kinds[]", kind, max_chars=config.records.max_kind_chars)
     if request.attributes is not None:

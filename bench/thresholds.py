@@ -1,0 +1,156 @@
+"""Vector similarity floors (`[recall] thresholds`): what a floor costs in answers and what it buys.
+
+    .venv/bin/python bench/thresholds.py [--write docs/RETRIEVAL.md]
+
+Both golden corpora, as bench/retrieval.py left them indexed in its data dirs (the largest
+namespace of each). For each corpus, on the vectors its daemon stored and the query vectors of the
+same local model and template:
+
+- its own questions: the cosine of the best chunk of the best expected page found in the top 5
+  (what a floor must not cut: the answer);
+- the other corpus's questions, whose answers are not there (off-topic): the cosine of the best
+  page (what a floor should cut: the vector route's best guess when nothing is relevant).
+
+A floor at or below every answer's cosine loses no answer; the table says how many off-topic
+questions it leaves without a vector answer at all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncpg
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.harness import embedded_dsn, machine, progress, start_daemon, stop_daemon, write_section  # noqa: E402
+from bench.retrieval import Corpus, Question, embed_queries, load_corpus, load_questions, readiness_space  # noqa: E402
+from daemon.cli import Client  # noqa: E402
+
+
+@dataclass
+class Golden:
+    name: str
+    data_dir: Path
+    questions: list[Path]
+
+
+GOLDEN = [
+    Golden("pgdocs", ROOT / "var/retrieval/data", [ROOT / "bench/golden/pgdocs.toml"]),
+    Golden(
+        "man pages",
+        ROOT / "var/retrieval-man/data",
+        [ROOT / "bench/golden/manpages.toml", ROOT / "bench/golden/manpages_fresh2.toml"],
+    ),
+]
+FLOORS = (0.25, 0.30, 0.35, 0.40, 0.45, 0.50)
+
+
+def stored_corpus(golden: Golden) -> Corpus:
+    socket = golden.data_dir.parent / "recalld.sock"
+    daemon = start_daemon(golden.data_dir, socket, golden.data_dir.parent / "serve.log")
+    try:
+        client = Client(socket)
+        try:
+            space, space_id = readiness_space(client)
+        finally:
+            client.close()
+
+        async def load() -> Corpus | None:
+            conn = await asyncpg.connect(embedded_dsn(golden.data_dir))
+            try:
+                namespace = await conn.fetchval(
+                    "SELECT namespace FROM records WHERE deleted_at IS NULL"
+                    " GROUP BY namespace ORDER BY count(*) DESC LIMIT 1"
+                )
+                return None if namespace is None else await load_corpus(conn, namespace, space, space_id)
+            finally:
+                await conn.close()
+
+        corpus = asyncio.run(load())
+    finally:
+        stop_daemon(daemon)
+    if corpus is None:
+        raise SystemExit(f"nothing is indexed in {golden.data_dir}: run bench/retrieval.py for {golden.name} first")
+    return corpus
+
+
+def best_pages(corpus: Corpus, query: np.ndarray, depth: int = 10) -> list[tuple[str, float]]:
+    """The first `depth` pages by the cosine of their best chunk, best first."""
+    scores = corpus.vectors @ query
+    best: dict[str, float] = {}
+    for row in np.argsort(-scores, kind="stable"):
+        page = corpus.pages[corpus.record_ids[corpus.chunk_record[row]]]
+        best.setdefault(page, float(scores[row]))
+        if len(best) == depth:
+            break
+    return list(best.items())
+
+
+def answer_cosines(corpus: Corpus, questions: list[Question]) -> list[float]:
+    """Per question whose answer is in the top 5: the cosine of its best expected page there."""
+    vectors, _ = embed_queries(questions, corpus.template_version)
+    found = []
+    for question, vector in zip(questions, vectors, strict=True):
+        top5 = best_pages(corpus, vector)[:5]
+        cosines = [cosine for page, cosine in top5 if page in question.expected]
+        if cosines:
+            found.append(max(cosines))
+    return found
+
+
+def top_cosines(corpus: Corpus, questions: list[Question]) -> list[float]:
+    vectors, _ = embed_queries(questions, corpus.template_version)
+    return [best_pages(corpus, vector, depth=1)[0][1] for vector in vectors]
+
+
+def report() -> list[str]:
+    corpora = {golden.name: stored_corpus(golden) for golden in GOLDEN}
+    questions = {golden.name: load_questions(golden.questions) for golden in GOLDEN}
+    lines = [
+        f"Measured on {machine()}: the stored vectors of `bench/retrieval.py`'s namespaces, the local model.",
+        "",
+        "Command: `.venv/bin/python bench/thresholds.py --write docs/RETRIEVAL.md`",
+        "",
+        "| corpus | answers in the top 5: cosine min / 5% / median | off-topic: best cosine 5% / median / 95% |"
+        + "".join(f" floor {floor:.2f}: answers lost · off-topic emptied |" for floor in FLOORS),
+        "|---|---|---|" + "---|" * len(FLOORS),
+    ]
+    for golden in GOLDEN:
+        corpus = corpora[golden.name]
+        progress(f"{golden.name}: its own questions, then the other corpus's")
+        answers = np.array(answer_cosines(corpus, questions[golden.name]))
+        others = [q for name, qs in questions.items() if name != golden.name for q in qs]
+        off_topic = np.array(top_cosines(corpus, others))
+        cells = [
+            f"{golden.name} ({len(answers)} answers, {len(off_topic)} off-topic)",
+            " / ".join(f"{x:.3f}" for x in (answers.min(), *np.quantile(answers, [0.05, 0.5]))),
+            " / ".join(f"{x:.3f}" for x in np.quantile(off_topic, [0.05, 0.5, 0.95])),
+        ]
+        cells += [
+            f"{int((answers < floor).sum())} · {int((off_topic < floor).sum())}/{len(off_topic)}" for floor in FLOORS
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--write", type=Path, help="replace this markdown file's thresholds.py section")
+    args = parser.parse_args(argv)
+    lines = report()
+    print("\n".join(lines))
+    if args.write:
+        write_section(args.write, "thresholds.py", lines)
+        progress(f"wrote {args.write}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
