@@ -192,6 +192,7 @@ class RecallService:
         started = time.perf_counter()
         vector_hits = run.found.get("vector", [])
         vector_revisions = {c.id: c.revision for c in vector_hits}
+        scores = {route: {c.id: c.score for c in found} for route, found in run.found.items()}
         best_chunks = {c.id: c.chunk for c in vector_hits if c.chunk is not None}
         results: list[RecallHit] = []
         # Exactly k first: each row read costs a highlighted snippet, and candidates are rarely
@@ -220,6 +221,7 @@ class RecallService:
                             source_path=row["source_path"],
                             score=round(entry.score, 6),
                             routes=entry.ranks,
+                            route_scores={route: round(scores[route][entry.key], 6) for route in entry.ranks},
                             revision=row["revision"],
                             snippet=row["snippet"] or None,
                         )

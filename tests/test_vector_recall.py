@@ -380,6 +380,7 @@ def test_a_vector_threshold_keeps_only_the_records_at_least_that_close(
     floor = round((ranked[0][1] + ranked[1][1]) / 2, 6)  # between the best record and the next
     answer = vector(daemon, ns, query, k=5, thresholds={"vector": floor})
     assert [r["id"] for r in answer["results"]] == [ids["keys"]], (floor, ranked[:3])
+    assert answer["results"][0]["route_scores"]["vector"] == pytest.approx(ranked[0][1], abs=1e-4)
     assert answer["fusion"]["thresholds"] == {"vector": floor} and answer["degraded_routes"] == []
     below = round((ranked[2][1] + ranked[3][1]) / 2, 6)  # the best three
     assert [r["id"] for r in vector(daemon, ns, query, k=5, thresholds={"vector": below})["results"]] == [
@@ -393,6 +394,7 @@ def test_a_vector_threshold_keeps_only_the_records_at_least_that_close(
     )
     assert status == 200 and fused["degraded_routes"] == [], fused
     assert [(r["id"], r["routes"]) for r in fused["results"]] == [(ids["deploy"], {"fts": 1})]
+    assert set(fused["results"][0]["route_scores"]) == {"fts"}
     search = uuid.UUID(fused["search_id"])
     deadline = time.monotonic() + 10  # search rows are written in batches, a moment later
     while not (rows := sql(daemon.env["RECALLD_STORE_DSN"], "SELECT fusion FROM searches WHERE id = $1", search)):

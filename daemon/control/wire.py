@@ -107,6 +107,9 @@ class RecallHit(msgspec.Struct, kw_only=True, omit_defaults=True):
     source_path: str | None
     score: float
     routes: dict[str, int]
+    route_scores: dict[str, float] = {}
+    """Each route's own score for the record: `vector` the cosine of its best chunk (what
+    `thresholds.vector` compares), `fts` the evidence level plus ts_rank / (ts_rank + 1)."""
     revision: int
     snippet: str | None = None
 
