@@ -109,7 +109,8 @@ class RecallHit(msgspec.Struct, kw_only=True, omit_defaults=True):
     routes: dict[str, int]
     route_scores: dict[str, float] = {}
     """Each route's own score for the record: `vector` the cosine of its best chunk (what
-    `thresholds.vector` compares), `fts` the evidence level plus ts_rank / (ts_rank + 1)."""
+    `thresholds.vector` compares), `fts` the evidence level plus ts_rank / (ts_rank + 1),
+    `structured` the record's last change in seconds since the epoch (its order)."""
     revision: int
     snippet: str | None = None
 
