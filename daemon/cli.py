@@ -169,6 +169,18 @@ def cmd_forget(client: Client, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def hit_line(rank: int, hit: dict[str, Any]) -> str:
+    """One result as `recalld recall` prints it: rank, fused score, title, the routes that found
+    it at their ranks (the vector route with its cosine, what --min-similarity compares), path."""
+    cosine = hit.get("route_scores", {}).get("vector")
+    routes = ",".join(
+        f"{route}#{pos}" + (f" ({cosine:.2f})" if route == "vector" and cosine is not None else "")
+        for route, pos in hit["routes"].items()
+    )
+    where = hit.get("source_path") or hit["id"]
+    return f"{rank:>3}. {hit['score']:.4f}  {shown(hit['title'])}  [{routes}]  {shown(where)}"
+
+
 def cmd_recall(client: Client, args: argparse.Namespace) -> int:
     request: dict[str, Any] = {"namespace": args.namespace, "query": args.query, "k": args.k}
     if args.route:
@@ -184,9 +196,7 @@ def cmd_recall(client: Client, args: argparse.Namespace) -> int:
         print_json(answer)
         return EXIT_OK
     for rank, hit in enumerate(answer["results"], start=1):
-        routes = ",".join(f"{route}#{pos}" for route, pos in hit["routes"].items())
-        where = hit.get("source_path") or hit["id"]
-        print(f"{rank:>3}. {hit['score']:.4f}  {shown(hit['title'])}  [{routes}]  {shown(where)}")
+        print(hit_line(rank, hit))
     for degraded in answer["degraded_routes"]:
         print(f"degraded: {degraded['route']} ({degraded['reason']})", file=sys.stderr)
     if not answer["results"]:

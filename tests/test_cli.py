@@ -177,3 +177,19 @@ def test_namespaces_cannot_drive_the_terminal(daemon: Daemon) -> None:
         assert done.returncode == 0, done.stderr
         assert "team\\u001b]0;pwned\\u0007" in done.stdout, repr(done.stdout)
         assert "\x1b" not in done.stdout and "\x07" not in done.stdout, repr(done.stdout)
+
+
+def test_a_printed_hit_shows_the_vector_cosine_that_min_similarity_compares() -> None:
+    from daemon.cli import hit_line
+
+    hit = {
+        "id": "8f0c2d7e-0000-4000-8000-000000000001",
+        "title": "Nightly backups",
+        "source_path": "/docs/backup.md",
+        "score": 0.032258,
+        "routes": {"fts": 3, "vector": 1},
+        "route_scores": {"fts": 1.25, "vector": 0.53171},
+    }
+    assert hit_line(1, hit) == "  1. 0.0323  Nightly backups  [fts#3,vector#1 (0.53)]  /docs/backup.md"
+    older = {key: value for key, value in hit.items() if key != "route_scores"}  # a daemon without them
+    assert hit_line(2, older) == "  2. 0.0323  Nightly backups  [fts#3,vector#1]  /docs/backup.md"
