@@ -109,7 +109,7 @@ class RecallConfig(_Section, frozen=True):
     """The least score a route's candidate must reach to be one (a request's `thresholds` take
     precedence). `vector`: cosine similarity of the query and the record's best chunk, inclusive.
     Empty by default: with the local model, the highest floor that loses no answer on the golden
-    sets (0.30) leaves 92% of off-topic questions a vector answer (docs/RETRIEVAL.md,
+    sets (0.30) leaves 91% of off-topic questions a vector answer (docs/RETRIEVAL.md,
     "Thresholds"). A floor suits a client that would rather have nothing from the vector route
     than something far; it depends on the model."""
     vector_candidates: Annotated[int, Meta(ge=1, le=10_000)] = 30

@@ -221,7 +221,8 @@ class RecallService:
                             source_path=row["source_path"],
                             score=round(entry.score, 6),
                             routes=entry.ranks,
-                            route_scores={route: round(scores[route][entry.key], 6) for route in entry.ranks},
+                            # unrounded: a client may send a vector score back as its floor
+                            route_scores={route: scores[route][entry.key] for route in entry.ranks},
                             revision=row["revision"],
                             snippet=row["snippet"] or None,
                         )
@@ -252,7 +253,8 @@ class RecallService:
 
         # Full text's any-word matches only break ties next to an answering vector route, and
         # they are its costly step: fetched up front only without the vector route, otherwise
-        # only once the vector route has failed to answer.
+        # only once the vector route has failed to answer or found nothing (nothing indexed
+        # yet, or nothing as similar as `thresholds.vector`): then they are the answer.
         loose = "vector" not in routes
         with anyio.move_on_at(deadline):
             async with anyio.create_task_group() as tg:
@@ -265,7 +267,7 @@ class RecallService:
                 for route_call in others:
                     tg.start_soon(route_call)
                 await last()  # in this task: one task fewer to start per recall
-        if not loose and "fts" in run.found and "vector" not in run.found:
+        if not loose and "fts" in run.found and not run.found.get("vector"):
             with anyio.move_on_at(deadline):
                 await self._bounded(run, "fts", filters, request.query, max(caps["fts"], k), deadline)
         for route in routes:

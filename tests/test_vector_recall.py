@@ -395,9 +395,29 @@ def test_a_vector_threshold_keeps_only_the_records_at_least_that_close(
     assert status == 200 and fused["degraded_routes"] == [], fused
     assert [(r["id"], r["routes"]) for r in fused["results"]] == [(ids["deploy"], {"fts": 1})]
     assert set(fused["results"][0]["route_scores"]) == {"fts"}
+    # the vector route found nothing, so full text answers as if alone: any-word matches too
+    _, loose = daemon.call(
+        "POST", "/v1/recall", {"namespace": ns, "query": "signing ledger", "thresholds": {"vector": 1}}
+    )
+    assert {hit["id"] for hit in loose["results"]} == {ids["keys"], ids["backup"]}, loose
+    # a vector score sent back as the floor keeps its own record: the floor is inclusive
+    exact = answer["results"][0]["route_scores"]["vector"]
+    assert [r["id"] for r in vector(daemon, ns, query, k=5, thresholds={"vector": exact})["results"]] == [ids["keys"]]
     search = uuid.UUID(fused["search_id"])
     deadline = time.monotonic() + 10  # search rows are written in batches, a moment later
     while not (rows := sql(daemon.env["RECALLD_STORE_DSN"], "SELECT fusion FROM searches WHERE id = $1", search)):
         assert time.monotonic() < deadline, "the search row was not written"
         time.sleep(0.05)
     assert json.loads(rows[0]["fusion"])["thresholds"] == {"vector": 1.0}
+
+
+def test_a_configured_floor_applies_unless_the_request_sets_its_own(make_daemon: Any) -> None:
+    configured = make_daemon(env={"RECALLD_RECALL_THRESHOLDS": "{ vector = 0.9 }"})
+    status, answer = configured.call("POST", "/v1/recall", {"namespace": "floors", "query": "anything", "k": 3})
+    assert status == 200 and answer["fusion"]["thresholds"] == {"vector": 0.9}, answer
+    # -1 lets every vector candidate through: the request turns the configured floor off
+    body = {"namespace": "floors", "query": "anything", "thresholds": {"vector": -1}}
+    assert configured.call("POST", "/v1/recall", body)[1]["fusion"]["thresholds"] == {"vector": -1.0}
+    # a request that does not ask for the vector route is not told of its floor
+    only_fts = {"namespace": "floors", "query": "anything", "routes": ["fts"]}
+    assert configured.call("POST", "/v1/recall", only_fts)[1]["fusion"]["thresholds"] == {}

@@ -41,14 +41,20 @@ def one_thread_per_search() -> None:
     faiss.omp_set_num_threads(1)
 
 
-def _distinct_records(record_ids: npt.NDArray[np.uint8]) -> int:
-    """About how many distinct ids an (n, 16) array of record ids holds: each id's two halves are
-    mixed into one integer, a sort five times faster than of the 16-byte ids themselves, whatever
-    the ids look like (client-chosen ids may share a prefix or a suffix). Two ids that mix alike
+def _distinct_revisions(record_ids: npt.NDArray[np.uint8], revisions: npt.NDArray[np.int32]) -> int:
+    """About how many distinct record revisions rows of (n, 16) record ids and their revisions
+    hold: each (id, revision) is mixed into one integer, a sort five times faster than of the
+    16-byte ids themselves, whatever the ids look like (client-chosen ids may share a prefix or a
+    suffix). Revisions, not records: a set holding many revisions of a few records (a delta after
+    many updates) has a few chunks per revision, not many per record. Two keys that mix alike
     count once: an estimate, which is all `first_fetch` needs."""
     halves = np.ascontiguousarray(record_ids).view(np.uint64)
-    with np.errstate(over="ignore"):  # the multiplication wraps around by design
-        mixed = halves[:, 0] * np.uint64(0x9E3779B97F4A7C15) ^ halves[:, 1]
+    with np.errstate(over="ignore"):  # the multiplications wrap around by design
+        mixed = (
+            halves[:, 0] * np.uint64(0x9E3779B97F4A7C15)
+            ^ halves[:, 1]
+            ^ revisions.astype(np.uint64) * np.uint64(0xC2B2AE3D27D4EB4F)
+        )
     return len(np.unique(mixed))
 
 
@@ -119,7 +125,9 @@ class VectorSet:
                 continue
             rows.setflags(write=False)
             self._ns_rows[name] = rows
-            self._ns_chunks_per_record[name] = len(rows) / _distinct_records(id_map.record_id[rows])
+            self._ns_chunks_per_record[name] = len(rows) / _distinct_revisions(
+                id_map.record_id[rows], id_map.revision[rows]
+            )
             if len(rows) < len(id_map):
                 members = np.zeros(len(id_map), dtype=bool)
                 members[rows] = True

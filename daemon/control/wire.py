@@ -56,7 +56,8 @@ class RecallRequest(_In):
     deadline_ms: int | None = None
     thresholds: dict[Literal["vector"], float] | None = None
     """Per route, the least score a candidate must reach (`[recall] thresholds`, which these
-    take precedence over); `vector` is a cosine similarity in [-1, 1]."""
+    take precedence over; -1 turns a configured vector floor off); `vector` is a cosine
+    similarity in [-1, 1]. When no vector candidate reaches it, full text answers as it does alone."""
 
 
 class Feedback(_In):

@@ -432,6 +432,11 @@ def test_a_search_that_scans_every_vector_asks_for_twice_k_records_worth_of_chun
     assert hnsw.first_fetch("A", 10) == 2 * 10 * chunks  # 1,000 vectors: scored exactly
     assert hnsw.first_fetch("B", 10) == 2 * 10
     assert flat.first_fetch("nobody", 10) == 2 * 10
+    # Many revisions of few records (a delta after many updates): one chunk per revision.
+    revisions = IdMap.from_rows(
+        surrogates[:400], [record_uuid(i // 40) for i in range(400)], [1 + i % 40 for i in range(400)], ["ns"] * 400
+    )
+    assert generation(tmp_path / "updates", vectors[:400], revisions).first_fetch("ns", 10) == 2 * 10
 
 
 def test_records_with_many_more_chunks_than_average_still_come_back_whole(tmp_path: Path) -> None:
