@@ -64,6 +64,10 @@ DELTA_MERGE_FACTOR = 4
 parts stay few (log4 of the delta's size) and every vector is copied O(log n) times, so adding a
 handful of vectors never copies the whole delta."""
 
+_ROWS_PER_BLOCK = 256
+"""Fetched rows are turned into Python values this many at a time (see `_search`): a search for
+30 records of one chunk each needs one block; on the man pages (19 chunks a page) two or three."""
+
 
 class Delta(VectorSet):
     """Vectors added after the base was built: one exact flat index, never modified once built."""
@@ -355,28 +359,32 @@ def _search(
 
         hits: list[Hit] = []
         taken: set[bytes] = set()
-        # Python values up front: indexing numpy arrays one scalar at a time costs more than the search.
-        packed = records[order].tobytes()
-        for record, revision, surrogate, score in zip(
-            [packed[i : i + 16] for i in range(0, len(packed), 16)],
-            revisions[order].tolist(),
-            surrogates[order].tolist(),
-            scores[order].tolist(),
-            strict=True,
-        ):
-            if record in taken:
-                continue
-            if accept is not None:
-                key = (record, revision)
-                verdict = verdicts.get(key)
-                if verdict is None:
-                    verdict = verdicts[key] = bool(accept(uuid.UUID(bytes=record), revision))
-                if not verdict:
+        # Rows become Python values a block at a time: indexing numpy one scalar at a time costs
+        # more than the search, and so does converting every row of a large fetch (a first fetch
+        # sized for many chunks per record) when the first few hundred hold the k records.
+        for start in range(0, len(order), _ROWS_PER_BLOCK):
+            block = order[start : start + _ROWS_PER_BLOCK]
+            packed = records[block].tobytes()
+            for record, revision, surrogate, score in zip(
+                [packed[i : i + 16] for i in range(0, len(packed), 16)],
+                revisions[block].tolist(),
+                surrogates[block].tolist(),
+                scores[block].tolist(),
+                strict=True,
+            ):
+                if record in taken:
                     continue
-            taken.add(record)
-            hits.append(Hit(uuid.UUID(bytes=record), revision, surrogate, score))
-            if len(hits) == k_records:
-                return hits
+                if accept is not None:
+                    key = (record, revision)
+                    verdict = verdicts.get(key)
+                    if verdict is None:
+                        verdict = verdicts[key] = bool(accept(uuid.UUID(bytes=record), revision))
+                    if not verdict:
+                        continue
+                taken.add(record)
+                hits.append(Hit(uuid.UUID(bytes=record), revision, surrogate, score))
+                if len(hits) == k_records:
+                    return hits
         if exhausted:
             return hits
         fetch = [2 * asked for asked in fetch]
