@@ -32,7 +32,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.harness import embedded_dsn, machine, progress, start_daemon, stop_daemon, write_section  # noqa: E402
-from bench.retrieval import Corpus, Question, embed_queries, load_corpus, load_questions, readiness_space  # noqa: E402
+from bench.retrieval import (  # noqa: E402
+    Corpus,
+    Question,
+    embed_queries,
+    faiss_run,
+    load_corpus,
+    load_questions,
+    readiness_space,
+)
 from daemon.cli import Client  # noqa: E402
 
 
@@ -83,16 +91,12 @@ def stored_corpus(golden: Golden) -> Corpus:
     return corpus
 
 
-def best_pages(corpus: Corpus, query: np.ndarray, depth: int = 10) -> list[tuple[str, float]]:
-    """The first `depth` pages by the cosine of their best chunk, best first."""
-    scores = corpus.vectors @ query
-    best: dict[str, float] = {}
-    for row in np.argsort(-scores, kind="stable"):
-        page = corpus.pages[corpus.record_ids[corpus.chunk_record[row]]]
-        best.setdefault(page, float(scores[row]))
-        if len(best) == depth:
-            break
-    return list(best.items())
+def ranked_pages(corpus: Corpus, questions: list[Question]) -> list[list[tuple[str, float]]]:
+    """Per question, pages by the cosine of their best chunk, best first: the raw FAISS lists of
+    bench/retrieval.py, on the same query vectors."""
+    vectors, _ = embed_queries(questions, corpus.template_version)
+    _, lists = faiss_run(corpus, questions, vectors)
+    return [[(corpus.pages[record], cosine) for record, cosine in lists[q.id]] for q in questions]
 
 
 def program(page: str) -> str:
@@ -111,19 +115,16 @@ def shared_programs(corpora: dict[str, Corpus]) -> set[str]:
 
 def answer_cosines(corpus: Corpus, questions: list[Question]) -> list[float]:
     """Per question whose answer is in the top 5: the cosine of its best expected page there."""
-    vectors, _ = embed_queries(questions, corpus.template_version)
     found = []
-    for question, vector in zip(questions, vectors, strict=True):
-        top5 = best_pages(corpus, vector)[:5]
-        cosines = [cosine for page, cosine in top5 if page in question.expected]
+    for question, pages in zip(questions, ranked_pages(corpus, questions), strict=True):
+        cosines = [cosine for page, cosine in pages[:5] if page in question.expected]
         if cosines:
             found.append(max(cosines))
     return found
 
 
 def top_cosines(corpus: Corpus, questions: list[Question]) -> list[float]:
-    vectors, _ = embed_queries(questions, corpus.template_version)
-    return [best_pages(corpus, vector, depth=1)[0][1] for vector in vectors]
+    return [pages[0][1] for pages in ranked_pages(corpus, questions)]
 
 
 def report() -> list[str]:
