@@ -12,9 +12,10 @@ import functools
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 import anyio
 import asyncpg
@@ -92,6 +93,12 @@ class _Run:
     def down(self, route: str, reason: str, message: str = "") -> None:
         if all(d.route != route for d in self.degraded):
             self.degraded.append(DegradedRoute(route=route, reason=reason, message=message))
+
+
+def _by_name(table: Mapping[Any, float]) -> dict[str, float]:
+    """A config table keyed by route or level names (typed as their literals) as the plain
+    str-keyed dict fusion and the answer take: a mapping's key type does not widen by itself."""
+    return dict(table)
 
 
 def _dedupe(found: list[Candidate]) -> list[Candidate]:
@@ -174,8 +181,8 @@ class RecallService:
         level (exact, every word, some words: `[recall] fts_evidence_weights`)."""
         started = time.perf_counter()
         config = self._config.recall
-        weights: dict[str, float] = {route: weight for route, weight in config.weights.items()}
-        by_level: dict[str, float] = {level: weight for level, weight in config.fts_evidence_weights.items()}
+        weights = _by_name(config.weights)
+        by_level = _by_name(config.fts_evidence_weights)
         factors = {"fts": [by_level.get(evidence_of(c.score).key, 1.0) for c in run.found.get("fts", [])]}
         scored = {route: [(c.id, c.score) for c in found] for route, found in run.found.items()}
         if method == WEIGHTED_NAME:
@@ -242,9 +249,7 @@ class RecallService:
         deadline_s = (request.deadline_ms or config.default_deadline_ms) / 1000
         deadline = anyio.current_time() + deadline_s
         filters = Filters(request.namespace, request.kinds, request.attributes)
-        run = _Run(
-            thresholds={route: floor for route, floor in (config.thresholds | (request.thresholds or {})).items()}
-        )
+        run = _Run(thresholds=_by_name(config.thresholds | (request.thresholds or {})))
         caps = {
             "fts": config.fts_candidates,
             "structured": config.fts_candidates,
@@ -308,7 +313,7 @@ class RecallService:
             version=version,
             weights={r: config.weights.get(r, 1.0) for r in routes},
             k=config.rrf_k if name == RRF_NAME else None,
-            evidence={level: weight for level, weight in config.fts_evidence_weights.items() if "fts" in routes},
+            evidence=_by_name(config.fts_evidence_weights) if "fts" in routes else {},
             thresholds={route: floor for route, floor in run.thresholds.items() if route in routes},
         )
         search_id = uuid.uuid4()
