@@ -34,13 +34,11 @@ class Metrics:
             "recalld_record_rejections", "Record writes refused, by error code", ["code"], registry=r
         )
         self.recalls = Counter("recalld_recalls", "Recall requests answered", registry=r)
-        self.recall_latency = Histogram(
-            "recalld_recall_seconds", "End-to-end recall latency", buckets=LATENCY_BUCKETS, registry=r
-        )
-        self.route_latency = Histogram(
-            "recalld_recall_route_seconds",
-            "Latency of one recall route",
-            ["route"],
+        self.recall_stages = Histogram(
+            "recalld_recall_stage_seconds",
+            "Time one recall spent in a stage, as its answer's timings_ms reports it; stages that did not run "
+            "are not observed (stage: embed, vector, fts, structured, rehydrate, fusion, total)",
+            ["stage"],
             buckets=LATENCY_BUCKETS,
             registry=r,
         )

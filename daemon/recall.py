@@ -54,6 +54,8 @@ from daemon.store.search import Candidate, Filters
 log = logging.getLogger("recalld.recall")
 
 DEFAULT_ROUTES: tuple[Route, ...] = ("fts", "vector")
+# What every answer's `timings_ms` reports, in ms; 0 for a stage that did not run.
+STAGES = ("embed", "vector", "fts", "structured", "rehydrate", "fusion", "total")
 
 
 class DegradedReason(StrEnum):
@@ -157,9 +159,7 @@ class RecallService:
             run.down(route, DegradedReason.STORE_UNAVAILABLE, type(exc).__name__)
             return
         finally:
-            elapsed = (time.perf_counter() - started) * 1000 - embed_ms
-            run.timings[route] = run.timings.get(route, 0.0) + elapsed
-            self._metrics.route_latency.labels(route=route).observe(elapsed / 1000)
+            run.timings[route] = run.timings.get(route, 0.0) + (time.perf_counter() - started) * 1000 - embed_ms
         run.found[route] = _dedupe(found)
 
     async def _bounded(
@@ -303,10 +303,7 @@ class RecallService:
             results = await self._rehydrate(run, self._fuse(run, method), filters, request.query, k)
 
         run.timings["total"] = (time.perf_counter() - started) * 1000
-        timings = {
-            stage: round(run.timings.get(stage, 0.0), 3)
-            for stage in ("embed", "vector", "fts", "structured", "rehydrate", "fusion", "total")
-        }
+        timings = {stage: round(run.timings.get(stage, 0.0), 3) for stage in STAGES}
         name, version = (WEIGHTED_NAME, WEIGHTED_VERSION) if method == WEIGHTED_NAME else (RRF_NAME, RRF_VERSION)
         fusion = FusionInfo(
             name=name,
@@ -319,7 +316,8 @@ class RecallService:
         search_id = uuid.uuid4()
         self._record(search_id, request, routes, fusion, results, timings, run.degraded)
         self._metrics.recalls.inc()
-        self._metrics.recall_latency.observe(timings["total"] / 1000)
+        for stage, ms in run.timings.items():
+            self._metrics.recall_stages.labels(stage=stage).observe(ms / 1000)
         return RecallResponse(
             results=results,
             degraded_routes=run.degraded,

@@ -212,6 +212,37 @@ def test_usage_rows_are_metered_per_purpose(daemon: Daemon, corpus: tuple[str, d
     assert float(outcomes["failed"]) == float(outcomes["dropped"]) == 0
 
 
+def stage_histograms(daemon: Daemon) -> dict[str, tuple[float, float]]:
+    """recalld_recall_stage_seconds by stage: (count, sum)."""
+    metrics = daemon.http.get("/metrics").text
+    pattern = r'^recalld_recall_stage_seconds_(count|sum)\{stage="(\w+)"\} (\S+)$'
+    found: dict[str, dict[str, float]] = {}
+    for field, stage, value in re.findall(pattern, metrics, re.M):
+        found.setdefault(stage, {})[field] = float(value)
+    return {stage: (v["count"], v["sum"]) for stage, v in found.items()}
+
+
+def test_each_stage_of_a_recall_is_a_prometheus_histogram(daemon: Daemon, corpus: tuple[str, dict[str, str]]) -> None:
+    ns, _ = corpus
+    before = stage_histograms(daemon)
+    status, fused = daemon.call("POST", "/v1/recall", {"namespace": ns, "query": "who carries the pager at night"})
+    assert status == 200, fused
+    status, text_only = daemon.call("POST", "/v1/recall", {"namespace": ns, "query": "pager", "routes": ["fts"]})
+    assert status == 200, text_only
+    after = stage_histograms(daemon)
+    ran = {"embed", "vector", "fts", "rehydrate", "fusion", "total"}
+    assert ran <= set(after), after
+    for stage in ran | {"structured"}:
+        count, total_s = after.get(stage, (0.0, 0.0))
+        count_before, total_before_s = before.get(stage, (0.0, 0.0))
+        # the vector route's stages ran in the fused recall only; neither asked for `structured`
+        answers = [fused] if stage in ("embed", "vector") else [] if stage == "structured" else [fused, text_only]
+        assert count - count_before == len(answers), (stage, before.get(stage), after.get(stage))
+        reported_ms = sum(answer["timings_ms"][stage] for answer in answers)
+        # the answer rounds each stage to the microsecond
+        assert abs((total_s - total_before_s) * 1000 - reported_ms) < 0.01, (stage, reported_ms)
+
+
 # A long record: paragraphs about gardens, then one last paragraph on another subject.
 GARDEN = "Roses like sun and well-drained soil; prune them in early spring and feed them monthly. " * 14
 
