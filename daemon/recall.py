@@ -196,6 +196,8 @@ class RecallService:
         self, run: _Run, fused: list[Fused[uuid.UUID]], filters: Filters, query: str, k: int
     ) -> list[RecallHit]:
         """Re-read the best candidates; drop what is gone, filtered out or of a stale revision."""
+        if not fused:
+            return []  # nothing to re-read: no connection taken (the routes may have run out of time)
         started = time.perf_counter()
         vector_hits = run.found.get("vector", [])
         vector_revisions = {c.id: c.revision for c in vector_hits}
@@ -280,7 +282,9 @@ class RecallService:
                 run.down(route, DegradedReason.DEADLINE_EXCEEDED, f"no answer within {deadline_s * 1000:.0f} ms")
         for degraded in run.degraded:
             self._metrics.degraded.labels(route=degraded.route, reason=degraded.reason).inc()
-        if not run.found:
+        # Out of the client's own time, no route is at fault: the answer is what finished, here
+        # nothing, with every late route named. Routes that could not answer at all are a 503.
+        if not run.found and any(d.reason != DegradedReason.DEADLINE_EXCEEDED for d in run.degraded):
             reasons = ", ".join(f"{d.route}: {d.reason}" for d in run.degraded)
             raise ApiError(
                 503,

@@ -4,14 +4,19 @@ degrading out loud when the provider goes away mid-run."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import json
 import re
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
+import asyncpg
 import pytest
 
-from conftest import Daemon
+from conftest import Daemon, sql
 from fake_openai import FakeOpenAI
 
 
@@ -148,6 +153,77 @@ def test_a_short_deadline_returns_what_finished_and_names_the_late_route(make_da
     ]
     assert elapsed < 1.5, f"the answer waited {elapsed:.2f}s for a late route"
     assert answer["results"][0]["routes"] == {"fts": 1}
+
+
+@contextlib.contextmanager
+def records_locked(dsn: str) -> Iterator[None]:
+    """Hold an ACCESS EXCLUSIVE lock on `records` from a connection of the test's own: until it is
+    released every read of the table waits, so full text cannot answer, whatever the machine's speed."""
+    locked, release = threading.Event(), threading.Event()
+
+    async def hold() -> None:
+        conn = await asyncpg.connect(dsn)
+        try:
+            async with conn.transaction():
+                await conn.execute("LOCK TABLE records IN ACCESS EXCLUSIVE MODE")
+                locked.set()
+                await asyncio.to_thread(release.wait, 60)
+        finally:
+            await conn.close()
+
+    holder = threading.Thread(target=asyncio.run, args=(hold(),))
+    holder.start()
+    try:
+        assert locked.wait(10), "could not lock records"
+        yield
+    finally:
+        release.set()
+        holder.join(10)
+
+
+def test_routes_that_all_run_out_of_the_clients_time_answer_nothing_and_name_every_late_route(
+    make_daemon: Any, fake: FakeOpenAI
+) -> None:
+    daemon: Daemon = make_daemon(env=fake.env())
+    ns = "all-late"
+    daemon.call("POST", "/v1/records", {"namespace": ns, "kind": "doc", "title": "Kiln log", "body": "Fire at dawn."})
+    wait_vector(daemon, ns, "kiln", 1)
+    fake.delay_s = 2.0
+    with records_locked(daemon.env["RECALLD_STORE_DSN"]):
+        started = time.monotonic()
+        status, answer = daemon.call("POST", "/v1/recall", {"namespace": ns, "query": "kiln log", "deadline_ms": 300})
+        elapsed = time.monotonic() - started
+        # the client's deadline passed, no route is down: a 200 with what finished (nothing)
+        assert status == 200, answer
+        assert answer["results"] == [] and elapsed < 1.5
+        assert sorted((d["route"], d["reason"]) for d in answer["degraded_routes"]) == [
+            ("fts", "deadline_exceeded"),
+            ("vector", "deadline_exceeded"),
+        ]
+        status, text_only = daemon.call(
+            "POST", "/v1/recall", {"namespace": ns, "query": "kiln", "routes": ["fts"], "deadline_ms": 200}
+        )
+        assert status == 200 and text_only["results"] == [], text_only
+        assert [(d["route"], d["reason"]) for d in text_only["degraded_routes"]] == [("fts", "deadline_exceeded")]
+    # a route that is down, not late, is still a 503 when nothing else was asked for
+    fake.delay_s, fake.down = 0.0, True
+    status, body = daemon.call("POST", "/v1/recall", {"namespace": ns, "query": "a new query", "routes": ["vector"]})
+    assert status == 503 and body["error"]["code"] == "route_unavailable", body
+    assert body["degraded_routes"][0]["route"] == "vector"
+    assert body["degraded_routes"][0]["reason"] != "deadline_exceeded"
+    # both late answers were recorded as searches, late routes included (rows are written a
+    # moment after the answer)
+    deadline = time.monotonic() + 10
+    while True:
+        rows = sql(
+            daemon.env["RECALLD_STORE_DSN"],
+            "SELECT degraded_routes FROM searches WHERE id = ANY($1::uuid[])",
+            [answer["search_id"], text_only["search_id"]],
+        )
+        if len(rows) == 2 or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert sorted(len(json.loads(row["degraded_routes"])) for row in rows) == [1, 2]
 
 
 def test_a_route_limit_bounds_a_slow_route_inside_a_longer_deadline(make_daemon: Any, fake: FakeOpenAI) -> None:
