@@ -226,6 +226,30 @@ def test_routes_that_all_run_out_of_the_clients_time_answer_nothing_and_name_eve
     assert sorted(len(json.loads(row["degraded_routes"])) for row in rows) == [1, 2]
 
 
+def test_a_vector_hit_on_a_replaced_revision_is_dropped_at_rehydration(make_daemon: Any, fake: FakeOpenAI) -> None:
+    """Between an update and the index manager tombstoning the old chunks (it embeds the new
+    revision first, slowly here), the index still holds the old revision's vectors: the vector
+    route finds the record by its old text, and only rehydration can tell it is stale."""
+    daemon: Daemon = make_daemon(env=fake.env())
+    ns = "stale-revision"
+    _, created = daemon.call(
+        "POST", "/v1/records", {"namespace": ns, "kind": "doc", "title": "Kiln log", "body": "Fire at dawn."}
+    )
+    assert wait_vector(daemon, ns, "kiln", 1)["results"][0]["revision"] == 1  # "kiln" is now a cached query vector
+    fake.delay_s = 3.0  # the new revision's embedding (not the cached query) is slow
+    body = {"namespace": ns, "kind": "doc", "title": "Kiln log", "body": "Glaze recipes moved to the wiki."}
+    status, updated = daemon.call("PUT", f"/v1/records/{created['id']}", body)
+    assert status == 200 and updated["revision"] == 2
+    answer = daemon.call("POST", "/v1/recall", {"namespace": ns, "query": "kiln", "routes": ["vector"]})[1]
+    handle = daemon.call("GET", "/v1/generations")[1]["index"]["handle"]
+    # the index still held revision 1's vector, untombstoned, when the recall searched it
+    assert handle["tombstones"] == 0 and handle["count"] == 1, handle
+    assert answer["results"] == [] and answer["degraded_routes"] == [], answer
+    fake.delay_s = 0.0
+    found = wait_vector(daemon, ns, "kiln", 1)["results"][0]
+    assert (found["id"], found["revision"]) == (created["id"], 2)
+
+
 def test_a_route_limit_bounds_a_slow_route_inside_a_longer_deadline(make_daemon: Any, fake: FakeOpenAI) -> None:
     daemon: Daemon = make_daemon(env={**fake.env(), "RECALLD_RECALL_ROUTE_DEADLINE_MS": "{ vector = 400 }"})
     ns = "route-limit"
