@@ -165,6 +165,84 @@ def test_kind_filter_on_the_vector_route_still_fills_k(daemon: Daemon) -> None:
     assert {r["kind"] for r in found} == {"rule"}
 
 
+def put_all(daemon: Daemon, ns: str, records: list[dict[str, Any]]) -> dict[str, str]:
+    """Create `records` in `ns` and wait until the vector route has them all; ids by title."""
+    ids = {}
+    for record in records:
+        status, created = daemon.call("POST", "/v1/records", {"namespace": ns, **record})
+        assert status == 201, created
+        ids[record["title"]] = created["id"]
+    wait_indexed(daemon)
+    return ids
+
+
+def test_identifiers_are_found_by_full_text_and_by_fusion(daemon: Daemon) -> None:
+    """Codes and option names, which the model reads as their neighbours do: full text finds
+    the one record that holds them, and fusion keeps it first."""
+    ns = "vec-identifiers"
+    ids = put_all(
+        daemon,
+        ns,
+        [
+            {"kind": "doc", "title": "Login error E4012", "body": "E4012: the session token expired; sign in again."},
+            {"kind": "doc", "title": "Login error E4013", "body": "E4013: the password is wrong; try again."},
+            {"kind": "doc", "title": "Login error E4021", "body": "E4021: the account is locked after five tries."},
+            {
+                "kind": "doc",
+                "title": "Unpacking a release tarball",
+                "body": "tar --strip-components=1 -xf release.tar.gz drops the top directory while extracting.",
+            },
+            {
+                "kind": "doc",
+                "title": "Extracting archives",
+                "body": "tar -xf archive.tar.gz unpacks every file of an archive into the current directory.",
+            },
+            {
+                "kind": "doc",
+                "title": "Listing archives",
+                "body": "tar -tf archive.tar.gz lists the files an archive holds without extracting them.",
+            },
+        ],
+    )
+    for query, title in (("E4012", "Login error E4012"), ("--strip-components", "Unpacking a release tarball")):
+        status, text = daemon.call("POST", "/v1/recall", {"namespace": ns, "query": query, "routes": ["fts"]})
+        assert status == 200 and [r["id"] for r in text["results"]] == [ids[title]], (query, text["results"])
+        status, fused = daemon.call("POST", "/v1/recall", {"namespace": ns, "query": query})
+        assert status == 200 and fused["degraded_routes"] == [], fused
+        first = fused["results"][0]
+        assert first["id"] == ids[title] and first["routes"]["fts"] == 1, (query, fused["results"][:3])
+        # the vector route answered too: the rest of the list is its neighbours
+        assert len(fused["results"]) == 6 and any("vector" in r["routes"] for r in fused["results"])
+
+
+def test_filters_hold_on_every_route_and_on_fusion(daemon: Daemon) -> None:
+    ns = "vec-filters"
+    records = [
+        {
+            "kind": kind,
+            "title": f"Harbour {kind} {team}",
+            "body": "Boats moor in the harbour overnight.",
+            "attributes": {"team": team, "site": "north"},
+        }
+        for kind in ("rule", "doc")
+        for team in ("ops", "sales")
+    ]
+    ids = put_all(daemon, ns, records)
+    for filters, titles in (
+        ({"kinds": ["rule"]}, {"Harbour rule ops", "Harbour rule sales"}),
+        ({"attributes": {"team": "ops"}}, {"Harbour rule ops", "Harbour doc ops"}),
+        ({"kinds": ["doc"], "attributes": {"team": "sales", "site": "north"}}, {"Harbour doc sales"}),
+        ({"attributes": {"team": "nobody"}}, set()),
+    ):
+        for routes in (["fts"], ["vector"], ["structured"], None):
+            body = {"namespace": ns, "query": "where do boats moor in the harbour", **filters}
+            if routes:
+                body["routes"] = routes
+            status, answer = daemon.call("POST", "/v1/recall", body)
+            assert status == 200 and answer["degraded_routes"] == [], (filters, routes, answer)
+            assert {r["id"] for r in answer["results"]} == {ids[t] for t in titles}, (filters, routes, answer)
+
+
 def test_rebuild_swaps_and_activate_rolls_back(daemon: Daemon, corpus: tuple[str, dict[str, str]]) -> None:
     before = wait_indexed(daemon)["current"]["id"]
 
