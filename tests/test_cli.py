@@ -193,3 +193,27 @@ def test_a_printed_hit_shows_the_vector_cosine_that_min_similarity_compares() ->
     assert hit_line(1, hit) == "  1. 0.0323  Nightly backups  [fts#3,vector#1 (0.53)]  /docs/backup.md"
     older = {key: value for key, value in hit.items() if key != "route_scores"}  # a daemon without them
     assert hit_line(2, older) == "  2. 0.0323  Nightly backups  [fts#3,vector#1]  /docs/backup.md"
+
+
+def test_stats_prints_precision_at_k_and_where_useful_results_ranked(daemon: Daemon, ns: str) -> None:
+    for title in ("Harbour rules", "Harbour fees", "Harbour hours"):
+        status, _ = daemon.call(
+            "POST", "/v1/records", {"namespace": ns, "kind": "doc", "title": title, "body": "harbour"}
+        )
+        assert status == 201
+    judged = 0
+    for useful_ranks in ((1,), (2,)):  # two searches: a useful first result, then a useful second one
+        status, answer = daemon.call(
+            "POST", "/v1/recall", {"namespace": ns, "query": "harbour", "routes": ["fts"], "k": 3}
+        )
+        assert status == 200 and len(answer["results"]) == 3, answer
+        for rank, hit in enumerate(answer["results"][:2], 1):
+            body = {"search_id": answer["search_id"], "id": hit["id"], "useful": rank in useful_ranks}
+            assert daemon.call("POST", "/v1/recall/feedback", body)[0] == 200
+            judged += 1
+    done = recalld(daemon, "stats", "-n", ns, "-k", "3")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == f"namespace {ns}: 2 searches, 0 degraded, 0 empty", lines
+    assert lines[1] == f"precision@3: 0.500 (2 useful of {judged} judged, 2 searches with feedback)", lines
+    assert lines[2:] == ["rank of useful results:", f"    1 {'#' * 30} 1", f"    2 {'#' * 30} 1"], lines

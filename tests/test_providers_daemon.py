@@ -250,6 +250,18 @@ def test_a_vector_hit_on_a_replaced_revision_is_dropped_at_rehydration(make_daem
     assert (found["id"], found["revision"]) == (created["id"], 2)
 
 
+def test_before_anything_is_indexed_the_vector_route_says_so(make_daemon: Any, fake: FakeOpenAI) -> None:
+    daemon: Daemon = make_daemon(env=fake.env())
+    fake.delay_s = 5.0  # the record below waits for its vectors
+    daemon.call("POST", "/v1/records", {"namespace": "new", "kind": "doc", "title": "Kiln log", "body": "Fire."})
+    status, answer = daemon.call("POST", "/v1/recall", {"namespace": "new", "query": "kiln"})
+    assert status == 200 and [r["title"] for r in answer["results"]] == ["Kiln log"], answer
+    assert [(d["route"], d["reason"]) for d in answer["degraded_routes"]] == [("vector", "no_verified_generation")]
+    status, body = daemon.call("POST", "/v1/recall", {"namespace": "new", "query": "kiln", "routes": ["vector"]})
+    assert status == 503 and body["error"]["code"] == "route_unavailable", body
+    assert body["degraded_routes"] == [{"route": "vector", "reason": "no_verified_generation"}]
+
+
 def test_a_route_limit_bounds_a_slow_route_inside_a_longer_deadline(make_daemon: Any, fake: FakeOpenAI) -> None:
     daemon: Daemon = make_daemon(env={**fake.env(), "RECALLD_RECALL_ROUTE_DEADLINE_MS": "{ vector = 400 }"})
     ns = "route-limit"

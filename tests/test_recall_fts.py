@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from typing import Any
 
 from actors.fusion import RRF_VERSION
+from actors.records import query_hash
 from conftest import Daemon, sql
 
 DOCS = [
@@ -154,23 +156,40 @@ def test_vector_route_is_reported_degraded_not_silently_dropped(make_daemon: Any
     status, body = daemon.call("POST", "/v1/recall", {"namespace": ns, "query": "ledger", "routes": ["vector"]})
     assert status == 503 and body["error"]["code"] == "route_unavailable"
     assert body["degraded_routes"][0]["route"] == "vector"
+    assert body["degraded_routes"][0]["reason"] == "no_provider"
+
+    # The last answer's search row: everything its order depended on, and the degraded route.
+    row = search_row(daemon, answer["search_id"])
+    assert row["namespace"] == ns and row["query_hash"] == query_hash(ns, "ledger signing")
+    assert row["routes"] == ["fts", "vector"]
+    fusion = json.loads(row["fusion"])
+    assert {key: fusion[key] for key in ("name", "version", "weights", "k")} == {
+        key: answer["fusion"][key] for key in ("name", "version", "weights", "k")
+    }
+    assert json.loads(row["results"]) == [
+        {"id": hit["id"], "rank": rank, "routes": hit["routes"]} for rank, hit in enumerate(answer["results"], 1)
+    ]
+    assert json.loads(row["timings_ms"]) == answer["timings_ms"]
+    assert json.loads(row["degraded_routes"]) == [{"route": "vector", "reason": "no_provider"}]
+
+
+def search_row(daemon: Daemon, search_id: str) -> Any:
+    """A recall's telemetry row, once written (rows are written in batches, a moment after the
+    answer: the search recorder lingers)."""
+    deadline = time.monotonic() + 10
+    while True:
+        rows = sql(daemon.env["RECALLD_STORE_DSN"], "SELECT * FROM searches WHERE id = $1", uuid.UUID(search_id))
+        if rows or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert len(rows) == 1
+    return rows[0]
 
 
 def test_each_recall_writes_a_telemetry_row_without_the_query_text(daemon: Daemon, ns: str) -> None:
     seed(daemon, ns)
     answer = recall(daemon, ns, "ledger secret words")
-
-    # Rows are written in batches, a moment after the answer (the search recorder lingers).
-    deadline = time.monotonic() + 10
-    while True:
-        rows = sql(
-            daemon.env["RECALLD_STORE_DSN"], "SELECT * FROM searches WHERE id = $1", uuid.UUID(answer["search_id"])
-        )
-        if rows or time.monotonic() > deadline:
-            break
-        time.sleep(0.05)
-    assert len(rows) == 1
-    found = rows[0]
+    found = search_row(daemon, answer["search_id"])
     assert found["namespace"] == ns and found["routes"] == ["fts"]
     assert "secret" not in str(dict(found))
 
