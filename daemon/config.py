@@ -85,8 +85,8 @@ class RecallConfig(_Section, frozen=True):
     default_deadline_ms: Annotated[int, Meta(ge=1, le=120_000)] = 5_000
     max_deadline_ms: Annotated[int, Meta(ge=1, le=600_000)] = 60_000
     fts_candidates: Annotated[int, Meta(ge=1, le=10_000)] = 30
-    """Candidates the full-text and structured routes hand to fusion (at least k). Fused quality
-    on the golden set is the same at 20, 30, 50 and 100 (docs/RETRIEVAL.md); fewer cost less."""
+    """Candidates the full-text route hands to fusion (at least k). Fused quality on the golden
+    set is the same at 20, 30, 50 and 100 (docs/RETRIEVAL.md); fewer cost less."""
     snippet_words: Annotated[int, Meta(ge=3, le=200)] = 30
     fusion: Literal["rrf", "weighted"] = "rrf"
     """Fusion method when a request names none: reciprocal-rank (`rrf`) or min-max normalised
@@ -114,6 +114,9 @@ class RecallConfig(_Section, frozen=True):
     than something far; it depends on the model."""
     vector_candidates: Annotated[int, Meta(ge=1, le=10_000)] = 30
     """Records the vector route hands to fusion (at least k); as `fts_candidates`."""
+    structured_candidates: Annotated[int, Meta(ge=1, le=10_000)] = 30
+    """Records the structured route hands to fusion (at least k): the most recently changed that
+    match the kind and attribute filters."""
     overfetch_rounds: Annotated[int, Meta(ge=0, le=10)] = 3
     """How often the vector route may search again, 4x deeper, when filters or rehydration
     left fewer than k results."""

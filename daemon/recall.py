@@ -254,7 +254,7 @@ class RecallService:
         run = _Run(thresholds=_by_name(config.thresholds | (request.thresholds or {})))
         caps = {
             "fts": config.fts_candidates,
-            "structured": config.fts_candidates,
+            "structured": config.structured_candidates,
             "vector": config.vector_candidates,
         }
 
@@ -303,7 +303,7 @@ class RecallService:
                 break
             cap *= 4
             with anyio.move_on_at(deadline):
-                await self._route(run, "vector", filters, request.query, cap, deadline)
+                await self._bounded(run, "vector", filters, request.query, cap, deadline)
             results = await self._rehydrate(run, self._fuse(run, method), filters, request.query, k)
 
         run.timings["total"] = (time.perf_counter() - started) * 1000

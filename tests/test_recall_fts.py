@@ -225,3 +225,22 @@ def test_feedback_feeds_per_namespace_statistics(daemon: Daemon, ns: str) -> Non
     status, body = daemon.call("POST", "/v1/recall/feedback", {"search_id": "nope", "id": first, "useful": True})
     assert status == 400 and body["error"]["code"] == "invalid_request"
     assert daemon.call("GET", "/v1/stats")[0] == 400
+
+
+def test_fusion_settings_from_config_are_applied_and_reported(make_daemon: Any, ns: str) -> None:
+    env = {
+        "RECALLD_EMBEDDING_PROVIDER": "none",
+        "RECALLD_RECALL_RRF_K": "5",
+        "RECALLD_RECALL_WEIGHTS": "{ fts = 2.0, vector = 1.0, structured = 0.25 }",
+    }
+    daemon = make_daemon(env=env)
+    seed(daemon, ns)
+    answer = recall(daemon, ns, "ledger")
+    assert answer["fusion"]["k"] == 5 and answer["fusion"]["weights"] == {"fts": 2.0}
+    # one full-text match of a plain word: weight 2 x all_terms factor 0.03 / (k 5 + rank 1)
+    assert answer["results"][0]["score"] == round(2.0 * 0.03 / 6, 6)
+    status, answer = daemon.call(
+        "POST", "/v1/recall", {"namespace": ns, "query": "rules", "routes": ["structured"], "kinds": ["rule"]}
+    )
+    assert status == 200 and answer["fusion"]["weights"] == {"structured": 0.25}
+    assert answer["results"][0]["score"] == round(0.25 / 6, 6)
