@@ -111,9 +111,17 @@ def test_template_change_then_model_change_over_1000_records(make_daemon: Any, f
     # A model change (another dimension): the vector route says so until the new space is built.
     fake = FakeOpenAI(dimension=64)
     try:
+        fake.delay_s = 1.0  # each embedding call (not the start-up probe): the switch lasts a while
         daemon = make_daemon(dsn=fresh_dsn, env={**env, **fake.env()})
-        status, answer = daemon.call("POST", "/v1/recall", {"namespace": ns, "query": "pump pressure"})
-        assert status == 200 and answer["results"], "full-text answers during the switch"
+        reasons: set[str] = set()
+        deadline = time.monotonic() + 30
+        while "vector_space_rebuilding" not in reasons:
+            status, answer = daemon.call("POST", "/v1/recall", {"namespace": ns, "query": "pump pressure"})
+            assert status == 200 and answer["results"], "full-text answers during the switch"
+            reasons |= {d["reason"] for d in answer["degraded_routes"] if d["route"] == "vector"}
+            assert time.monotonic() < deadline, reasons
+            time.sleep(0.05)
+        fake.delay_s = 0.0
         third = wait_current(daemon, lambda c: c["space"]["model"] == "fake-embedder")["current"]
         assert third["space"]["dimension"] == 64 and third["count"] >= RECORDS
         check_mapping(fresh_dsn, shared, third, sample)
