@@ -36,8 +36,9 @@ class Metrics:
         self.recalls = Counter("recalld_recalls", "Recall requests answered", registry=r)
         self.recall_stages = Histogram(
             "recalld_recall_stage_seconds",
-            "Time one recall spent in a stage, as its answer's timings_ms reports it; stages that did not run "
-            "are not observed (stage: embed, vector, fts, structured, rehydrate, fusion, total)",
+            "Time one answered recall spent in a stage, as its timings_ms reports it (a route's time summed "
+            "over its rounds); a stage the recall never entered is not observed, nor is a 503 "
+            "(stage: embed, vector, fts, structured, rehydrate, fusion, total)",
             ["stage"],
             buckets=LATENCY_BUCKETS,
             registry=r,

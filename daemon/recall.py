@@ -90,6 +90,8 @@ class _Run:
     timings: dict[str, float] = field(default_factory=dict)
     degraded: list[DegradedRoute] = field(default_factory=list)
     found: dict[str, list[Candidate]] = field(default_factory=dict)
+    limits: dict[str, float] = field(default_factory=dict)
+    """Route -> when its own `route_deadline_ms` runs out, set by its first call."""
     generation: str | None = None
 
     def down(self, route: str, reason: str, message: str = "") -> None:
@@ -170,7 +172,8 @@ class RecallService:
         if own is None:
             await self._route(run, route, filters, query, cap, deadline, loose=loose)
             return
-        limit = anyio.current_time() + own / 1000
+        # One limit for all of the route's work in this request, over-fetch rounds included.
+        limit = run.limits.setdefault(route, anyio.current_time() + own / 1000)
         with anyio.move_on_at(min(deadline, limit)) as scope:
             await self._route(run, route, filters, query, cap, min(deadline, limit), loose=loose)
         if scope.cancelled_caught and route not in run.found and limit < deadline:
@@ -282,9 +285,12 @@ class RecallService:
                 run.down(route, DegradedReason.DEADLINE_EXCEEDED, f"no answer within {deadline_s * 1000:.0f} ms")
         for degraded in run.degraded:
             self._metrics.degraded.labels(route=degraded.route, reason=degraded.reason).inc()
-        # Out of the client's own time, no route is at fault: the answer is what finished, here
-        # nothing, with every late route named. Routes that could not answer at all are a 503.
-        if not run.found and any(d.reason != DegradedReason.DEADLINE_EXCEEDED for d in run.degraded):
+        # Routes that all ran out of the time the client gave (its own `deadline_ms`) are not at
+        # fault: the answer is what finished, here nothing, with every late route named. Any
+        # other way for every route to fail (down, cut off by the daemon's own limits) is a 503.
+        client_time_up = request.deadline_ms is not None and anyio.current_time() >= deadline
+        only_late = all(d.reason == DegradedReason.DEADLINE_EXCEEDED for d in run.degraded)
+        if not run.found and not (client_time_up and only_late):
             reasons = ", ".join(f"{d.route}: {d.reason}" for d in run.degraded)
             raise ApiError(
                 503,

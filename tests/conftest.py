@@ -157,6 +157,21 @@ class Daemon:
             return None
 
 
+def search_rows(daemon: Daemon, search_ids: list[str], timeout: float = 10) -> list[asyncpg.Record]:
+    """The telemetry rows of these recalls (by `search_id`), once all are written: the search
+    recorder writes them in batches, a moment after the answers."""
+    deadline = time.monotonic() + timeout
+    while True:
+        rows = sql(
+            daemon.env["RECALLD_STORE_DSN"],
+            "SELECT * FROM searches WHERE id = ANY($1::uuid[]) ORDER BY array_position($1::uuid[], id)",
+            [uuid.UUID(i) for i in search_ids],
+        )
+        if len(rows) == len(search_ids) or time.monotonic() > deadline:
+            return rows
+        time.sleep(0.05)
+
+
 @pytest.fixture
 def make_daemon(postgres: EmbeddedPostgres) -> Iterator[Any]:
     """Factory: `make_daemon(env=..., dsn=...)` starts a daemon on a fresh database by default."""

@@ -16,7 +16,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from conftest import Daemon, sql
+from conftest import Daemon, search_rows
 from fake_openai import FakeOpenAI
 
 
@@ -211,18 +211,8 @@ def test_routes_that_all_run_out_of_the_clients_time_answer_nothing_and_name_eve
     assert status == 503 and body["error"]["code"] == "route_unavailable", body
     assert body["degraded_routes"][0]["route"] == "vector"
     assert body["degraded_routes"][0]["reason"] != "deadline_exceeded"
-    # both late answers were recorded as searches, late routes included (rows are written a
-    # moment after the answer)
-    deadline = time.monotonic() + 10
-    while True:
-        rows = sql(
-            daemon.env["RECALLD_STORE_DSN"],
-            "SELECT degraded_routes FROM searches WHERE id = ANY($1::uuid[])",
-            [answer["search_id"], text_only["search_id"]],
-        )
-        if len(rows) == 2 or time.monotonic() > deadline:
-            break
-        time.sleep(0.05)
+    # both late answers were recorded as searches, late routes included
+    rows = search_rows(daemon, [answer["search_id"], text_only["search_id"]])
     assert sorted(len(json.loads(row["degraded_routes"])) for row in rows) == [1, 2]
 
 
@@ -230,13 +220,15 @@ def test_a_vector_hit_on_a_replaced_revision_is_dropped_at_rehydration(make_daem
     """Between an update and the index manager tombstoning the old chunks (it embeds the new
     revision first, slowly here), the index still holds the old revision's vectors: the vector
     route finds the record by its old text, and only rehydration can tell it is stale."""
-    daemon: Daemon = make_daemon(env=fake.env())
+    # No timed step of the index manager: the only one after the update is the one its
+    # notification wakes, which embeds the new revision (slowly) before it tombstones the old.
+    daemon: Daemon = make_daemon(env={**fake.env(), "RECALLD_INDEX_POLL_S": "60"})
     ns = "stale-revision"
     _, created = daemon.call(
         "POST", "/v1/records", {"namespace": ns, "kind": "doc", "title": "Kiln log", "body": "Fire at dawn."}
     )
     assert wait_vector(daemon, ns, "kiln", 1)["results"][0]["revision"] == 1  # "kiln" is now a cached query vector
-    fake.delay_s = 3.0  # the new revision's embedding (not the cached query) is slow
+    fake.delay_s = 5.0  # the new revision's embedding (not the cached query) is slow
     body = {"namespace": ns, "kind": "doc", "title": "Kiln log", "body": "Glaze recipes moved to the wiki."}
     status, updated = daemon.call("PUT", f"/v1/records/{created['id']}", body)
     assert status == 200 and updated["revision"] == 2
@@ -277,6 +269,12 @@ def test_a_route_limit_bounds_a_slow_route_inside_a_longer_deadline(make_daemon:
     assert answer["degraded_routes"][0]["reason"] == "deadline_exceeded"
     assert "400 ms route limit" in answer["degraded_routes"][0]["message"]
     assert time.monotonic() - started < 2.0
+    # the daemon's own limit, not the client's deadline, cut the only route asked for: a 503
+    status, body = daemon.call(
+        "POST", "/v1/recall", {"namespace": ns, "query": "glaze notes", "routes": ["vector"], "deadline_ms": 10_000}
+    )
+    assert status == 503 and body["error"]["code"] == "route_unavailable", body
+    assert body["degraded_routes"] == [{"route": "vector", "reason": "deadline_exceeded"}]
 
 
 def test_a_record_the_provider_refuses_is_set_aside_and_its_batch_mates_are_indexed(

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from typing import Any
 
 from actors.fusion import RRF_VERSION
 from actors.records import query_hash
-from conftest import Daemon, sql
+from conftest import Daemon, search_rows
 
 DOCS = [
     (
@@ -159,7 +158,7 @@ def test_vector_route_is_reported_degraded_not_silently_dropped(make_daemon: Any
     assert body["degraded_routes"][0]["reason"] == "no_provider"
 
     # The last answer's search row: everything its order depended on, and the degraded route.
-    row = search_row(daemon, answer["search_id"])
+    (row,) = search_rows(daemon, [answer["search_id"]])
     assert row["namespace"] == ns and row["query_hash"] == query_hash(ns, "ledger signing")
     assert row["routes"] == ["fts", "vector"]
     fusion = json.loads(row["fusion"])
@@ -173,23 +172,10 @@ def test_vector_route_is_reported_degraded_not_silently_dropped(make_daemon: Any
     assert json.loads(row["degraded_routes"]) == [{"route": "vector", "reason": "no_provider"}]
 
 
-def search_row(daemon: Daemon, search_id: str) -> Any:
-    """A recall's telemetry row, once written (rows are written in batches, a moment after the
-    answer: the search recorder lingers)."""
-    deadline = time.monotonic() + 10
-    while True:
-        rows = sql(daemon.env["RECALLD_STORE_DSN"], "SELECT * FROM searches WHERE id = $1", uuid.UUID(search_id))
-        if rows or time.monotonic() > deadline:
-            break
-        time.sleep(0.05)
-    assert len(rows) == 1
-    return rows[0]
-
-
 def test_each_recall_writes_a_telemetry_row_without_the_query_text(daemon: Daemon, ns: str) -> None:
     seed(daemon, ns)
     answer = recall(daemon, ns, "ledger secret words")
-    found = search_row(daemon, answer["search_id"])
+    (found,) = search_rows(daemon, [answer["search_id"]])
     assert found["namespace"] == ns and found["routes"] == ["fts"]
     assert "secret" not in str(dict(found))
 

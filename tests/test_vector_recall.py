@@ -216,6 +216,10 @@ def test_identifiers_are_found_by_full_text_and_by_fusion(daemon: Daemon) -> Non
 
 
 def test_filters_hold_on_every_route_and_on_fusion(daemon: Daemon) -> None:
+    """Rehydration drops whatever fails the filters, so each route must apply them itself (or,
+    the vector route, search deeper): 40 newer records that match the query better but not the
+    filters are more than a route's candidates (30), and a route ignoring the filters would
+    hand over only those and answer short."""
     ns = "vec-filters"
     records = [
         {
@@ -227,7 +231,16 @@ def test_filters_hold_on_every_route_and_on_fusion(daemon: Daemon) -> None:
         for kind in ("rule", "doc")
         for team in ("ops", "sales")
     ]
-    ids = put_all(daemon, ns, records)
+    decoys = [
+        {
+            "kind": "noise",
+            "title": f"Harbour log {i}",
+            "body": "Where do boats moor? Boats moor in the harbour; the harbour moors boats overnight.",
+            "attributes": {"team": "other", "site": "north"},
+        }
+        for i in range(40)
+    ]
+    ids = put_all(daemon, ns, records + decoys)
     for filters, titles in (
         ({"kinds": ["rule"]}, {"Harbour rule ops", "Harbour rule sales"}),
         ({"attributes": {"team": "ops"}}, {"Harbour rule ops", "Harbour doc ops"}),
