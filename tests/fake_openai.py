@@ -3,8 +3,9 @@ OpenAI wire format (`POST /v1/embeddings`) and Ollama's (`POST /api/embed`).
 
 Daemons under test are separate processes, so this server runs beside the test on a real
 port. Vectors are deterministic per input (a hash-seeded unit vector), so a test knows which
-vector each text gets; `down` makes it answer 503 and `dimension` can differ from the local
-model's, to exercise a change of vector space.
+vector each text gets; `down` makes it answer 503, `delay_s` slow, `refuse` and `corrupt` turn
+down or break the vectors of chosen inputs, and `dimension` can differ from the local model's, to
+exercise a change of vector space.
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ class FakeOpenAI:
         longer than the model's context."""
         self.refused = 0
         """Requests answered 400 for `refuse`."""
+        self.corrupt: str | None = None
+        """An input containing this gets a vector one number short: a provider answering with a
+        broken vector, which the daemon must refuse rather than search or store."""
         self.calls = 0
         self.inputs = 0
         self.tokens = 0
@@ -70,6 +74,8 @@ class FakeOpenAI:
                 owner.inputs += len(inputs)
                 owner.tokens += sum(len(t.split()) for t in inputs)
                 vectors = [unit_vector(t, owner.dimension) for t in inputs]
+                if owner.corrupt is not None:
+                    vectors = [v[:-1] if owner.corrupt in t else v for t, v in zip(inputs, vectors, strict=True)]
                 if self.path == "/api/embed":
                     answer: dict[str, Any] = {
                         "model": body.get("model", "fake"),

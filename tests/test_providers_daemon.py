@@ -254,6 +254,23 @@ def test_before_anything_is_indexed_the_vector_route_says_so(make_daemon: Any, f
     assert body["degraded_routes"] == [{"route": "vector", "reason": "no_verified_generation"}]
 
 
+def test_a_broken_query_vector_degrades_the_vector_route_with_its_reason(make_daemon: Any, fake: FakeOpenAI) -> None:
+    daemon: Daemon = make_daemon(env=fake.env())
+    ns = "broken-vector"
+    daemon.call("POST", "/v1/records", {"namespace": ns, "kind": "doc", "title": "Kiln log", "body": "Fire at dawn."})
+    wait_vector(daemon, ns, "kiln", 1)
+    fake.corrupt = "smouldering"
+    for _ in range(2):  # the broken vector is not kept for the repeated query either
+        status, answer = daemon.call("POST", "/v1/recall", {"namespace": ns, "query": "kiln smouldering"})
+        assert status == 200 and [r["title"] for r in answer["results"]] == ["Kiln log"], answer
+        assert [(d["route"], d["reason"]) for d in answer["degraded_routes"]] == [
+            ("vector", "embedding_dimension_mismatch")
+        ]
+        assert answer["results"][0]["routes"] == {"fts": 1}
+    status, answer = daemon.call("POST", "/v1/recall", {"namespace": ns, "query": "kiln at dawn"})
+    assert status == 200 and answer["degraded_routes"] == [] and "vector" in answer["results"][0]["routes"]
+
+
 def test_a_route_limit_bounds_a_slow_route_inside_a_longer_deadline(make_daemon: Any, fake: FakeOpenAI) -> None:
     daemon: Daemon = make_daemon(env={**fake.env(), "RECALLD_RECALL_ROUTE_DEADLINE_MS": "{ vector = 400 }"})
     ns = "route-limit"
