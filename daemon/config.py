@@ -42,6 +42,11 @@ class ServerConfig(_Section, frozen=True):
     max_body_bytes: Annotated[int, Meta(ge=1024, le=256 * 1024 * 1024)] = 8 * 1024 * 1024
     body_timeout_s: Seconds = 30.0
     """A request body that has not fully arrived after this long answers 408 `body_timeout`."""
+    idle_timeout_s: Annotated[float, Meta(ge=1, le=86_400)] = 75.0
+    """A connection with no request in progress (idle between requests, or never finishing its
+    request line and headers) is closed after this long, so stalled clients cannot hold
+    connections (file descriptors) for good. Longer than the idle expiry of common client pools
+    (httpx 5 s, aiohttp 15 s), so they never send into a connection being closed."""
 
 
 class StoreConfig(_Section, frozen=True):

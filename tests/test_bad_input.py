@@ -199,3 +199,16 @@ def test_a_body_that_stalls_is_a_408_and_writes_nothing(make_daemon: Any) -> Non
     assert 0.9 < waited < 5, waited
     assert count_rows(dsn) == 0
     assert daemon.call("POST", "/v1/records", json.loads(body))[0] == 201, "the handler was freed"
+
+
+def test_a_connection_that_stalls_before_its_request_is_closed(make_daemon: Any) -> None:
+    daemon: Daemon = make_daemon(env={"RECALLD_SERVER_IDLE_TIMEOUT_S": "1"})
+    for sent in (b"", b"POST /v1/records HTTP/1.1\r\nHost: x\r\n"):  # nothing, then half the headers
+        with socket.socket(socket.AF_UNIX) as client:
+            client.settimeout(30)
+            client.connect(str(daemon.socket))
+            client.sendall(sent)
+            started = time.monotonic()
+            assert client.recv(65536) == b"", "the daemon closes the connection without answering"
+            assert 0.9 < time.monotonic() - started < 5
+    assert daemon.call("GET", "/livez")[0] == 200

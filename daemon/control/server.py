@@ -222,7 +222,14 @@ async def run_control_server(
 ) -> None:
     """Serve until cancelled; on cancel stop accepting and give in-flight requests the grace."""
     grace = services.config.server.shutdown_grace_s
-    runner = web.AppRunner(make_app(services), handle_signals=False, access_log=None, shutdown_timeout=grace)
+    runner = web.AppRunner(
+        make_app(services),
+        handle_signals=False,
+        access_log=None,
+        shutdown_timeout=grace,
+        # aiohttp's own default is an hour; it also covers a connection that never sends a request
+        keepalive_timeout=services.config.server.idle_timeout_s,
+    )
     await runner.setup()
     try:
         for listener in listeners:
