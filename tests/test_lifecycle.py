@@ -324,3 +324,36 @@ def test_an_initdb_cut_short_leaves_nothing_a_later_start_trusts() -> None:
         assert dsn and (server.pgdata / "PG_VERSION").exists() and not scratch.exists()
     finally:
         server.stop()
+
+
+def _server_processes(data_dir: Path) -> list[int]:
+    """The embedded server's postmaster and every process it started (backends included)."""
+    postmaster = _postmaster(data_dir)
+    children = subprocess.run(["pgrep", "-P", str(postmaster)], capture_output=True, text=True).stdout.split()
+    return [postmaster, *map(int, children)]
+
+
+def test_a_write_to_a_frozen_postgresql_fails_after_one_statement_timeout(make_daemon: Any) -> None:
+    daemon: Daemon = make_daemon(embedded=True, env={"RECALLD_STORE_STATEMENT_TIMEOUT_S": "2"})
+    record = {"namespace": "frozen", "kind": "doc", "title": "Before", "body": "written before the freeze"}
+    assert daemon.call("POST", "/v1/records", record)[0] == 201
+    frozen = _server_processes(daemon.data_dir)
+    for pid in frozen:
+        os.kill(pid, signal.SIGSTOP)  # a hung server: the connections stay open, nothing answers
+    try:
+        started = time.monotonic()
+        status, body = daemon.call("POST", "/v1/records", {**record, "title": "During"})
+        waited = time.monotonic() - started
+    finally:
+        for pid in frozen:
+            os.kill(pid, signal.SIGCONT)
+    assert status == 503 and body["error"]["code"] == "store_unavailable", body
+    # one statement's time, not two: the transaction is not rolled back over the hung connection
+    assert 1.9 < waited < 3.5, waited
+    deadline = time.monotonic() + 30
+    while daemon.call("GET", "/readyz")[0] != 200:
+        assert time.monotonic() < deadline, daemon.log()
+        time.sleep(0.2)
+    status, found = daemon.call("POST", "/v1/recall", {"namespace": "frozen", "query": "written", "routes": ["fts"]})
+    assert status == 200 and [hit["title"] for hit in found["results"]] == ["Before"], "nothing half written"
+    assert daemon.call("POST", "/v1/records", {**record, "title": "After"})[0] == 201

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
 
 import anyio
 import asyncpg
@@ -48,6 +51,34 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
     # and json.dumps was 2% of the event loop's time at 16 clients (a profile of the bench).
     for name in ("json", "jsonb"):
         await conn.set_type_codec(name, encoder=_json_text, decoder=msgspec.json.decode, schema="pg_catalog")
+
+
+@asynccontextmanager
+async def transaction(conn: asyncpg.Connection, **options: Any) -> AsyncIterator[None]:
+    """`conn.transaction(**options)` (a savepoint when nested), except that a statement that
+    times out drops the connection instead of rolling back over it: a server that stopped
+    answering (frozen, unreachable) would hold the ROLLBACK as long again, so a write answered
+    503 after twice `statement_timeout_s`. Dropped, the connection takes its transaction with it:
+    PostgreSQL aborts it when the connection goes, and nothing is half written."""
+    tx = conn.transaction(**options)
+    try:
+        await tx.start()
+    except TimeoutError:
+        conn.terminate()
+        raise
+    try:
+        yield
+    except TimeoutError:
+        conn.terminate()
+        raise
+    except BaseException:
+        await tx.rollback()
+        raise
+    try:
+        await tx.commit()
+    except TimeoutError:
+        conn.terminate()
+        raise
 
 
 async def _keep_session(conn: asyncpg.Connection) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 import asyncpg
 
 from actors.records import content_hash, normalise_title
+from daemon.store import db
 
 _COLUMNS = "id, namespace, kind, title, body, attributes, source_path, revision, content_hash, created_at, updated_at"
 
@@ -98,7 +99,7 @@ class RecordRepository:
         new_id = record_id or uuid.uuid4()
         async with self._pool.acquire() as conn:
             try:
-                async with conn.transaction():
+                async with db.transaction(conn):
                     await self._insert(conn, new_id, fields)
                     await _changed(conn, new_id, retire_chunks=False)
             except asyncpg.UniqueViolationError as exc:
@@ -141,7 +142,7 @@ class RecordRepository:
         no-op). Moving a record to another namespace is refused: namespaces are access
         boundaries, so a move is a forget plus a create, made explicitly by the client.
         """
-        async with self._pool.acquire() as conn, conn.transaction():
+        async with self._pool.acquire() as conn, db.transaction(conn):
             current = await conn.fetchrow(
                 "SELECT namespace, revision, content_hash FROM records WHERE id = $1 AND deleted_at IS NULL FOR UPDATE",
                 record_id,
@@ -153,7 +154,7 @@ class RecordRepository:
             if current["content_hash"] == fields.content_hash:
                 return int(current["revision"]), False
             try:
-                async with conn.transaction():  # a savepoint, so a duplicate leaves the row locked but intact
+                async with db.transaction(conn):  # a savepoint, so a duplicate leaves the row locked but intact
                     revision = await conn.fetchval(
                         """UPDATE records SET kind = $2, title = $3, title_norm = $4, body = $5,
                                   attributes = $6, source_path = $7, content_hash = $8,
@@ -181,7 +182,7 @@ class RecordRepository:
         The row stays, so that its id is never taken again and every index learns of the
         forget; what it said goes (`FORGOTTEN_CONTENT`): nothing can read it any more, and
         text someone chose to forget should not stay behind in the database."""
-        async with self._pool.acquire() as conn, conn.transaction():
+        async with self._pool.acquire() as conn, db.transaction(conn):
             done = await conn.fetchval(
                 "UPDATE records SET deleted_at = now(), updated_at = now(), "
                 f"change_seq = nextval('record_change_seq'), {FORGOTTEN_CONTENT} "

@@ -18,6 +18,7 @@ from anyio.abc import TaskStatus
 
 from actors.kernel.batching import WriteBehind
 from actors.query import Evidence, build_text_query
+from daemon.store import db
 from daemon.store.db import FLUSH_WAIT_S, STORE_DOWN_ERRORS
 
 # Must match the configuration of the generated `records.search` column (migration 0001).
@@ -281,7 +282,7 @@ class FeedbackStore:
 
     async def record(self, search_id: uuid.UUID, record_id: uuid.UUID, useful: bool) -> int | None:
         """Store a judgement; the result's rank in that answer, or None when it was not in it."""
-        async with self._pool.acquire() as conn, conn.transaction():
+        async with self._pool.acquire() as conn, db.transaction(conn):
             rank = await conn.fetchval(
                 """SELECT (r->>'rank')::int FROM searches s, jsonb_array_elements(s.results) r
                    WHERE s.id = $1 AND r->>'id' = $2""",

@@ -24,6 +24,7 @@ from actors.kernel.ports import (
     VectorRows,
     VectorSpace,
 )
+from daemon.store import db
 
 GENERATION_CHANNEL = "recalld_generation"
 # Arbitrary but fixed: the advisory lock whose holder embeds, stores vectors and builds.
@@ -186,7 +187,7 @@ class PgVectorStore:
         """
         if not items:
             return 0
-        async with self._pool.acquire() as conn, conn.transaction():
+        async with self._pool.acquire() as conn, db.transaction(conn):
             live = {
                 r["id"]: r["revision"]
                 for r in await conn.fetch(
@@ -307,7 +308,7 @@ class PgVectorStore:
         Returns (rows, source watermark, tombstone watermark, records still to index): a build
         is only worth making when the last figure is 0.
         """
-        async with self._pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
+        async with self._pool.acquire() as conn, db.transaction(conn, isolation="repeatable_read", readonly=True):
             rows = await conn.fetch(
                 """SELECT c.surrogate, c.record_id, c.revision, c.namespace, v.vector
                    FROM chunk_vectors v JOIN chunks c ON c.surrogate = v.surrogate
@@ -356,7 +357,7 @@ class PgVectorStore:
 
     async def move_pointer(self, generation_id: str, expected_version: int) -> bool:
         """Compare-and-swap: make `generation_id` current if nobody moved the pointer since."""
-        async with self._pool.acquire() as conn, conn.transaction():
+        async with self._pool.acquire() as conn, db.transaction(conn):
             moved = await conn.fetchval(
                 """UPDATE generation_pointer
                    SET previous = CASE WHEN current = $1 THEN previous ELSE current END,
@@ -385,7 +386,7 @@ class PgVectorStore:
         The caller removes the directory after this commits, so a crash in between leaves an
         unreferenced directory, never a row that names a missing one.
         """
-        async with self._pool.acquire() as conn, conn.transaction():
+        async with self._pool.acquire() as conn, db.transaction(conn):
             pointer = await conn.fetchrow("SELECT current, previous FROM generation_pointer FOR UPDATE")
             if generation_id == pointer["current"]:
                 return False
