@@ -251,78 +251,30 @@ class RecallService:
         routes: list[Route] = list(dict.fromkeys(request.routes or DEFAULT_ROUTES))
         k = request.k or config.default_k
         method = request.fusion or config.fusion
-        deadline_s = (request.deadline_ms or config.default_deadline_ms) / 1000
-        deadline = anyio.current_time() + deadline_s
+        deadline_ms = request.deadline_ms or config.default_deadline_ms
+        deadline = anyio.current_time() + deadline_ms / 1000
         filters = Filters(request.namespace, request.kinds, request.attributes)
         run = _Run(thresholds=_by_name(config.thresholds | (request.thresholds or {})))
-        caps = {
-            "fts": config.fts_candidates,
-            "structured": config.structured_candidates,
-            "vector": config.vector_candidates,
+        # Each route hands fusion at least k candidates.
+        caps: dict[Route, int] = {
+            "fts": max(config.fts_candidates, k),
+            "structured": max(config.structured_candidates, k),
+            "vector": max(config.vector_candidates, k),
         }
 
-        # Full text's any-word matches only break ties next to an answering vector route, and
-        # they are its costly step: fetched up front only without the vector route, otherwise
-        # only once the vector route has failed to answer or found nothing (nothing indexed
-        # yet, or nothing as similar as `thresholds.vector`): then they are the answer.
-        loose = "vector" not in routes
-        with anyio.move_on_at(deadline):
-            async with anyio.create_task_group() as tg:
-                *others, last = [
-                    functools.partial(
-                        self._bounded, run, route, filters, request.query, max(caps[route], k), deadline, loose=loose
-                    )
-                    for route in routes
-                ]
-                for route_call in others:
-                    tg.start_soon(route_call)
-                await last()  # in this task: one task fewer to start per recall
-        if not loose and "fts" in run.found and not run.found.get("vector"):
-            with anyio.move_on_at(deadline):
-                await self._bounded(run, "fts", filters, request.query, max(caps["fts"], k), deadline)
+        await self._run_routes(run, routes, filters, request.query, caps, deadline)
         for route in routes:
             if route not in run.found:
-                run.down(route, DegradedReason.DEADLINE_EXCEEDED, f"no answer within {deadline_s * 1000:.0f} ms")
+                run.down(route, DegradedReason.DEADLINE_EXCEEDED, f"no answer within {deadline_ms} ms")
         for degraded in run.degraded:
             self._metrics.degraded.labels(route=degraded.route, reason=degraded.reason).inc()
-        # Routes that all ran out of the time the client gave (its own `deadline_ms`) are not at
-        # fault: the answer is what finished, here nothing, with every late route named. Any
-        # other way for every route to fail (down, cut off by the daemon's own limits) is a 503.
         client_time_up = request.deadline_ms is not None and anyio.current_time() >= deadline
-        only_late = all(d.reason == DegradedReason.DEADLINE_EXCEEDED for d in run.degraded)
-        if not run.found and not (client_time_up and only_late):
-            reasons = ", ".join(f"{d.route}: {d.reason}" for d in run.degraded)
-            raise ApiError(
-                503,
-                ErrorCode.ROUTE_UNAVAILABLE,
-                f"no requested route could answer ({reasons})",
-                degraded_routes=[{"route": d.route, "reason": d.reason} for d in run.degraded],
-            )
-
-        results = await self._rehydrate(run, self._fuse(run, method), filters, request.query, k)
-        # Filters the index cannot apply (kinds, attributes) or rehydration may have dropped
-        # vector candidates: search deeper rather than answer short (a false "fewer than k").
-        cap = max(caps["vector"], k)
-        for _ in range(config.overfetch_rounds):
-            vector_full = len(run.found.get("vector", [])) >= cap
-            if len(results) >= k or not vector_full or anyio.current_time() >= deadline:
-                break
-            cap *= 4
-            with anyio.move_on_at(deadline):
-                await self._bounded(run, "vector", filters, request.query, cap, deadline)
-            results = await self._rehydrate(run, self._fuse(run, method), filters, request.query, k)
+        self._refuse_when_nothing_answered(run, client_time_up=client_time_up)
+        results = await self._fused_results(run, method, filters, request.query, k, caps["vector"], deadline)
 
         run.timings["total"] = (time.perf_counter() - started) * 1000
         timings = {stage: round(run.timings.get(stage, 0.0), 3) for stage in STAGES}
-        name, version = (WEIGHTED_NAME, WEIGHTED_VERSION) if method == WEIGHTED_NAME else (RRF_NAME, RRF_VERSION)
-        fusion = FusionInfo(
-            name=name,
-            version=version,
-            weights={r: config.weights.get(r, 1.0) for r in routes},
-            k=config.rrf_k if name == RRF_NAME else None,
-            evidence=_by_name(config.fts_evidence_weights) if "fts" in routes else {},
-            thresholds={route: floor for route, floor in run.thresholds.items() if route in routes},
-        )
+        fusion = self._fusion_info(method, routes, run)
         search_id = uuid.uuid4()
         self._record(search_id, request, routes, fusion, results, timings, run.degraded)
         self._metrics.recalls.inc()
@@ -335,6 +287,76 @@ class RecallService:
             generation=run.generation,
             timings_ms=timings,
             search_id=search_id,
+        )
+
+    async def _run_routes(
+        self, run: _Run, routes: list[Route], filters: Filters, query: str, caps: dict[Route, int], deadline: float
+    ) -> None:
+        """The requested routes, concurrently, until the request's deadline."""
+        # Full text's any-word matches only break ties next to an answering vector route, and
+        # they are its costly step: fetched up front only without the vector route, otherwise
+        # only once the vector route has failed to answer or found nothing (nothing indexed
+        # yet, or nothing as similar as `thresholds.vector`): then they are the answer.
+        loose = "vector" not in routes
+        with anyio.move_on_at(deadline):
+            async with anyio.create_task_group() as tg:
+                *others, last = [
+                    functools.partial(self._bounded, run, route, filters, query, caps[route], deadline, loose=loose)
+                    for route in routes
+                ]
+                for route_call in others:
+                    tg.start_soon(route_call)
+                await last()  # in this task: one task fewer to start per recall
+        if not loose and "fts" in run.found and not run.found.get("vector"):
+            with anyio.move_on_at(deadline):
+                await self._bounded(run, "fts", filters, query, caps["fts"], deadline)
+
+    @staticmethod
+    def _refuse_when_nothing_answered(run: _Run, *, client_time_up: bool) -> None:
+        """A 503 when no route answered, unless they all just ran out of the time the client
+        gave (its own `deadline_ms`): that is no fault of the daemon's, and the answer is what
+        finished, here nothing, with every late route named. Routes that are down, or cut off by
+        the daemon's own limits, are."""
+        only_late = all(d.reason == DegradedReason.DEADLINE_EXCEEDED for d in run.degraded)
+        if run.found or (client_time_up and only_late):
+            return
+        reasons = ", ".join(f"{d.route}: {d.reason}" for d in run.degraded)
+        raise ApiError(
+            503,
+            ErrorCode.ROUTE_UNAVAILABLE,
+            f"no requested route could answer ({reasons})",
+            degraded_routes=[{"route": d.route, "reason": d.reason} for d in run.degraded],
+        )
+
+    async def _fused_results(
+        self, run: _Run, method: str, filters: Filters, query: str, k: int, vector_cap: int, deadline: float
+    ) -> list[RecallHit]:
+        """Fuse and rehydrate; while filters the index cannot apply (kinds, attributes) or
+        rehydration dropped vector candidates, search deeper rather than answer short (a false
+        "fewer than k")."""
+        results = await self._rehydrate(run, self._fuse(run, method), filters, query, k)
+        cap = vector_cap
+        for _ in range(self._config.recall.overfetch_rounds):
+            vector_full = len(run.found.get("vector", [])) >= cap
+            if len(results) >= k or not vector_full or anyio.current_time() >= deadline:
+                break
+            cap *= 4
+            with anyio.move_on_at(deadline):
+                await self._bounded(run, "vector", filters, query, cap, deadline)
+            results = await self._rehydrate(run, self._fuse(run, method), filters, query, k)
+        return results
+
+    def _fusion_info(self, method: str, routes: list[Route], run: _Run) -> FusionInfo:
+        """What the order depended on, as the answer and the search row name it."""
+        config = self._config.recall
+        name, version = (WEIGHTED_NAME, WEIGHTED_VERSION) if method == WEIGHTED_NAME else (RRF_NAME, RRF_VERSION)
+        return FusionInfo(
+            name=name,
+            version=version,
+            weights={r: config.weights.get(r, 1.0) for r in routes},
+            k=config.rrf_k if name == RRF_NAME else None,
+            evidence=_by_name(config.fts_evidence_weights) if "fts" in routes else {},
+            thresholds={route: floor for route, floor in run.thresholds.items() if route in routes},
         )
 
     def _record(
