@@ -47,7 +47,7 @@ from daemon.control.wire import (
     Route,
 )
 from daemon.metrics import Metrics
-from daemon.store import search
+from daemon.store import db, search
 from daemon.store.db import STORE_DOWN_ERRORS
 from daemon.store.search import Candidate, Filters
 
@@ -138,10 +138,10 @@ class RecallService:
         embed_ms = 0.0
         try:
             if route == "fts":
-                async with self._pool.acquire() as conn:
+                async with db.connection(self._pool) as conn:
                     found = await search.full_text(conn, filters, query, cap, loose=loose)
             elif route == "structured":
-                async with self._pool.acquire() as conn:
+                async with db.connection(self._pool) as conn:
                     found = await search.structured(conn, filters, cap)
             else:
                 if self._vector is None:
@@ -211,7 +211,7 @@ class RecallService:
         # dropped; a short page is followed by the next candidates, twice as many each time.
         window = k
         offset = 0
-        async with self._pool.acquire() as conn:
+        async with db.connection(self._pool) as conn:
             while len(results) < k and offset < len(fused):
                 page = fused[offset : offset + window]
                 offset += len(page)

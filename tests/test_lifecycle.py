@@ -333,23 +333,39 @@ def _server_processes(data_dir: Path) -> list[int]:
     return [postmaster, *map(int, children)]
 
 
-def test_a_write_to_a_frozen_postgresql_fails_after_one_statement_timeout(make_daemon: Any) -> None:
-    daemon: Daemon = make_daemon(embedded=True, env={"RECALLD_STORE_STATEMENT_TIMEOUT_S": "2"})
+def test_requests_to_a_frozen_postgresql_fail_after_one_statement_timeout(make_daemon: Any) -> None:
+    # No provider: no indexer at work on the pool; connections enough for each request to find
+    # one open (a new connection to a frozen server waits connect_timeout_s instead).
+    env = {
+        "RECALLD_STORE_STATEMENT_TIMEOUT_S": "2",
+        "RECALLD_EMBEDDING_PROVIDER": "none",
+        "RECALLD_STORE_POOL_MIN": "8",
+    }
+    daemon: Daemon = make_daemon(embedded=True, env=env)
     record = {"namespace": "frozen", "kind": "doc", "title": "Before", "body": "written before the freeze"}
-    assert daemon.call("POST", "/v1/records", record)[0] == 201
+    status, created = daemon.call("POST", "/v1/records", record)
+    assert status == 201, created
+    requests = [
+        ("POST", "/v1/records", {**record, "title": "During"}, "store_unavailable"),
+        ("GET", f"/v1/records/{created['id']}", None, "store_unavailable"),
+        ("POST", "/v1/recall", {"namespace": "frozen", "query": "written", "routes": ["fts"]}, "route_unavailable"),
+    ]
+    answers = []
     frozen = _server_processes(daemon.data_dir)
     for pid in frozen:
         os.kill(pid, signal.SIGSTOP)  # a hung server: the connections stay open, nothing answers
     try:
-        started = time.monotonic()
-        status, body = daemon.call("POST", "/v1/records", {**record, "title": "During"})
-        waited = time.monotonic() - started
+        for method, path, body, _ in requests:
+            started = time.monotonic()
+            status, answer = daemon.call(method, path, body)
+            answers.append((status, answer, time.monotonic() - started))
     finally:
         for pid in frozen:
             os.kill(pid, signal.SIGCONT)
-    assert status == 503 and body["error"]["code"] == "store_unavailable", body
-    # one statement's time, not two: the transaction is not rolled back over the hung connection
-    assert 1.9 < waited < 3.5, waited
+    for (method, path, _, code), (status, answer, waited) in zip(requests, answers, strict=True):
+        assert status == 503 and answer["error"]["code"] == code, (method, path, answer)
+        # one statement's time, not two: the connection is dropped, not rolled back or waited on
+        assert 1.9 < waited < 3.5, (method, path, waited)
     deadline = time.monotonic() + 30
     while daemon.call("GET", "/readyz")[0] != 200:
         assert time.monotonic() < deadline, daemon.log()

@@ -260,8 +260,10 @@ def test_a_broken_query_vector_degrades_the_vector_route_with_its_reason(make_da
     daemon.call("POST", "/v1/records", {"namespace": ns, "kind": "doc", "title": "Kiln log", "body": "Fire at dawn."})
     wait_vector(daemon, ns, "kiln", 1)
     fake.corrupt = "smouldering"
-    for _ in range(2):  # the broken vector is not kept for the repeated query either
+    for _ in range(2):  # the broken vector is not kept: the repeated query asks the provider again
+        calls = fake.calls
         status, answer = daemon.call("POST", "/v1/recall", {"namespace": ns, "query": "kiln smouldering"})
+        assert fake.calls > calls
         assert status == 200 and [r["title"] for r in answer["results"]] == ["Kiln log"], answer
         assert [(d["route"], d["reason"]) for d in answer["degraded_routes"]] == [
             ("vector", "embedding_dimension_mismatch")

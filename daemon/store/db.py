@@ -53,31 +53,61 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
         await conn.set_type_codec(name, encoder=_json_text, decoder=msgspec.json.decode, schema="pg_catalog")
 
 
+def _drop(conn: asyncpg.Connection) -> None:
+    """Close the connection at once, without waiting for the server. Idempotent: an inner block
+    (a savepoint) may have dropped it already, and asyncpg then refuses a second terminate."""
+    try:
+        conn.terminate()
+    except asyncpg.InterfaceError:
+        pass
+
+
+# A statement that times out means the server has stopped answering (frozen, unreachable) or is
+# far too slow. Both helpers below then drop the connection rather than talk to the server
+# again: a ROLLBACK, or the pool's wait for the cancelled statement on release, would take as
+# long again, so a request answered 503 after twice `statement_timeout_s`. PostgreSQL aborts a
+# dropped connection's transaction (nothing is half written), unless what timed out was the
+# COMMIT itself: a server that resumes may still read it and commit, whole, as with any commit
+# whose answer never came.
+
+
+@asynccontextmanager
+async def connection(pool: asyncpg.Pool) -> AsyncIterator[asyncpg.Connection]:
+    """`pool.acquire()`, dropping the connection when a statement times out."""
+    async with pool.acquire() as conn:
+        try:
+            yield conn
+        except TimeoutError:
+            _drop(conn)
+            raise
+
+
 @asynccontextmanager
 async def transaction(conn: asyncpg.Connection, **options: Any) -> AsyncIterator[None]:
-    """`conn.transaction(**options)` (a savepoint when nested), except that a statement that
-    times out drops the connection instead of rolling back over it: a server that stopped
-    answering (frozen, unreachable) would hold the ROLLBACK as long again, so a write answered
-    503 after twice `statement_timeout_s`. Dropped, the connection takes its transaction with it:
-    PostgreSQL aborts it when the connection goes, and nothing is half written."""
+    """`conn.transaction(**options)` (a savepoint when nested), dropping the connection instead
+    of rolling back when a statement, the rollback or the commit times out."""
     tx = conn.transaction(**options)
     try:
         await tx.start()
     except TimeoutError:
-        conn.terminate()
+        _drop(conn)
         raise
     try:
         yield
     except TimeoutError:
-        conn.terminate()
+        _drop(conn)
         raise
     except BaseException:
-        await tx.rollback()
+        try:
+            await tx.rollback()
+        except TimeoutError:
+            _drop(conn)
+            raise
         raise
     try:
         await tx.commit()
     except TimeoutError:
-        conn.terminate()
+        _drop(conn)
         raise
 
 

@@ -97,7 +97,7 @@ class RecordRepository:
     async def create(self, fields: RecordFields, record_id: uuid.UUID | None = None) -> tuple[uuid.UUID, int]:
         """Insert revision 1; raise ExactDuplicate or IdTaken instead of writing anything."""
         new_id = record_id or uuid.uuid4()
-        async with self._pool.acquire() as conn:
+        async with db.connection(self._pool) as conn:
             try:
                 async with db.transaction(conn):
                     await self._insert(conn, new_id, fields)
@@ -129,7 +129,7 @@ class RecordRepository:
 
     async def get(self, record_id: uuid.UUID) -> asyncpg.Record | None:
         """The live record, or None when it does not exist or was forgotten."""
-        async with self._pool.acquire() as conn:
+        async with db.connection(self._pool) as conn:
             row: asyncpg.Record | None = await conn.fetchrow(
                 f"SELECT {_COLUMNS} FROM records WHERE id = $1 AND deleted_at IS NULL", record_id
             )
@@ -142,7 +142,7 @@ class RecordRepository:
         no-op). Moving a record to another namespace is refused: namespaces are access
         boundaries, so a move is a forget plus a create, made explicitly by the client.
         """
-        async with self._pool.acquire() as conn, db.transaction(conn):
+        async with db.connection(self._pool) as conn, db.transaction(conn):
             current = await conn.fetchrow(
                 "SELECT namespace, revision, content_hash FROM records WHERE id = $1 AND deleted_at IS NULL FOR UPDATE",
                 record_id,
@@ -182,7 +182,7 @@ class RecordRepository:
         The row stays, so that its id is never taken again and every index learns of the
         forget; what it said goes (`FORGOTTEN_CONTENT`): nothing can read it any more, and
         text someone chose to forget should not stay behind in the database."""
-        async with self._pool.acquire() as conn, db.transaction(conn):
+        async with db.connection(self._pool) as conn, db.transaction(conn):
             done = await conn.fetchval(
                 "UPDATE records SET deleted_at = now(), updated_at = now(), "
                 f"change_seq = nextval('record_change_seq'), {FORGOTTEN_CONTENT} "
@@ -195,7 +195,7 @@ class RecordRepository:
             return True
 
     async def by_source(self, namespace: str, source_path: str) -> list[asyncpg.Record]:
-        async with self._pool.acquire() as conn:
+        async with db.connection(self._pool) as conn:
             rows: list[asyncpg.Record] = await conn.fetch(
                 f"SELECT {_COLUMNS} FROM records WHERE namespace = $1 AND source_path = $2 "
                 "AND deleted_at IS NULL ORDER BY created_at",
@@ -206,7 +206,7 @@ class RecordRepository:
 
     async def list(self, namespace: str, *, limit: int, after: uuid.UUID | None) -> list[asyncpg.Record]:
         """Live records of a namespace in id order, `limit` at a time (keyset paging)."""
-        async with self._pool.acquire() as conn:
+        async with db.connection(self._pool) as conn:
             rows: list[asyncpg.Record] = await conn.fetch(
                 f"SELECT {_COLUMNS} FROM records WHERE namespace = $1 AND deleted_at IS NULL "
                 "AND ($2::uuid IS NULL OR id > $2) ORDER BY id LIMIT $3",

@@ -245,7 +245,7 @@ class SearchRecorder:
         await self._rows.run(task_status=task_status)
 
     async def _write(self, rows: list[tuple[Any, ...]]) -> None:
-        async with self._pool.acquire() as conn:
+        async with db.connection(self._pool) as conn:
             await conn.executemany(_INSERT_SEARCH, rows)
 
 
@@ -256,7 +256,7 @@ class SearchLog:
         self._pool = pool
 
     async def delete_searches_before(self, cutoff: dt.datetime) -> int:
-        async with self._pool.acquire() as conn:
+        async with db.connection(self._pool) as conn:
             done = await conn.execute("DELETE FROM searches WHERE created_at < $1", cutoff)
         return int(done.split()[-1])
 
@@ -276,13 +276,13 @@ class FeedbackStore:
 
     async def search_namespace(self, search_id: uuid.UUID) -> str | None:
         await self._written()
-        async with self._pool.acquire() as conn:
+        async with db.connection(self._pool) as conn:
             found = await conn.fetchval("SELECT namespace FROM searches WHERE id = $1", search_id)
         return str(found) if found is not None else None
 
     async def record(self, search_id: uuid.UUID, record_id: uuid.UUID, useful: bool) -> int | None:
         """Store a judgement; the result's rank in that answer, or None when it was not in it."""
-        async with self._pool.acquire() as conn, db.transaction(conn):
+        async with db.connection(self._pool) as conn, db.transaction(conn):
             rank = await conn.fetchval(
                 """SELECT (r->>'rank')::int FROM searches s, jsonb_array_elements(s.results) r
                    WHERE s.id = $1 AND r->>'id' = $2""",
@@ -304,7 +304,7 @@ class FeedbackStore:
     async def stats(self, namespace: str, k: int) -> dict[str, object]:
         """Precision@k over judged results, where useful results ranked, and how often routes degraded."""
         await self._written()
-        async with self._pool.acquire() as conn:
+        async with db.connection(self._pool) as conn:
             searches = await conn.fetchrow(
                 """SELECT count(*) AS searches,
                           count(*) FILTER (WHERE jsonb_array_length(degraded_routes) > 0) AS degraded,

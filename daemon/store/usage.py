@@ -9,6 +9,7 @@ from typing import Any
 import asyncpg
 
 from actors.kernel.ports import SYSTEM_PURPOSES, SinkUnavailable, UsageRow
+from daemon.store import db
 from daemon.store.db import STORE_DOWN_ERRORS
 
 
@@ -25,7 +26,7 @@ class UsageStore:
             raise SinkUnavailable(type(exc).__name__) from exc
 
     async def _insert(self, rows: Sequence[UsageRow]) -> None:
-        async with self._pool.acquire() as conn:
+        async with db.connection(self._pool) as conn:
             await conn.executemany(
                 """INSERT INTO usage (at, purpose, namespace, provider, model, input_tokens, output_tokens,
                                       estimated, cost_micros)
@@ -48,7 +49,7 @@ class UsageStore:
 
     async def summary(self, *, namespace: str | None, since: dt.datetime | None) -> dict[str, Any]:
         """Totals per (namespace, purpose); the daemon's own work is reported apart, never in them."""
-        async with self._pool.acquire() as conn:
+        async with db.connection(self._pool) as conn:
             rows = await conn.fetch(
                 """SELECT namespace, purpose, provider, count(*) AS calls,
                           sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens,

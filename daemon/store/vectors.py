@@ -70,7 +70,7 @@ class PgVectorStore:
         self._pool = pool
 
     async def ensure_space(self, space: VectorSpace) -> None:
-        async with self._pool.acquire() as conn:
+        async with db.connection(self._pool) as conn:
             await conn.execute(
                 "INSERT INTO vector_spaces (space_id, spec) VALUES ($1, $2) ON CONFLICT DO NOTHING",
                 space.key,
@@ -78,7 +78,7 @@ class PgVectorStore:
             )
 
     async def spaces(self) -> dict[str, object]:
-        async with self._pool.acquire() as conn:
+        async with db.connection(self._pool) as conn:
             rows = await conn.fetch("SELECT space_id, spec FROM vector_spaces")
         return {r["space_id"]: r["spec"] for r in rows}
 
@@ -86,7 +86,7 @@ class PgVectorStore:
 
     async def records_to_index(self, space_id: str, chunker: str, limit: int, *, after: int = 0) -> list[RecordToIndex]:
         """Live records whose current revision has no vectors in `space_id` yet, in change order after `after`."""
-        async with self._pool.acquire() as conn:
+        async with db.connection(self._pool) as conn:
             rows = await conn.fetch(
                 f"""SELECT r.id, r.revision, r.namespace, r.title, r.body, r.change_seq
                    {_TO_INDEX} AND r.change_seq > $4
@@ -100,7 +100,7 @@ class PgVectorStore:
         return [RecordToIndex(*row.values()) for row in rows]
 
     async def count_to_index(self, space_id: str, chunker: str, *, after: int = 0) -> int:
-        async with self._pool.acquire() as conn:
+        async with db.connection(self._pool) as conn:
             return await _count_to_index(conn, space_id, chunker, after)
 
     async def hold(
@@ -109,7 +109,7 @@ class PgVectorStore:
         if not holds:
             return
         ids, revisions, reasons = (list(column) for column in zip(*holds, strict=True))
-        async with self._pool.acquire() as conn:
+        async with db.connection(self._pool) as conn:
             # In DO UPDATE every h.* is the row before the update: `attempts` there counts the
             # earlier holds of this revision (a new revision starts over).
             await conn.execute(
@@ -130,7 +130,7 @@ class PgVectorStore:
             )
 
     async def held(self, space_id: str) -> Holds:
-        async with self._pool.acquire() as conn:
+        async with db.connection(self._pool) as conn:
             rows = await conn.fetch(
                 """SELECT h.reason, count(*) AS n, extract(epoch FROM min(h.retry_at) - now()) AS first_end_s
                    FROM index_holds h
@@ -145,7 +145,7 @@ class PgVectorStore:
         )
 
     async def delete_stale_holds(self) -> int:
-        async with self._pool.acquire() as conn:
+        async with db.connection(self._pool) as conn:
             done = await conn.execute(
                 """DELETE FROM index_holds h WHERE NOT EXISTS (
                        SELECT FROM records r WHERE r.id = h.record_id AND r.revision = h.revision
@@ -154,7 +154,7 @@ class PgVectorStore:
         return int(done.split()[-1])
 
     async def refresh_statistics(self) -> None:
-        async with self._pool.acquire() as conn:
+        async with db.connection(self._pool) as conn:
             await conn.execute("ANALYZE indexed_records")
 
     async def change_mark(self) -> int | None:
@@ -162,7 +162,7 @@ class PgVectorStore:
         # newest committed can still commit only while its transaction is open, and an open
         # writing transaction holds the lock on its own transaction id. Only this database's
         # sessions count: a server shared with other applications always has some open.
-        async with self._pool.acquire() as conn:
+        async with db.connection(self._pool) as conn:
             row = await conn.fetchrow(
                 """SELECT coalesce((SELECT max(change_seq) FROM records), 0) AS mark,
                           NOT EXISTS (SELECT FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
@@ -187,7 +187,7 @@ class PgVectorStore:
         """
         if not items:
             return 0
-        async with self._pool.acquire() as conn, db.transaction(conn):
+        async with db.connection(self._pool) as conn, db.transaction(conn):
             live = {
                 r["id"]: r["revision"]
                 for r in await conn.fetch(
@@ -263,7 +263,7 @@ class PgVectorStore:
     # -- what a handle is missing
 
     async def vectors_after(self, space_id: str, dimension: int, after: int, limit: int) -> VectorRows:
-        async with self._pool.acquire() as conn:
+        async with db.connection(self._pool) as conn:
             rows = await conn.fetch(
                 """SELECT c.surrogate, c.record_id, c.revision, c.namespace, v.vector
                    FROM chunk_vectors v JOIN chunks c ON c.surrogate = v.surrogate
@@ -278,7 +278,7 @@ class PgVectorStore:
     async def newest_live_surrogate(self, space_id: str) -> int:
         # Retired chunks are skipped like vectors_after skips them: a handle never loads them, so
         # counting them would leave a forgotten newest record "pending" forever after a restart.
-        async with self._pool.acquire() as conn:
+        async with db.connection(self._pool) as conn:
             value = await conn.fetchval(
                 """SELECT v.surrogate FROM chunk_vectors v JOIN chunks c ON c.surrogate = v.surrogate
                    WHERE v.space_id = $1 AND c.retired_at IS NULL
@@ -288,14 +288,14 @@ class PgVectorStore:
         return int(value or 0)
 
     async def retired_surrogates(self, up_to: int) -> np.ndarray:
-        async with self._pool.acquire() as conn:
+        async with db.connection(self._pool) as conn:
             rows = await conn.fetch(
                 "SELECT surrogate FROM chunks WHERE retired_at IS NOT NULL AND surrogate <= $1", up_to
             )
         return np.fromiter((r["surrogate"] for r in rows), dtype=np.int64, count=len(rows))
 
     async def chunk_texts(self, surrogates: list[int]) -> dict[int, str]:
-        async with self._pool.acquire() as conn:
+        async with db.connection(self._pool) as conn:
             rows = await conn.fetch(
                 "SELECT surrogate, text FROM chunks WHERE surrogate = ANY($1::bigint[]) AND retired_at IS NULL",
                 surrogates,
@@ -308,7 +308,7 @@ class PgVectorStore:
         Returns (rows, source watermark, tombstone watermark, records still to index): a build
         is only worth making when the last figure is 0.
         """
-        async with self._pool.acquire() as conn, db.transaction(conn, isolation="repeatable_read", readonly=True):
+        async with db.connection(self._pool) as conn, db.transaction(conn, isolation="repeatable_read", readonly=True):
             rows = await conn.fetch(
                 """SELECT c.surrogate, c.record_id, c.revision, c.namespace, v.vector
                    FROM chunk_vectors v JOIN chunks c ON c.surrogate = v.surrogate
@@ -327,7 +327,7 @@ class PgVectorStore:
     # -- generations and the pointer
 
     async def pointer(self) -> Pointer:
-        async with self._pool.acquire() as conn:
+        async with db.connection(self._pool) as conn:
             row = await conn.fetchrow("SELECT current, previous, version FROM generation_pointer")
             current = None
             if row["current"] is not None:
@@ -337,18 +337,18 @@ class PgVectorStore:
         return Pointer(current=current, previous=row["previous"], version=int(row["version"]))
 
     async def generation(self, generation_id: str) -> GenerationRow | None:
-        async with self._pool.acquire() as conn:
+        async with db.connection(self._pool) as conn:
             return _generation(
                 await conn.fetchrow(f"SELECT {_GENERATION_COLUMNS} FROM generations WHERE id = $1", generation_id)
             )
 
     async def generations(self) -> list[GenerationRow]:
-        async with self._pool.acquire() as conn:
+        async with db.connection(self._pool) as conn:
             rows = await conn.fetch(f"SELECT {_GENERATION_COLUMNS} FROM generations ORDER BY built_at DESC, id")
         return [g for g in map(_generation, rows) if g is not None]
 
     async def add_generation(self, row: GenerationRow) -> None:
-        async with self._pool.acquire() as conn:
+        async with db.connection(self._pool) as conn:
             await conn.execute(
                 f"INSERT INTO generations ({_GENERATION_COLUMNS}) "
                 f"VALUES ({', '.join(f'${i + 1}' for i in range(len(GenerationRow.__struct_fields__)))})",
@@ -357,7 +357,7 @@ class PgVectorStore:
 
     async def move_pointer(self, generation_id: str, expected_version: int) -> bool:
         """Compare-and-swap: make `generation_id` current if nobody moved the pointer since."""
-        async with self._pool.acquire() as conn, db.transaction(conn):
+        async with db.connection(self._pool) as conn, db.transaction(conn):
             moved = await conn.fetchval(
                 """UPDATE generation_pointer
                    SET previous = CASE WHEN current = $1 THEN previous ELSE current END,
@@ -386,7 +386,7 @@ class PgVectorStore:
         The caller removes the directory after this commits, so a crash in between leaves an
         unreferenced directory, never a row that names a missing one.
         """
-        async with self._pool.acquire() as conn, db.transaction(conn):
+        async with db.connection(self._pool) as conn, db.transaction(conn):
             pointer = await conn.fetchrow("SELECT current, previous FROM generation_pointer FOR UPDATE")
             if generation_id == pointer["current"]:
                 return False

@@ -1,0 +1,101 @@
+"""A statement that times out against a server that stopped answering: the connection is
+dropped, not rolled back or waited for, so the caller fails after one statement timeout, and the
+transaction it was in is gone. The server is made to stop answering by stopping (SIGSTOP) the
+one backend process behind the connection; the rest of the server keeps serving."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+
+import asyncpg
+import pytest
+
+from daemon.config import StoreConfig
+from daemon.store import db
+
+pytestmark = pytest.mark.anyio
+
+TIMEOUT_S = 1.0
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"  # asyncpg
+
+
+@pytest.fixture
+async def pool(fresh_dsn: str) -> AsyncIterator[asyncpg.Pool]:
+    pool = await db.open_pool(fresh_dsn, StoreConfig(statement_timeout_s=TIMEOUT_S, pool_min=1, pool_max=2))
+    await pool.execute("CREATE TABLE notes (body text)")
+    yield pool
+    await pool.close()
+
+
+@asynccontextmanager
+async def stopped_backends() -> AsyncIterator[Callable[[asyncpg.Connection], None]]:
+    """`stop(conn)` stops the backend process serving `conn`; all are resumed on the way out."""
+    stopped: list[int] = []
+
+    def stop(conn: asyncpg.Connection) -> None:
+        pid = conn.get_server_pid()
+        os.kill(pid, signal.SIGSTOP)
+        stopped.append(pid)
+
+    try:
+        yield stop
+    finally:
+        for pid in stopped:
+            os.kill(pid, signal.SIGCONT)
+
+
+async def notes(pool: asyncpg.Pool) -> list[str]:
+    return [row["body"] for row in await pool.fetch("SELECT body FROM notes ORDER BY body")]
+
+
+async def test_a_read_that_times_out_fails_after_one_timeout(pool: asyncpg.Pool) -> None:
+    async with stopped_backends() as stop:
+        started = time.monotonic()
+        with pytest.raises(TimeoutError):
+            async with db.connection(pool) as conn:
+                stop(conn)
+                await conn.fetch("SELECT 1")
+        waited = time.monotonic() - started
+    # without the drop, releasing the connection waits for the cancelled statement: 2x
+    assert TIMEOUT_S * 0.9 < waited < TIMEOUT_S * 1.6, waited
+    assert await pool.fetchval("SELECT 2") == 2, "the pool serves on another connection"
+
+
+@pytest.mark.parametrize("where", ["body", "savepoint", "commit"])
+async def test_a_transaction_whose_statement_times_out_is_dropped_with_its_connection(
+    pool: asyncpg.Pool, where: str
+) -> None:
+    async with stopped_backends() as stop:
+        started = time.monotonic()
+        with pytest.raises(TimeoutError):  # not an InterfaceError from dropping twice
+            async with db.connection(pool) as conn, db.transaction(conn):
+                await conn.execute("INSERT INTO notes VALUES ('half written')")
+                if where == "body":
+                    stop(conn)
+                    await conn.execute("INSERT INTO notes VALUES ('never')")
+                elif where == "savepoint":
+                    async with db.transaction(conn):
+                        stop(conn)
+                        await conn.execute("INSERT INTO notes VALUES ('never')")
+                else:
+                    stop(conn)  # the block ends normally: its COMMIT is what times out
+        waited = time.monotonic() - started
+    # without the drop, the ROLLBACK (or the release after a timed-out COMMIT) waits as long again
+    assert TIMEOUT_S * 0.9 < waited < TIMEOUT_S * 1.6, waited
+    if where == "commit":
+        # the COMMIT had reached the server's socket: resumed, the server reads it first and
+        # commits (an unknown outcome, as for any commit whose answer never came), whole
+        assert await notes(pool) in ([], ["half written"])
+    else:
+        assert await notes(pool) == [], "the dropped connection's transaction was aborted"
+    async with db.connection(pool) as conn, db.transaction(conn):
+        await conn.execute("INSERT INTO notes VALUES ('after')")
+    assert "after" in await notes(pool)
