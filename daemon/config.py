@@ -59,7 +59,8 @@ class StoreConfig(_Section, frozen=True):
     connect_timeout_s: Seconds = 5.0
     statement_timeout_s: Seconds = 60.0
     """How long one statement of the daemon's pool may run before the request that sent it answers
-    503 `store_unavailable`. Migrations are not bound by it: they take as long as they take."""
+    503 `store_unavailable` (PostgreSQL itself ends the statement 1 s later). Migrations are not
+    bound by it: they take as long as they take."""
     health_timeout_s: Seconds = 2.0
     shared_buffers_mb: Annotated[int, Meta(ge=0, le=1_048_576)] = 0
     """The embedded server's shared_buffers; 0: an eighth of the memory, 128 MB to 1 GB."""

@@ -37,6 +37,11 @@ STORE_DOWN_ERRORS: tuple[type[BaseException], ...] = (
 # transaction that tried has written nothing.
 STORE_LIMIT_ERRORS: tuple[type[BaseException], ...] = (asyncpg.exceptions.ProgramLimitExceededError,)
 
+SERVER_GRACE_S = 1.0
+"""How much later than the client PostgreSQL ends a pooled statement itself: later, so that the
+client's timeout (a 503) always comes first, and a server-side cancel never reaches a request as
+an error of its own."""
+
 FLUSH_WAIT_S = 2.0
 """How long a read of telemetry (search rows, usage rows) waits for its writer to write what it
 holds; with PostgreSQL down the read then fails on its own."""
@@ -130,6 +135,10 @@ async def open_pool(dsn: str, config: StoreConfig) -> asyncpg.Pool:
                 max_size=config.pool_max,
                 timeout=config.connect_timeout_s,
                 command_timeout=config.statement_timeout_s,
+                # The server's own limit, a moment after the client's: a connection dropped on a
+                # timeout (`connection`, `transaction`) sends no cancel, and a statement still
+                # running on a live but slow server then ends here instead of running on.
+                server_settings={"statement_timeout": str(round(1000 * (config.statement_timeout_s + SERVER_GRACE_S)))},
                 init=_init_connection,
                 reset=_keep_session,
             )

@@ -11,6 +11,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
+import anyio
 import asyncpg
 import pytest
 
@@ -99,3 +100,16 @@ async def test_a_transaction_whose_statement_times_out_is_dropped_with_its_conne
     async with db.connection(pool) as conn, db.transaction(conn):
         await conn.execute("INSERT INTO notes VALUES ('after')")
     assert "after" in await notes(pool)
+
+
+async def test_a_statement_left_running_by_a_dropped_connection_is_ended_by_the_server(pool: asyncpg.Pool) -> None:
+    """A dropped connection sends no cancel: on a live but slow server the statement would run on
+    (here for 30 s); the server's own statement_timeout, a moment after the client's, ends it."""
+    with pytest.raises(TimeoutError):  # the client's limit, not the server's cancel, comes first
+        async with db.connection(pool) as conn:
+            await conn.fetch("SELECT pg_sleep(30) AS left_running")
+    dropped = time.monotonic()
+    running = "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%AS left_running%' AND pid <> pg_backend_pid()"
+    while await pool.fetchval(running):
+        assert time.monotonic() - dropped < 5, "the statement runs on after its connection was dropped"
+        await anyio.sleep(0.1)
