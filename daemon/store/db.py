@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 import anyio
@@ -76,15 +76,21 @@ def _drop(conn: asyncpg.Connection) -> None:
 # whose answer never came.
 
 
+@contextmanager
+def _dropped_on_timeout(conn: asyncpg.Connection) -> Iterator[None]:
+    try:
+        yield
+    except TimeoutError:
+        _drop(conn)
+        raise
+
+
 @asynccontextmanager
 async def connection(pool: asyncpg.Pool) -> AsyncIterator[asyncpg.Connection]:
     """`pool.acquire()`, dropping the connection when a statement times out."""
     async with pool.acquire() as conn:
-        try:
+        with _dropped_on_timeout(conn):
             yield conn
-        except TimeoutError:
-            _drop(conn)
-            raise
 
 
 @asynccontextmanager
@@ -92,28 +98,16 @@ async def transaction(conn: asyncpg.Connection, **options: Any) -> AsyncIterator
     """`conn.transaction(**options)` (a savepoint when nested), dropping the connection instead
     of rolling back when a statement, the rollback or the commit times out."""
     tx = conn.transaction(**options)
-    try:
+    with _dropped_on_timeout(conn):
         await tx.start()
-    except TimeoutError:
-        _drop(conn)
-        raise
-    try:
-        yield
-    except TimeoutError:
-        _drop(conn)
-        raise
-    except BaseException:
         try:
-            await tx.rollback()
+            yield
         except TimeoutError:
-            _drop(conn)
+            raise  # no ROLLBACK over a connection that stopped answering: it is dropped
+        except BaseException:
+            await tx.rollback()
             raise
-        raise
-    try:
         await tx.commit()
-    except TimeoutError:
-        _drop(conn)
-        raise
 
 
 async def _keep_session(conn: asyncpg.Connection) -> None:
