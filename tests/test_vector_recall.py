@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from conftest import Daemon, sql
+from conftest import Daemon, search_rows, sql
 
 # Paraphrase pairs: the query shares no content word with its record.
 RECORDS = {
@@ -525,12 +525,8 @@ def test_a_vector_threshold_keeps_only_the_records_at_least_that_close(
     # a vector score sent back as the floor keeps its own record: the floor is inclusive
     exact = answer["results"][0]["route_scores"]["vector"]
     assert [r["id"] for r in vector(daemon, ns, query, k=5, thresholds={"vector": exact})["results"]] == [ids["keys"]]
-    search = uuid.UUID(fused["search_id"])
-    deadline = time.monotonic() + 10  # search rows are written in batches, a moment later
-    while not (rows := sql(daemon.env["RECALLD_STORE_DSN"], "SELECT fusion FROM searches WHERE id = $1", search)):
-        assert time.monotonic() < deadline, "the search row was not written"
-        time.sleep(0.05)
-    assert json.loads(rows[0]["fusion"])["thresholds"] == {"vector": 1.0}
+    (row,) = search_rows(daemon, [fused["search_id"]])
+    assert json.loads(row["fusion"])["thresholds"] == {"vector": 1.0}
 
 
 def test_a_configured_floor_applies_unless_the_request_sets_its_own(make_daemon: Any) -> None:
