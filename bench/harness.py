@@ -157,3 +157,11 @@ def write_section(path: Path, name: str, lines: list[str]) -> None:
     else:
         text = text.rstrip("\n") + "\n\n" + block + "\n"
     path.write_text(text)
+
+
+def publish(lines: list[str], path: Path | None, name: str) -> None:
+    """Print a report, and with `--write` also put it in `path`'s section `name`."""
+    print("\n".join(lines))
+    if path is not None:
+        write_section(path, name, lines)
+        progress(f"wrote {path}")

@@ -31,7 +31,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.harness import embedded_dsn, machine, progress, start_daemon, stop_daemon, write_section  # noqa: E402
+from bench.harness import embedded_dsn, machine, progress, publish, start_daemon, stop_daemon  # noqa: E402
 from bench.retrieval import (  # noqa: E402
     Corpus,
     Question,
@@ -170,10 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write", type=Path, help="replace this markdown file's thresholds.py section")
     args = parser.parse_args(argv)
     lines = report()
-    print("\n".join(lines))
-    if args.write:
-        write_section(args.write, "thresholds.py", lines)
-        progress(f"wrote {args.write}")
+    publish(lines, args.write, "thresholds.py")
     return 0
 
 

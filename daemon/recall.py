@@ -33,6 +33,7 @@ from actors.fusion import (
     reciprocal_rank,
     weighted_score,
 )
+from actors.index.idmap import record_id_rows
 from actors.index_manager import IndexManager, IndexUnavailable
 from actors.query import evidence_of
 from actors.records import query_hash
@@ -61,6 +62,9 @@ STAGES = ("embed", "vector", "fts", "structured", "rehydrate", "fusion", "total"
 class DegradedReason(StrEnum):
     DEADLINE_EXCEEDED = "deadline_exceeded"
     STORE_UNAVAILABLE = "store_unavailable"
+    OVERFETCH_EXHAUSTED = "overfetch_exhausted"
+    """The vector route searched as deep as `overfetch_rounds` allows, and the filters or
+    rehydration dropped so many of its records that fewer than k are left."""
 
 
 class RouteDown(Exception):
@@ -81,6 +85,8 @@ class VectorAnswer:
 
 # The vector route: (filters, query, candidate cap, deadline as anyio time) -> answer, or RouteDown.
 VectorSearch = Callable[[Filters, str, int, float], Awaitable[VectorAnswer]]
+# Filters -> the records they let through when few enough to score exactly, else None.
+FilteredRecords = Callable[[Filters], Awaitable[list[uuid.UUID] | None]]
 
 
 @dataclass
@@ -90,6 +96,8 @@ class _Run:
     timings: dict[str, float] = field(default_factory=dict)
     degraded: list[DegradedRoute] = field(default_factory=list)
     found: dict[str, list[Candidate]] = field(default_factory=dict)
+    asked: dict[str, int] = field(default_factory=dict)
+    """Route -> the candidate cap its latest answer in `found` was asked for."""
     limits: dict[str, float] = field(default_factory=dict)
     """Route -> when its own `route_deadline_ms` runs out, set by its first call."""
     generation: str | None = None
@@ -97,6 +105,10 @@ class _Run:
     def down(self, route: str, reason: str, message: str = "") -> None:
         if all(d.route != route for d in self.degraded):
             self.degraded.append(DegradedRoute(route=route, reason=reason, message=message))
+
+    def may_have_more(self, route: str) -> bool:
+        """Whether the route's latest answer filled its cap: searching deeper may find more."""
+        return route in self.found and len(self.found[route]) >= self.asked[route]
 
 
 def _by_name(table: Mapping[Any, float]) -> dict[str, float]:
@@ -163,6 +175,7 @@ class RecallService:
         finally:
             run.timings[route] = run.timings.get(route, 0.0) + (time.perf_counter() - started) * 1000 - embed_ms
         run.found[route] = _dedupe(found)
+        run.asked[route] = cap
 
     async def _bounded(
         self, run: _Run, route: Route, filters: Filters, query: str, cap: int, deadline: float, *, loose: bool = True
@@ -266,11 +279,13 @@ class RecallService:
         for route in routes:
             if route not in run.found:
                 run.down(route, DegradedReason.DEADLINE_EXCEEDED, f"no answer within {deadline_ms} ms")
-        for degraded in run.degraded:
-            self._metrics.degraded.labels(route=degraded.route, reason=degraded.reason).inc()
         client_time_up = request.deadline_ms is not None and anyio.current_time() >= deadline
-        self._refuse_when_nothing_answered(run, client_time_up=client_time_up)
-        results = await self._fused_results(run, method, filters, request.query, k, caps["vector"], deadline)
+        try:
+            self._refuse_when_nothing_answered(run, client_time_up=client_time_up)
+            results = await self._fused_results(run, method, filters, request.query, k, caps["vector"], deadline)
+        finally:  # the over-fetch may name a route too; a 503 counts its routes as well
+            for degraded in run.degraded:
+                self._metrics.degraded.labels(route=degraded.route, reason=degraded.reason).inc()
 
         run.timings["total"] = (time.perf_counter() - started) * 1000
         timings = {stage: round(run.timings.get(stage, 0.0), 3) for stage in STAGES}
@@ -336,14 +351,27 @@ class RecallService:
         "fewer than k")."""
         results = await self._rehydrate(run, self._fuse(run, method), filters, query, k)
         cap = vector_cap
-        for _ in range(self._config.recall.overfetch_rounds):
-            vector_full = len(run.found.get("vector", [])) >= cap
-            if len(results) >= k or not vector_full or anyio.current_time() >= deadline:
+        rounds = self._config.recall.overfetch_rounds
+        for _ in range(rounds):
+            if len(results) >= k or not run.may_have_more("vector") or anyio.current_time() >= deadline:
                 break
             cap *= 4
             with anyio.move_on_at(deadline):
                 await self._bounded(run, "vector", filters, query, cap, deadline)
             results = await self._rehydrate(run, self._fuse(run, method), filters, query, k)
+        if len(results) < k and run.may_have_more("vector"):
+            # Deeper records exist that might have passed: a short answer must not pass for "fewer
+            # than k records match" (pgvector#259: filtered queries silently answering short).
+            searched = f"fewer than {k} results after searching the {run.asked['vector']} nearest records"
+            if anyio.current_time() >= min(deadline, run.limits.get("vector", deadline)):
+                run.down("vector", DegradedReason.DEADLINE_EXCEEDED, f"{searched}: no time to search deeper")
+            else:
+                run.down(
+                    "vector",
+                    DegradedReason.OVERFETCH_EXHAUSTED,
+                    f"{searched} ({rounds} rounds deeper): the filters or rehydration dropped the rest; raise"
+                    " [recall] exact_filter_max_records or overfetch_rounds, or narrow the filters",
+                )
         return results
 
     def _fusion_info(self, method: str, routes: list[Route], run: _Run) -> FusionInfo:
@@ -383,14 +411,38 @@ class RecallService:
         )
 
 
-def vector_search(embedder: Embedder, index: IndexManager, query_vectors: QueryVectorCache) -> VectorSearch:
+def filtered_records(pool: asyncpg.Pool, limit: int) -> FilteredRecords | None:
+    """The records kind and attribute filters let through, read from PostgreSQL (the index knows
+    namespaces only), when at most `limit` do; None for `limit` 0."""
+    if limit == 0:
+        return None
+
+    async def lookup(filters: Filters) -> list[uuid.UUID] | None:
+        async with db.connection(pool) as conn:
+            return await search.filtered_records(conn, filters, limit)
+
+    return lookup
+
+
+def vector_search(
+    embedder: Embedder,
+    index: IndexManager,
+    query_vectors: QueryVectorCache,
+    allowed: FilteredRecords | None = None,
+) -> VectorSearch:
     """The vector route: embed the query (purpose `query`; a repeated query's vector comes from
-    `query_vectors`), then search the leased handle."""
+    `query_vectors`), then search the leased handle. Under kind or attribute filters that few
+    records pass (`allowed`), only those records are searched, exactly: an index walk reaches the
+    query's neighbours, and records the filters select may all lie far beyond them."""
 
     async def route(filters: Filters, query: str, cap: int, deadline: float) -> VectorAnswer:
         problem = index.problem()
         if problem is not None:
             raise RouteDown(*problem)
+        within = None
+        if allowed is not None and filters.beyond_namespace:
+            records = await allowed(filters)
+            within = record_id_rows(records) if records is not None else None
         started = time.perf_counter()
         text = embedder.render_query(query).text
         space = embedder.space
@@ -404,7 +456,7 @@ def vector_search(embedder: Embedder, index: IndexManager, query_vectors: QueryV
             query_vectors.put(result.space, text, vector)
         embed_ms = (time.perf_counter() - started) * 1000
         try:
-            hits, generation = await index.search(vector, namespace=filters.namespace, k_records=cap)
+            hits, generation = await index.search(vector, namespace=filters.namespace, k_records=cap, within=within)
         except IndexUnavailable as exc:
             raise RouteDown(exc.reason, exc.message) from None
         candidates = [Candidate(h.record_id, h.revision, h.score, h.surrogate) for h in hits]

@@ -256,6 +256,70 @@ def test_filters_hold_on_every_route_and_on_fusion(daemon: Daemon) -> None:
             assert {r["id"] for r in answer["results"]} == {ids[t] for t in titles}, (filters, routes, answer)
 
 
+def test_filters_far_from_the_query_still_return_k(make_daemon: Any) -> None:
+    """pgvector#259: a filter applied after the index walk answers short when the records it
+    selects lie beyond the query's neighbours. Here 60 harbour notes outrank every other record
+    for a harbour question, and the vector route reaches 40 records at most (10 candidates, one
+    round 4x deeper). The 14 rules (under `exact_filter_max_records`) are scored exactly, so the
+    best 10 of them come back; the 30 memos are too many for that, and the short answer says
+    why instead of passing for "fewer than k match"."""
+    daemon = make_daemon(
+        env={
+            "RECALLD_RECALL_VECTOR_CANDIDATES": "10",
+            "RECALLD_RECALL_OVERFETCH_ROUNDS": "1",
+            "RECALLD_RECALL_EXACT_FILTER_MAX_RECORDS": "20",
+        }
+    )
+    ns = "vec-far-filters"
+    harbour = [
+        {
+            "kind": "doc",
+            "title": f"Harbour note {i}",
+            "body": "Boats moor in the harbour overnight; the harbour master assigns each boat a berth.",
+        }
+        for i in range(60)
+    ]
+    rules = [
+        {
+            "kind": "rule",
+            "title": f"Expense rule {i}",
+            "body": f"Expense reports above {100 * (i + 1)} euros need a scanned receipt and a manager's approval.",
+            "attributes": {"team": "finance"},
+        }
+        for i in range(14)
+    ]
+    memos = [
+        {
+            "kind": "memo",
+            "title": f"Cafeteria memo {i}",
+            "body": f"In week {i} the cafeteria serves soup, bread and salad.",
+        }
+        for i in range(30)
+    ]
+    ids = put_all(daemon, ns, harbour + rules + memos)
+    rule_ids = {ids[r["title"]] for r in rules}
+    question = {"namespace": ns, "query": "where do boats moor in the harbour", "k": 10}
+
+    everything = vector(daemon, ns, question["query"], k=14, kinds=["rule"])
+    assert {r["id"] for r in everything["results"]} == rule_ids
+    best = [r["id"] for r in everything["results"][:10]]
+    for filters in ({"kinds": ["rule"]}, {"attributes": {"team": "finance"}}):
+        for routes in (["vector"], None):
+            body = {**question, **filters, **({"routes": routes} if routes else {})}
+            status, answer = daemon.call("POST", "/v1/recall", body)
+            assert status == 200 and answer["degraded_routes"] == [], (filters, routes, answer)
+            assert [r["id"] for r in answer["results"]] == best, (filters, routes)
+            scores = [r["route_scores"]["vector"] for r in answer["results"]]
+            assert scores == sorted(scores, reverse=True)
+
+    status, answer = daemon.call("POST", "/v1/recall", {**question, "kinds": ["memo"], "routes": ["vector"]})
+    assert status == 200 and len(answer["results"]) < 10, answer
+    assert [(d["route"], d["reason"]) for d in answer["degraded_routes"]] == [("vector", "overfetch_exhausted")]
+    assert "the 40 nearest records" in answer["degraded_routes"][0]["message"]
+    metrics = daemon.http.get("/metrics").text
+    assert re.search(r'recalld_recall_degraded_total\{reason="overfetch_exhausted",route="vector"\} 1\.0', metrics)
+
+
 def test_rebuild_swaps_and_activate_rolls_back(daemon: Daemon, corpus: tuple[str, dict[str, str]]) -> None:
     before = wait_indexed(daemon)["current"]["id"]
 

@@ -23,7 +23,7 @@ import numpy.typing as npt
 
 from actors.embedding.validation import NORM_TOLERANCE, ZERO_NORM
 from actors.index.generation import Generation
-from actors.index.idmap import IdMap
+from actors.index.idmap import IdMap, RecordIds
 from actors.index.vectors import SurrogateSet, Vectors, VectorSet, new_flat_index
 from actors.kernel.ports import VectorSpace
 
@@ -280,7 +280,15 @@ class Handle:
 
     # --- search ---
 
-    def search(self, query: Vectors, *, k_records: int, namespace: str, accept: Accept | None = None) -> list[Hit]:
+    def search(
+        self,
+        query: Vectors,
+        *,
+        k_records: int,
+        namespace: str,
+        accept: Accept | None = None,
+        within: RecordIds | None = None,
+    ) -> list[Hit]:
         """The best `k_records` distinct records of `namespace`, best first.
 
         Guarantees: no tombstoned surrogate and nothing outside `namespace` is returned (both are
@@ -289,6 +297,8 @@ class Handle:
         candidates; ties are ordered by surrogate, so equal inputs give equal answers. Fewer
         than `k_records` hits only when fewer matching records exist: each round asks FAISS for
         twice as many vectors until enough records are certain or the namespace is exhausted.
+        `within` limits the search to those records (ids the handle does not hold are ignored),
+        scored exactly.
 
         Synchronous and CPU-bound: call it in a worker thread, under a lease. Raises
         `HandleClosed` after `close()`.
@@ -305,7 +315,9 @@ class Handle:
             parts = self._parts()
             excluded = self._tomb_set
         try:
-            return _search(parts, excluded, vector, k_records=k_records, namespace=namespace, accept=accept)
+            return _search(
+                parts, excluded, vector, k_records=k_records, namespace=namespace, accept=accept, within=within
+            )
         finally:
             with self._lock:
                 self._active -= 1
@@ -328,11 +340,12 @@ def _search(
     k_records: int,
     namespace: str,
     accept: Accept | None,
+    within: RecordIds | None,
 ) -> list[Hit]:
     verdicts: dict[tuple[bytes, int], bool] = {}
     # More than k from the start (the last vector FAISS returns is never certain, an unseen one
     # may tie with it); each part says how many, then asks for twice as many each round.
-    fetch = [part.first_fetch(namespace, k_records) for part in parts]
+    fetch = [part.first_fetch(namespace, k_records, exact=within is not None) for part in parts]
     while True:
         found: list[tuple[npt.NDArray[np.float32], IdMap, npt.NDArray[np.intp]]] = []
         # Below this score a part that was cut at its fetch may hold unseen vectors: only
@@ -340,7 +353,7 @@ def _search(
         cutoff = -math.inf
         exhausted = True
         for part, asked in zip(parts, fetch, strict=True):
-            scores, rows, done = part.search(query, asked, namespace=namespace, exclude=excluded)
+            scores, rows, done = part.search(query, asked, namespace=namespace, exclude=excluded, within=within)
             if not done:
                 exhausted = False
                 cutoff = max(cutoff, float(scores.min()) if len(scores) else math.inf)

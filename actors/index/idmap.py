@@ -16,7 +16,13 @@ import numpy as np
 import numpy.typing as npt
 
 Surrogates = npt.NDArray[np.int64]
+RecordIds = npt.NDArray[np.uint8]
+"""Record UUIDs as rows of 16 bytes, as an id map holds them."""
 _ID_MAP_ARRAYS = frozenset({"surrogate", "record_id", "revision", "namespace_code", "namespaces"})
+
+
+def record_id_rows(record_ids: Sequence[uuid.UUID]) -> RecordIds:
+    return np.frombuffer(b"".join(r.bytes for r in record_ids), dtype=np.uint8).reshape(-1, 16)
 
 
 class IdMap:
@@ -73,10 +79,9 @@ class IdMap:
         """An id map from per-row values (namespaces as strings, one per row)."""
         names = sorted(set(namespaces))
         code_of = {name: i for i, name in enumerate(names)}
-        raw = b"".join(r.bytes for r in record_ids)
         return cls(
             np.asarray(surrogates, dtype=np.int64),
-            np.frombuffer(raw, dtype=np.uint8).reshape(-1, 16),
+            record_id_rows(record_ids),
             np.asarray(revisions, dtype=np.int32),
             np.fromiter((code_of[ns] for ns in namespaces), dtype=np.int32, count=len(namespaces)),
             names,

@@ -16,7 +16,7 @@ import faiss
 import numpy as np
 import numpy.typing as npt
 
-from actors.index.idmap import IdMap, Surrogates, frozen_array
+from actors.index.idmap import IdMap, RecordIds, Surrogates, frozen_array
 
 Vectors = npt.NDArray[np.float32]
 
@@ -41,20 +41,23 @@ def one_thread_per_search() -> None:
     faiss.omp_set_num_threads(1)
 
 
-def _distinct_revisions(record_ids: npt.NDArray[np.uint8], revisions: npt.NDArray[np.int32]) -> int:
-    """About how many distinct record revisions rows of (n, 16) record ids and their revisions
-    hold: each (id, revision) is mixed into one integer, a sort five times faster than of the
-    16-byte ids themselves, whatever the ids look like (client-chosen ids may share a prefix or a
-    suffix). Revisions, not records: a set holding many revisions of a few records (a delta after
-    many updates) has a few chunks per revision, not many per record. Two keys that mix alike
-    count once: an estimate, which is all `first_fetch` needs."""
+def _record_keys(record_ids: RecordIds) -> npt.NDArray[np.uint64]:
+    """Each 16-byte record id mixed into one integer: sorting and searching these is five times
+    faster than the ids themselves, whatever the ids look like (client-chosen ids may share a
+    prefix or a suffix). Two ids may mix alike: a key finds candidates, the id decides."""
     halves = np.ascontiguousarray(record_ids).view(np.uint64)
-    with np.errstate(over="ignore"):  # the multiplications wrap around by design
-        mixed = (
-            halves[:, 0] * np.uint64(0x9E3779B97F4A7C15)
-            ^ halves[:, 1]
-            ^ revisions.astype(np.uint64) * np.uint64(0xC2B2AE3D27D4EB4F)
-        )
+    with np.errstate(over="ignore"):  # the multiplication wraps around by design
+        keys: npt.NDArray[np.uint64] = halves[:, 0] * np.uint64(0x9E3779B97F4A7C15) ^ halves[:, 1]
+    return keys
+
+
+def _distinct_revisions(record_ids: RecordIds, revisions: npt.NDArray[np.int32]) -> int:
+    """About how many distinct record revisions rows of (n, 16) record ids and their revisions
+    hold. Revisions, not records: a set holding many revisions of a few records (a delta after
+    many updates) has a few chunks per revision, not many per record. Two (id, revision) pairs
+    that mix alike count once: an estimate, which is all `first_fetch` needs."""
+    with np.errstate(over="ignore"):
+        mixed = _record_keys(record_ids) ^ revisions.astype(np.uint64) * np.uint64(0xC2B2AE3D27D4EB4F)
     return len(np.unique(mixed))
 
 
@@ -89,6 +92,7 @@ class VectorSet:
 
     __slots__ = (
         "__weakref__",
+        "_by_record",
         "_ef_search",
         "_family",
         "_id_map",
@@ -108,6 +112,8 @@ class VectorSet:
         self._index = index
         self._inner = faiss.downcast_index(index.index)  # positions are id-map rows
         self._id_map = id_map
+        # (sorted record keys, their rows): built by the first search within records
+        self._by_record: tuple[npt.NDArray[np.uint64], npt.NDArray[np.intp]] | None = None
         self._family = family
         # a generation built with a narrower stored beam still searches with at least ours
         self._ef_search = max(ef_search or 0, HNSW_EF_SEARCH)
@@ -162,19 +168,19 @@ class VectorSet:
         rows = self._ns_rows.get(namespace)
         return 0 if rows is None else len(rows)
 
-    def first_fetch(self, namespace: str, k_records: int) -> int:
+    def first_fetch(self, namespace: str, k_records: int, *, exact: bool = False) -> int:
         """How many vectors a search for `k_records` distinct records first asks this set for.
 
-        A search that scores every vector of the namespace (a flat set, or an HNSW namespace small
-        enough to be scored exactly) costs the same whatever it asks for, so it asks for as many
-        as 2 * k_records records hold on average, and one round is usually enough: on 500 man
-        pages (19 chunks a page) asking for 2 * k took one to five rounds (mostly two or three),
-        each a whole scan. An HNSW walk widens its beam, and costs more, with every vector asked
-        for: it starts at 2 * k (one chunk per record), and the caller doubles it while records
-        are missing.
+        A search that scores every vector it may return (a flat set, an HNSW namespace small
+        enough to be scored exactly, or a search `within` records: `exact`) costs the same
+        whatever it asks for, so it asks for as many as 2 * k_records records hold on average,
+        and one round is usually enough: on 500 man pages (19 chunks a page) asking for 2 * k
+        took one to five rounds (mostly two or three), each a whole scan. An HNSW walk widens its
+        beam, and costs more, with every vector asked for: it starts at 2 * k (one chunk per
+        record), and the caller doubles it while records are missing.
         """
         members = self.namespace_count(namespace)
-        if self._family == "hnsw" and members > EXACT_NAMESPACE_MAX:
+        if not exact and self._family == "hnsw" and members > EXACT_NAMESPACE_MAX:
             return 2 * k_records
         return math.ceil(2 * k_records * self._ns_chunks_per_record.get(namespace, 1.0))
 
@@ -186,10 +192,37 @@ class VectorSet:
         found = (keys[rows] == surrogates) if len(keys) else np.zeros(len(surrogates), dtype=bool)
         return np.where(found, rows, -1)
 
+    def rows_of_records(self, records: RecordIds) -> npt.NDArray[np.intp]:
+        """Id-map rows of every vector of `records` (any revision), in row order."""
+        if self._by_record is None:
+            # Thread-safe without a lock: two first searches may both build it, alike.
+            keys = _record_keys(self._id_map.record_id)
+            order = np.argsort(keys, kind="stable")
+            self._by_record = keys[order], order
+        sorted_keys, order = self._by_record
+        wanted = _record_keys(records)
+        first = np.searchsorted(sorted_keys, wanted, "left")
+        counts = np.searchsorted(sorted_keys, wanted, "right") - first
+        # positions first[i] .. first[i] + counts[i] - 1 for every i, without a Python loop
+        starts = np.repeat(first - np.cumsum(counts) + counts, counts)
+        rows = order[np.arange(int(counts.sum())) + starts]
+        owners = np.repeat(np.arange(len(wanted)), counts)
+        same = np.all(self._id_map.record_id[rows] == records[owners], axis=1)
+        return np.unique(rows[same])
+
     def search(
-        self, query: Vectors, k: int, *, namespace: str, exclude: SurrogateSet | None
+        self,
+        query: Vectors,
+        k: int,
+        *,
+        namespace: str,
+        exclude: SurrogateSet | None,
+        within: RecordIds | None = None,
     ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.intp], bool]:
-        """The best ≤ k vectors of `namespace`, not in `exclude`, by descending inner product.
+        """The best ≤ k vectors of `namespace`, not in `exclude`, by descending inner product;
+        only vectors of the records `within` when given, scored exactly (records picked by
+        filters the index does not know, such as their kind: a graph walk filtered down to a few
+        of its nodes finds too few of them).
 
         Returns (scores, id-map rows, exhausted); `exhausted` means nothing else in the namespace
         could qualify, so asking for more would return nothing new. Filtering happens inside
@@ -200,6 +233,10 @@ class VectorSet:
         members = self._ns_rows.get(namespace)
         if members is None:
             return np.empty(0, np.float32), np.empty(0, np.intp), True
+        if within is not None:
+            rows = self.rows_of_records(within)
+            chosen = rows[self._id_map.namespace_code[rows] == self._ns_code[namespace]]
+            return self._exact(query, min(k, len(chosen)), chosen, exclude)
         k_eff = min(k, len(members))
         if self._family == "hnsw" and (k_eff >= len(members) or len(members) <= EXACT_NAMESPACE_MAX):
             return self._exact(query, k_eff, members, exclude)
@@ -232,15 +269,26 @@ class VectorSet:
         best_scores = np.empty(0, np.float32)
         best = np.empty(0, np.intp)
         # Block by block, keeping the running top k: memory stays bounded for any namespace.
-        # Rows are in surrogate order, so ordering ties by row orders them by surrogate.
         for start in range(0, len(candidates), _EXACT_BLOCK):
             block = candidates[start : start + _EXACT_BLOCK]
             scores = (self._inner.reconstruct_batch(block) @ query).astype(np.float32)
-            best_scores = np.concatenate([best_scores, scores])
-            best = np.concatenate([best, block])
-            order = np.lexsort((best, -best_scores))[:k]
-            best_scores, best = best_scores[order], best[order]
+            best_scores, best = _top(np.concatenate([best_scores, scores]), np.concatenate([best, block]), k)
         return best_scores, best, len(candidates) <= k
+
+
+def _top(
+    scores: npt.NDArray[np.float32], rows: npt.NDArray[np.intp], k: int
+) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.intp]]:
+    """The k best, best first; rows are in surrogate order, so ties go by surrogate. A partition
+    first (linear) leaves only the k best and whatever ties the k-th to sort."""
+    if k < 1:
+        return scores[:0], rows[:0]
+    if len(scores) > k:
+        kth = np.partition(scores, len(scores) - k)[len(scores) - k]
+        keep = scores >= kth
+        scores, rows = scores[keep], rows[keep]
+    order = np.lexsort((rows, -scores))[:k]
+    return scores[order], rows[order]
 
 
 def search_parameters(selector: faiss.IDSelector | None, *, ef_search: int | None) -> faiss.SearchParameters:

@@ -13,7 +13,7 @@ import pytest
 
 from actors.index.generation import Generation, load_generation
 from actors.index.handle import Handle, HandleCell, HandleClosed, Hit
-from actors.index.idmap import IdMap
+from actors.index.idmap import IdMap, record_id_rows
 from actors.index.vectors import SurrogateSet
 
 from .common import build, id_map_for, record_uuid, space, unit_vectors
@@ -172,6 +172,70 @@ def test_hnsw_generations_search_the_same_way(tmp_path: Path, n_b: int) -> None:
                 assert records_of(hits) == truth  # exact
             recall.append(len(set(records_of(hits)) & set(truth)) / 10)
     assert np.mean(recall) >= 0.9
+
+
+def test_a_search_within_given_records_is_exact_and_keeps_every_other_promise(tmp_path: Path) -> None:
+    """`within` (the records a kind or attribute filter selects) is scored exactly, however far
+    their vectors are from the query: a graph walk would find few of them among 6,000 nodes.
+    The namespace, tombstones, deltas and one hit per record (its best chunk) still hold; ids the
+    handle does not hold are ignored."""
+    rng = np.random.default_rng(21)
+    n_a, n_b, d = 5_000, 1_000, 16
+    vectors = unit_vectors(rng, n_a + n_b, d)
+    surrogates = np.arange(n_a + n_b, dtype=np.int64) + 1
+    records = surrogates // 2  # two chunks a record
+    namespaces = ["A"] * n_a + ["B"] * n_b
+    gen = generation(
+        tmp_path, vectors, id_map_for(surrogates, records=records, namespaces=namespaces), factory="HNSW16"
+    )
+    added = unit_vectors(rng, 40, d)
+    delta_surrogates = np.arange(40, dtype=np.int64) + 100_000
+    handle = Handle.of(gen).with_delta(added, id_map_for(delta_surrogates, records=delta_surrogates, namespaces="A"))
+    all_vectors = np.concatenate([vectors, added])
+    all_surrogates = np.concatenate([surrogates, delta_surrogates])
+    all_records = np.concatenate([records, delta_surrogates])
+    in_a = np.concatenate([np.arange(n_a + n_b) < n_a, np.ones(40, bool)])
+    query = vectors[0]
+    # records far from the query: the nearest 500 are left out
+    nearest = set(records_of(handle.search(query, k_records=500, namespace="A")))
+    far = sorted({int(r) for r in records[:n_a]} - nearest)
+    picked = rng.choice(far, 60, replace=False)
+    dead = [int(s) for s in surrogates[np.isin(records, picked[:5])][::2]]  # one chunk of five records
+    handle = handle.with_tombstones(dead)
+    chosen = [
+        *picked.tolist(),
+        *delta_surrogates[:5].tolist(),
+        *records[n_a : n_a + 20].tolist(),
+        10**9,
+        int(picked[0]),
+    ]
+    within = record_id_rows([record_uuid(r) for r in chosen])
+    allowed = in_a & np.isin(all_records, chosen) & ~np.isin(all_surrogates, dead)
+    assert len(set(all_records[allowed].tolist())) > 60
+    for k in (10, 50, 200):
+        hits = handle.search(query, k_records=k, namespace="A", within=within)
+        truth = brute_force(query, all_vectors, all_surrogates, all_records, k, allowed)
+        assert records_of(hits) == truth and len(hits) == min(k, len(set(all_records[allowed].tolist())))
+        assert not set(dead) & {h.surrogate for h in hits}
+    assert handle.search(query, k_records=10, namespace="A", within=record_id_rows([])) == []
+    assert handle.search(query, k_records=10, namespace="B", within=within[:60]) == []
+
+
+def test_records_whose_keys_collide_are_told_apart_by_their_ids(tmp_path: Path) -> None:
+    """Record ids are looked up by a 64-bit mix of their halves; two ids built to mix alike still
+    find only their own vectors."""
+    mix = np.uint64(0x9E3779B97F4A7C15)
+    a0, a1, b0 = np.uint64(7), np.uint64(11), np.uint64(12345)
+    with np.errstate(over="ignore"):
+        b1 = a0 * mix ^ a1 ^ b0 * mix  # so that b0 * mix ^ b1 == a0 * mix ^ a1
+    first, second = (uuid.UUID(bytes=np.array(halves, np.uint64).tobytes()) for halves in ((a0, a1), (b0, b1)))
+    ids = [first, second, first, uuid.UUID(int=99)]
+    vectors = unit_vectors(np.random.default_rng(2), 4, 8)
+    gen = generation(tmp_path, vectors, IdMap.from_rows([1, 2, 3, 4], ids, [1] * 4, ["ns"] * 4))
+    assert gen.rows_of_records(record_id_rows([first])).tolist() == [0, 2]
+    assert gen.rows_of_records(record_id_rows([second, uuid.UUID(int=5)])).tolist() == [1]
+    hits = Handle.of(gen).search(vectors[1], k_records=5, namespace="ns", within=record_id_rows([first]))
+    assert [h.record_id for h in hits] == [first]
 
 
 def test_deltas_and_tombstones_make_new_handles(tmp_path: Path) -> None:
