@@ -19,7 +19,7 @@ import datetime as dt
 import hashlib
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -35,7 +35,7 @@ from actors.embedder import Embedder, EmbedResult
 from actors.embedding.errors import EmbeddingError, Reason
 from actors.index.generation import Generation, IdMap, build_generation, load_generation, manifest_sha256
 from actors.index.handle import Handle, HandleCell, Hit
-from actors.index.idmap import RecordIds
+from actors.index.idmap import record_id_rows
 from actors.index.manifest import Expected, GenerationCorrupt
 from actors.kernel.ports import (
     BuilderLock,
@@ -286,16 +286,17 @@ class IndexManager:
         namespace: str,
         k_records: int,
         accept: Callable[[uuid.UUID, int], bool] | None = None,
-        within: RecordIds | None = None,
+        within: Sequence[uuid.UUID] | None = None,
     ) -> tuple[list[Hit], str | None]:
         """Search the current handle under a lease, off the event loop. Returns (hits, generation id).
         `within`: only these records, scored exactly (`Handle.search`)."""
+        rows = record_id_rows(within) if within is not None else None
         async with self.cell.lease() as handle:
             if handle is None or handle.count == 0:
                 reason, message = self._problem or NOTHING_INDEXED
                 raise IndexUnavailable(reason, message)
             hits = await anyio.to_thread.run_sync(
-                lambda: handle.search(query, k_records=k_records, namespace=namespace, accept=accept, within=within)
+                lambda: handle.search(query, k_records=k_records, namespace=namespace, accept=accept, within=rows)
             )
             base = handle.base.manifest.generation_id if handle.base is not None else None
             return hits, base

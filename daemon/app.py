@@ -44,7 +44,7 @@ from daemon.control.server import Listener, Services, SocketInUse, run_control_s
 from daemon.metrics import Metrics
 from daemon.notifications import listen
 from daemon.providers import make_provider
-from daemon.recall import RecallService, filtered_records, vector_search
+from daemon.recall import RecallService, vector_search
 from daemon.store import db
 from daemon.store.embedded import EmbeddedPostgres, EmbeddedPostgresError, keep_running, max_connections_for
 from daemon.store.migrations import SchemaTooNew, migrate_database
@@ -319,7 +319,6 @@ def assemble(
     searches = SearchRecorder(pool)
     metrics.watch(embedder, index, query_vectors, searches)
     health = Health()
-    allowed = filtered_records(pool, config.recall.exact_filter_max_records)
     services = Services(
         config=config,
         metrics=metrics,
@@ -335,7 +334,7 @@ def assemble(
             config,
             metrics,
             searches,
-            vector_search(embedder, index, query_vectors, allowed) if embedder and index else None,
+            vector_search(embedder, index, query_vectors) if embedder and index else None,
         ),
         alive=lambda: supervisor.alive,
         capabilities=lambda: _capabilities(health, embedder, index),

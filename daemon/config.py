@@ -127,10 +127,11 @@ class RecallConfig(_Section, frozen=True):
     """How often the vector route may search again, 4x deeper, when filters or rehydration
     left fewer than k results."""
     exact_filter_max_records: Annotated[int, Meta(ge=0, le=100_000)] = 1000
-    """Kind and attribute filters that at most this many records pass make the vector route score
-    just those records, exactly: however far they lie from the query, the best k of them come
-    back. Broader filters are left to the index walk and the over-fetch. Reading the records
-    costs about a millisecond per 1,000 (docs/RETRIEVAL.md, "Filters"). 0: never."""
+    """Kind and attribute filters that at most this many records pass (or the vector route's
+    candidate cap, if larger) make the vector route score just those records, exactly: however far
+    they lie from the query, the best k of them come back. Broader filters are left to the index
+    walk and the over-fetch. Reading the records costs 1–2 ms per 1,000 (docs/RETRIEVAL.md,
+    "Filters"). 0: never."""
     query_cache: Annotated[int, Meta(ge=0, le=1_000_000)] = 1024
     """Query vectors kept for repeated queries (least recently used go first); 0 turns it off.
     About 1.6 KB each at 384 dimensions."""

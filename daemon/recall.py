@@ -33,7 +33,6 @@ from actors.fusion import (
     reciprocal_rank,
     weighted_score,
 )
-from actors.index.idmap import record_id_rows
 from actors.index_manager import IndexManager, IndexUnavailable
 from actors.query import evidence_of
 from actors.records import query_hash
@@ -83,10 +82,9 @@ class VectorAnswer:
     generation: str | None
 
 
-# The vector route: (filters, query, candidate cap, deadline as anyio time) -> answer, or RouteDown.
-VectorSearch = Callable[[Filters, str, int, float], Awaitable[VectorAnswer]]
-# Filters -> the records they let through when few enough to score exactly, else None.
-FilteredRecords = Callable[[Filters], Awaitable[list[uuid.UUID] | None]]
+# The vector route: (filters, query, candidate cap, deadline as anyio time, the only records to
+# search or None for all) -> answer, or RouteDown.
+VectorSearch = Callable[[Filters, str, int, float, list[uuid.UUID] | None], Awaitable[VectorAnswer]]
 
 
 @dataclass
@@ -98,6 +96,10 @@ class _Run:
     found: dict[str, list[Candidate]] = field(default_factory=dict)
     asked: dict[str, int] = field(default_factory=dict)
     """Route -> the candidate cap its latest answer in `found` was asked for."""
+    within: list[uuid.UUID] | None = None
+    """The records kind and attribute filters let through, when few enough for the vector route
+    to score exactly (read once per request)."""
+    within_read: bool = False
     limits: dict[str, float] = field(default_factory=dict)
     """Route -> when its own `route_deadline_ms` runs out, set by its first call."""
     generation: str | None = None
@@ -158,7 +160,7 @@ class RecallService:
             else:
                 if self._vector is None:
                     raise RouteDown(Reason.NO_PROVIDER, "no embedding provider is configured")
-                answer = await self._vector(filters, query, cap, deadline)
+                answer = await self._vector(filters, query, cap, deadline, await self._within(run, filters, cap))
                 found, embed_ms, run.generation = answer.candidates, answer.embed_ms, answer.generation
                 run.timings["embed"] = run.timings.get("embed", 0.0) + embed_ms
                 floor = run.thresholds.get(route)
@@ -176,6 +178,20 @@ class RecallService:
             run.timings[route] = run.timings.get(route, 0.0) + (time.perf_counter() - started) * 1000 - embed_ms
         run.found[route] = _dedupe(found)
         run.asked[route] = cap
+
+    async def _within(self, run: _Run, filters: Filters, cap: int) -> list[uuid.UUID] | None:
+        """The records the filters let through, when at most `exact_filter_max_records` (or the
+        route's cap, if more) do: the vector route then scores just those, exactly. The index knows
+        namespaces only, and its walk reaches the query's neighbours: records a filter selects may
+        all lie beyond them. Read from PostgreSQL once per request; None: search everything."""
+        limit = self._config.recall.exact_filter_max_records
+        if limit == 0 or not filters.beyond_namespace:
+            return None
+        if not run.within_read:
+            async with db.connection(self._pool) as conn:
+                run.within = await search.filtered_records(conn, filters, max(limit, cap))
+            run.within_read = True
+        return run.within
 
     async def _bounded(
         self, run: _Run, route: Route, filters: Filters, query: str, cap: int, deadline: float, *, loose: bool = True
@@ -352,27 +368,39 @@ class RecallService:
         results = await self._rehydrate(run, self._fuse(run, method), filters, query, k)
         cap = vector_cap
         rounds = self._config.recall.overfetch_rounds
+        out_of_time = False
         for _ in range(rounds):
-            if len(results) >= k or not run.may_have_more("vector") or anyio.current_time() >= deadline:
+            if len(results) >= k or not run.may_have_more("vector"):
+                break
+            # the sooner of the request's deadline and the route's own limit (set by its first call)
+            if out_of_time := anyio.current_time() >= min(deadline, run.limits.get("vector", deadline)):
                 break
             cap *= 4
             with anyio.move_on_at(deadline):
                 await self._bounded(run, "vector", filters, query, cap, deadline)
+            if run.asked["vector"] != cap:  # cut off by time (or failed, and named already)
+                out_of_time = True
+                break
             results = await self._rehydrate(run, self._fuse(run, method), filters, query, k)
         if len(results) < k and run.may_have_more("vector"):
-            # Deeper records exist that might have passed: a short answer must not pass for "fewer
-            # than k records match" (pgvector#259: filtered queries silently answering short).
-            searched = f"fewer than {k} results after searching the {run.asked['vector']} nearest records"
-            if anyio.current_time() >= min(deadline, run.limits.get("vector", deadline)):
-                run.down("vector", DegradedReason.DEADLINE_EXCEEDED, f"{searched}: no time to search deeper")
-            else:
-                run.down(
-                    "vector",
-                    DegradedReason.OVERFETCH_EXHAUSTED,
-                    f"{searched} ({rounds} rounds deeper): the filters or rehydration dropped the rest; raise"
-                    " [recall] exact_filter_max_records or overfetch_rounds, or narrow the filters",
-                )
+            # Deeper records might have passed: a short answer must not pass for "fewer than k
+            # records match" (pgvector#259: filtered searches silently answering short).
+            run.down("vector", *self._shortfall(run, filters, k, rounds, out_of_time=out_of_time))
         return results
+
+    @staticmethod
+    def _shortfall(run: _Run, filters: Filters, k: int, rounds: int, *, out_of_time: bool) -> tuple[str, str]:
+        """Why the vector route left the answer short of k while it had more to give: reason, message."""
+        searched = f"fewer than {k} results after the vector route's search for {run.asked['vector']} records"
+        if out_of_time:
+            return DegradedReason.DEADLINE_EXCEEDED, f"{searched}: no time to search deeper"
+        if filters.beyond_namespace and run.within is None:  # the index walk, filtered afterwards
+            dropped = "the filters or rehydration dropped the rest"
+            advice = "raise [recall] exact_filter_max_records or overfetch_rounds, or narrow the filters"
+        else:
+            dropped = "rehydration dropped the rest (changed or forgotten since they were indexed)"
+            advice = "raise [recall] overfetch_rounds"
+        return DegradedReason.OVERFETCH_EXHAUSTED, f"{searched} ({rounds} rounds deeper): {dropped}; {advice}"
 
     def _fusion_info(self, method: str, routes: list[Route], run: _Run) -> FusionInfo:
         """What the order depended on, as the answer and the search row name it."""
@@ -411,38 +439,16 @@ class RecallService:
         )
 
 
-def filtered_records(pool: asyncpg.Pool, limit: int) -> FilteredRecords | None:
-    """The records kind and attribute filters let through, read from PostgreSQL (the index knows
-    namespaces only), when at most `limit` do; None for `limit` 0."""
-    if limit == 0:
-        return None
-
-    async def lookup(filters: Filters) -> list[uuid.UUID] | None:
-        async with db.connection(pool) as conn:
-            return await search.filtered_records(conn, filters, limit)
-
-    return lookup
-
-
-def vector_search(
-    embedder: Embedder,
-    index: IndexManager,
-    query_vectors: QueryVectorCache,
-    allowed: FilteredRecords | None = None,
-) -> VectorSearch:
+def vector_search(embedder: Embedder, index: IndexManager, query_vectors: QueryVectorCache) -> VectorSearch:
     """The vector route: embed the query (purpose `query`; a repeated query's vector comes from
-    `query_vectors`), then search the leased handle. Under kind or attribute filters that few
-    records pass (`allowed`), only those records are searched, exactly: an index walk reaches the
-    query's neighbours, and records the filters select may all lie far beyond them."""
+    `query_vectors`), then search the leased handle (only the records `within`, when given)."""
 
-    async def route(filters: Filters, query: str, cap: int, deadline: float) -> VectorAnswer:
+    async def route(
+        filters: Filters, query: str, cap: int, deadline: float, within: list[uuid.UUID] | None
+    ) -> VectorAnswer:
         problem = index.problem()
         if problem is not None:
             raise RouteDown(*problem)
-        within = None
-        if allowed is not None and filters.beyond_namespace:
-            records = await allowed(filters)
-            within = record_id_rows(records) if records is not None else None
         started = time.perf_counter()
         text = embedder.render_query(query).text
         space = embedder.space

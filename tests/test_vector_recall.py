@@ -300,9 +300,17 @@ def test_filters_far_from_the_query_still_return_k(make_daemon: Any) -> None:
     rule_ids = {ids[r["title"]] for r in rules}
     question = {"namespace": ns, "query": "where do boats moor in the harbour", "k": 10}
 
-    everything = vector(daemon, ns, question["query"], k=14, kinds=["rule"])
-    assert {r["id"] for r in everything["results"]} == rule_ids
-    best = [r["id"] for r in everything["results"][:10]]
+    # the reference: the unfiltered search of the whole namespace (104 records, exact), rules kept
+    unfiltered = vector(daemon, ns, question["query"], k=len(ids))["results"]
+    assert len(unfiltered) == len(ids) and all(r["id"] not in rule_ids for r in unfiltered[:60])
+    best = [r["id"] for r in unfiltered if r["id"] in rule_ids][:10]
+    # fewer records pass than asked for: all of them, and nothing is said to be missing
+    status, all_rules = daemon.call(
+        "POST", "/v1/recall", {**question, "k": 20, "kinds": ["rule"], "routes": ["vector"]}
+    )
+    assert status == 200 and {r["id"] for r in all_rules["results"]} == rule_ids, all_rules
+    assert all_rules["degraded_routes"] == []
+    assert vector(daemon, ns, question["query"], kinds=[])["results"] == []
     for filters in ({"kinds": ["rule"]}, {"attributes": {"team": "finance"}}):
         for routes in (["vector"], None):
             body = {**question, **filters, **({"routes": routes} if routes else {})}
@@ -315,7 +323,8 @@ def test_filters_far_from_the_query_still_return_k(make_daemon: Any) -> None:
     status, answer = daemon.call("POST", "/v1/recall", {**question, "kinds": ["memo"], "routes": ["vector"]})
     assert status == 200 and len(answer["results"]) < 10, answer
     assert [(d["route"], d["reason"]) for d in answer["degraded_routes"]] == [("vector", "overfetch_exhausted")]
-    assert "the 40 nearest records" in answer["degraded_routes"][0]["message"]
+    message = answer["degraded_routes"][0]["message"]
+    assert "search for 40 records" in message and "narrow the filters" in message, message
     metrics = daemon.http.get("/metrics").text
     assert re.search(r'recalld_recall_degraded_total\{reason="overfetch_exhausted",route="vector"\} 1\.0', metrics)
 

@@ -42,8 +42,8 @@ class Filters:
 
     @property
     def beyond_namespace(self) -> bool:
-        """Whether records are chosen by more than their namespace (which the index knows); no
-        attributes (`{}`) contain every record's."""
+        """Whether records are chosen by more than their namespace (which the index knows).
+        `attributes={}` chooses nothing: every record's attributes contain it."""
         return self.kinds is not None or bool(self.attributes)
 
 
@@ -145,7 +145,7 @@ async def structured(conn: asyncpg.Connection, filters: Filters, limit: int) -> 
 async def filtered_records(conn: asyncpg.Connection, filters: Filters, limit: int) -> list[uuid.UUID] | None:
     """The live records that pass `filters`, for the vector route to score exactly; None when more
     than `limit` do: a filter that broad is left to the index's own walk and the over-fetch.
-    About a millisecond per 1,000 records (docs/RETRIEVAL.md, "Filters")."""
+    1–2 ms per 1,000 records (docs/RETRIEVAL.md, "Filters")."""
     rows = await conn.fetch(
         f"SELECT r.id FROM records r WHERE {_FILTER_SQL} LIMIT $4",
         filters.namespace,

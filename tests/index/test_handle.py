@@ -14,7 +14,7 @@ import pytest
 from actors.index.generation import Generation, load_generation
 from actors.index.handle import Handle, HandleCell, HandleClosed, Hit
 from actors.index.idmap import IdMap, record_id_rows
-from actors.index.vectors import SurrogateSet
+from actors.index.vectors import SurrogateSet, _record_keys
 
 from .common import build, id_map_for, record_uuid, space, unit_vectors
 
@@ -133,16 +133,20 @@ def test_several_chunks_per_record_are_one_hit_each(tmp_path: Path) -> None:
     assert handle.search(vectors[0], k_records=5, namespace="nobody") == []
 
 
-def test_equal_scores_are_ordered_by_surrogate(tmp_path: Path) -> None:
+@pytest.mark.parametrize("factory", ["Flat", "HNSW16"])  # FAISS's flat scan; our exact scorer
+def test_equal_scores_are_ordered_by_surrogate(tmp_path: Path, factory: str) -> None:
     base = unit_vectors(np.random.default_rng(4), 1, 8)
     others = unit_vectors(np.random.default_rng(5), 30, 8)
     vectors = np.concatenate([np.repeat(base, 10, axis=0), others])
     surrogates = np.random.default_rng(6).permutation(40).astype(np.int64) + 1
-    gen = generation(tmp_path, vectors, id_map_for(surrogates))
+    gen = generation(tmp_path, vectors, id_map_for(surrogates), factory=factory)
     handle = Handle.of(gen)
     first = handle.search(base[0], k_records=4, namespace="ns")
     assert [h.surrogate for h in first] == sorted(surrogates[:10].tolist())[:4]
     assert all(handle.search(base[0], k_records=4, namespace="ns") == first for _ in range(5))
+    everyone = record_id_rows([record_uuid(int(s)) for s in surrogates])
+    within = handle.search(base[0], k_records=4, namespace="ns", within=everyone)
+    assert [h.surrogate for h in within] == [h.surrogate for h in first]  # scores may differ in the last bit
 
 
 @pytest.mark.parametrize("n_b", [3_000, 6_000])
@@ -229,6 +233,8 @@ def test_records_whose_keys_collide_are_told_apart_by_their_ids(tmp_path: Path) 
     with np.errstate(over="ignore"):
         b1 = a0 * mix ^ a1 ^ b0 * mix  # so that b0 * mix ^ b1 == a0 * mix ^ a1
     first, second = (uuid.UUID(bytes=np.array(halves, np.uint64).tobytes()) for halves in ((a0, a1), (b0, b1)))
+    keys = _record_keys(record_id_rows([first, second]))
+    assert keys[0] == keys[1], "the two ids must collide for this test to test anything"
     ids = [first, second, first, uuid.UUID(int=99)]
     vectors = unit_vectors(np.random.default_rng(2), 4, 8)
     gen = generation(tmp_path, vectors, IdMap.from_rows([1, 2, 3, 4], ids, [1] * 4, ["ns"] * 4))

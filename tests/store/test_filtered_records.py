@@ -35,6 +35,7 @@ async def test_filters_pick_live_records_of_the_namespace_up_to_the_limit(pool: 
     assert await allowed(Filters("ns", kinds=["rule"])) == set(rules[:3])
     assert await allowed(Filters("ns", attributes={"team": "ops"})) == {*rules[:3], doc}
     assert await allowed(Filters("ns", kinds=["doc"], attributes={"team": "ops"})) == {doc}
-    assert await allowed(Filters("ns", kinds=["memo"])) == set()
+    assert await allowed(Filters("ns", kinds=["memo"])) == await allowed(Filters("ns", kinds=[])) == set()
+    assert await allowed(Filters("ns", attributes={})) == {*rules[:3], doc}  # as the other routes read {}
     assert await allowed(Filters("ns", kinds=["rule"]), limit=3) == set(rules[:3])
     assert await allowed(Filters("ns", kinds=["rule"]), limit=2) is None
