@@ -26,17 +26,20 @@ pages; some words weaker still. The full-text route carries the level in its sco
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from dataclasses import dataclass
 from enum import IntEnum, StrEnum
 
-QUERY_BUILDER_VERSION = 3
+QUERY_BUILDER_VERSION = 4
 """Bump when the strings built for a given query change (it changes what full-text finds).
 v2: backslash commands (`\\gexec`, `\\copy`) are identifiers.
 v3: PascalCase names of three or more parts (`ServerAliveInterval`) are identifiers; a number is
 one only when shaped like a code (`23505`, `42P01`) or when it is the whole query: in a sentence
-("files bigger than 100 megabytes") it is a quantity."""
+("files bigger than 100 megabytes") it is a quantity.
+v4: `or` joins the words on either side of it (`create or update a function`: either verb, and
+the rest), not everything before it with everything after, as websearch reads it."""
 
 
 class QueryKind(StrEnum):
@@ -80,7 +83,7 @@ def evidence_of(score: float) -> Evidence:
 @dataclass(frozen=True, slots=True)
 class TextQuery:
     strict: str
-    """websearch_to_tsquery input: every term required; user phrases ("...") and `or` kept."""
+    """websearch_to_tsquery input: every term required (of `a or b`, one); user phrases ("...") kept."""
     loose: str
     """websearch_to_tsquery input: the same terms joined by `or` (any term matches)."""
     phrase: str
@@ -125,6 +128,8 @@ _CAMEL = re.compile(r"^[a-z]+[A-Z]\w*$")  # maxConnections
 _PASCAL = re.compile(r"^[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]+){2,}$")
 _COMMAND = re.compile(r"^\\[A-Za-z]\w*[+]?$")  # psql meta-commands: \gexec, \copy, \dt+
 _OR = "or"
+# `a or b` choices multiply: past this many readings, websearch's own reading is kept.
+MAX_READINGS = 8
 # A query that opens with one of these, or ends with "?", is a question, not pasted text.
 _QUESTION_WORDS = frozenset("how why what when where which who whom whose can should is are does do did".split())
 
@@ -170,51 +175,72 @@ def _terms_of(token: str) -> list[str]:
     return terms
 
 
-def build_text_query(query: str) -> TextQuery:
+def _strict(slots: list[list[str]], max_readings: int) -> str:
+    """Every slot required, one of its choices each, in websearch syntax: it has no parentheses,
+    so `(a or b) c` is written out as `a c or b c` (websearch binds AND tighter than OR). Past
+    `max_readings` choices, `a or b c` as websearch reads it: a, or b and c."""
+    if math.prod(len(slot) for slot in slots) > max_readings:
+        return " ".join(f" {_OR} ".join(slot) for slot in slots)
+    return f" {_OR} ".join(" ".join(reading) for reading in itertools.product(*slots))
+
+
+def build_text_query(query: str, *, max_readings: int = MAX_READINGS) -> TextQuery:
     """The full-text inputs for `query` (see the module docstring). Same input, same output.
+    `max_readings=1` keeps websearch's own reading of `or` (bench/fulltext.py compares them).
 
     Guarantees: no term of `strict`, `loose` or `phrase` starts with `-` (nothing is negated);
     `=` never joins two terms; a balanced `"..."` phrase stays a phrase in `strict` and one
-    alternative in `loose`; the word `or` between two terms stays an OR in `strict` and is no
-    term of its own in `loose`.
+    alternative in `loose`; the word `or` makes the terms on either side of it alternatives in
+    `strict` (`create or update a function`: a record holding `function` and either verb) and is
+    no term of its own in `loose`.
     """
-    strict_parts: list[str] = []
+    # Every slot is required; a slot holds alternatives (`or`), each a token's terms (all required).
+    slots: list[list[str]] = []
     alternatives: list[str] = []
     identifiers: list[str] = []
     syntax = False  # the user wrote a phrase or an OR: no phrase of our own
+    joining = False  # an `or` came since the last slot: the next token joins it
     text = query if query.count('"') % 2 == 0 else query.replace('"', " ")
     lone = len(text.split()) == 1
+
+    def add(choice: str) -> None:
+        nonlocal joining
+        if joining and choice not in slots[-1]:
+            slots[-1].append(choice)
+        elif not joining:
+            slots.append([choice])
+        joining = False
+
     for match in _TOKEN.finditer(text):
         phrase, token = match.group(1), match.group(2)
         if phrase is not None:
             words = [t for raw in phrase.split() for t in _terms_of(raw)]
             if words:
                 quoted = '"' + " ".join(words) + '"'
-                strict_parts.append(quoted)
+                add(quoted)
                 alternatives.append(quoted)
                 syntax = True
             continue
         if token.lower() == _OR:
-            # websearch: `a or b` is an OR; keep it between terms in strict, never as a term
-            if strict_parts and strict_parts[-1] != _OR:
-                strict_parts.append(_OR)
-                syntax = True
+            if slots:  # a leading `or` joins nothing
+                joining = syntax = True
             continue
         terms = _terms_of(token)
-        if terms and (is_identifier(token) or (lone and _NUMBER.match(_strip_edges(token)))):
+        if not terms:
+            continue
+        if is_identifier(token) or (lone and _NUMBER.match(_strip_edges(token))):
             identifiers.extend(terms)
-        strict_parts.extend(terms)
+        add(" ".join(terms))
         alternatives.extend(terms)
-    while strict_parts and strict_parts[-1] == _OR:
-        strict_parts.pop()
     unique_alternatives = list(dict.fromkeys(alternatives))
     first = _strip_edges(query.split()[0]).lower() if query.split() else ""
     question = first in _QUESTION_WORDS or query.rstrip().endswith("?")
-    whole = not identifiers and not syntax and not question and len(strict_parts) >= 2
+    words = [choice for slot in slots for choice in slot]
+    whole = not identifiers and not syntax and not question and len(" ".join(words).split()) >= 2
     return TextQuery(
-        strict=" ".join(strict_parts),
+        strict=_strict(slots, max_readings) if slots else "",
         loose=f" {_OR} ".join(unique_alternatives),
-        phrase='"' + " ".join(strict_parts) + '"' if whole else "",
+        phrase='"' + " ".join(words) + '"' if whole else "",
         identifiers=tuple(dict.fromkeys(identifiers)),
         kind=QueryKind.IDENTIFIER if identifiers else QueryKind.NATURAL,
     )

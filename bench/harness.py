@@ -9,9 +9,11 @@ import pwd
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -165,3 +167,7 @@ def publish(lines: list[str], path: Path | None, name: str) -> None:
     if path is not None:
         write_section(path, name, lines)
         progress(f"wrote {path}")
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    return float(np.percentile(np.asarray(values, dtype=np.float64), q)) if values else float("nan")

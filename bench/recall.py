@@ -72,6 +72,7 @@ from bench.harness import (
     embedded_dsn,
     load_average,
     machine,
+    percentile,
     postgres_cpu_seconds,
     progress,
     start_daemon,
@@ -243,10 +244,6 @@ ROUNDS = 4
 drifts by ±20% within minutes): the ratios quoted are the medians of the rounds' ratios."""
 TOP = Config().recall.vector_candidates
 """Candidates per route, as the daemon's defaults (fts_candidates, vector_candidates)."""
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    return float(np.percentile(np.asarray(values, dtype=np.float64), q)) if values else float("nan")
 
 
 @dataclass

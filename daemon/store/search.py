@@ -17,7 +17,7 @@ import asyncpg
 from anyio.abc import TaskStatus
 
 from actors.kernel.batching import WriteBehind
-from actors.query import Evidence, build_text_query
+from actors.query import Evidence, TextQuery, build_text_query
 from daemon.store import db
 from daemon.store.db import FLUSH_WAIT_S, STORE_DOWN_ERRORS
 
@@ -90,7 +90,13 @@ LIMIT $6"""
 
 
 async def full_text(
-    conn: asyncpg.Connection, filters: Filters, query: str, limit: int, *, loose: bool = True
+    conn: asyncpg.Connection,
+    filters: Filters,
+    query: str,
+    limit: int,
+    *,
+    loose: bool = True,
+    built: TextQuery | None = None,
 ) -> list[Candidate]:
     """Records matching `query`, best first, id as tie-break; at most `limit`.
 
@@ -104,9 +110,10 @@ async def full_text(
 
     `loose=False` skips the any-term step: it ranks every record holding any of the words (on a
     large namespace with a common word, most of it), which is the route's main cost, and fused
-    next to an answering vector route such matches only break ties.
+    next to an answering vector route such matches only break ties. `built`: the query as
+    `build_text_query` read it, when the caller read it otherwise (a bench comparing readings).
     """
-    built = build_text_query(query)
+    built = built or build_text_query(query)
     if built.empty or limit < 1:
         return []
     matched = (

@@ -36,10 +36,19 @@ from actors.query import Evidence, QueryKind, banded_score, build_text_query, ev
         ('the "right" way', 'the "right" way', 'the or "right" or way'),
         ('"foo -bar" baz', '"foo bar" baz', '"foo bar" or baz'),
         ('"unbalanced phrase', "unbalanced phrase", "unbalanced or phrase"),
-        # `or` between terms stays an OR in strict, never a term in loose
+        # `or` makes the terms on either side alternatives in strict, never a term in loose;
+        # websearch alone would read `create or update a function` as create, or the rest
         ("char or varchar", "char or varchar", "char or varchar"),
         ("or foo or", "foo", "foo"),
         ("OR", "", ""),
+        ("create or update a function", "create a function or update a function", None),
+        ("pg_dump or pg_restore --clean", "pg_dump clean or pg_restore clean", None),
+        ("x or --wal-method=stream y", "x y or wal-method stream y", None),
+        ('"foo bar" or baz qux', '"foo bar" qux or baz qux', '"foo bar" or baz or qux'),
+        ("a or b c or d", "a c or a d or b c or b d", "a or b or c or d"),
+        ("index or index scan", "index scan", "index or scan"),
+        # past MAX_READINGS (8) readings, websearch's own: 16 here
+        ("a or b c or d e or f g or h", "a or b c or d e or f g or h", None),
         # repeated terms are asked for once in loose
         ("index index scan", "index index scan", "index or scan"),
         # nothing searchable
