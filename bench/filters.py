@@ -17,7 +17,6 @@ Medians of 15 runs each; the daemon runs beside the script (it holds the embedde
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import statistics
 import sys
@@ -35,10 +34,9 @@ sys.path.insert(0, str(ROOT))
 from actors.index.generation import load_generation, manifest_sha256  # noqa: E402
 from actors.index.handle import Handle  # noqa: E402
 from actors.index.manifest import MANIFEST_FILE, Expected, Manifest  # noqa: E402
-from bench.harness import embedded_dsn, machine, progress, publish, start_daemon, stop_daemon  # noqa: E402
+from bench.harness import daemon_on_recall_data, embedded_dsn, machine, progress, publish, write_option  # noqa: E402
 from daemon.store.search import Filters, filtered_records  # noqa: E402
 
-WORK = ROOT / "var/bench-recall"
 NAMESPACE = "bench-recall"
 RUNS = 15
 READ_LIMITS = (100, 1000, 4000, 10000)
@@ -116,23 +114,16 @@ def report(reads: dict[int, float], walk: float, scoring: dict[int, float], coun
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--write", type=Path, help="replace this markdown file's filters.py section")
-    args = parser.parse_args(argv)
-    if not (WORK / "corpus.json").exists():
-        raise SystemExit("run bench/recall.py first: it builds the data this measures on")
-    daemon = start_daemon(WORK / "data", WORK / "recalld.sock", WORK / "serve.log", config=WORK / "recalld.toml")
-    try:
+    write = write_option(__doc__, "filters.py", argv)
+    with daemon_on_recall_data() as work:
         progress("reading filtered records")
-        reads = asyncio.run(read_costs(embedded_dsn(WORK / "data")))
+        reads = asyncio.run(read_costs(embedded_dsn(work / "data")))
         progress("loading the current generation")
-        handle = current_handle(WORK / "data/generations")
+        handle = current_handle(work / "data/generations")
         progress("scoring records exactly")
         walk, scoring = scoring_costs(handle)
-    finally:
-        stop_daemon(daemon)
     lines = report(reads, walk, scoring, handle.count)
-    publish(lines, args.write, "filters.py")
+    publish(lines, write, "filters.py")
     return 0
 
 

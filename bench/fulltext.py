@@ -12,7 +12,6 @@ daemon runs beside the script (it holds the embedded PostgreSQL); medians and ta
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import statistics
@@ -27,17 +26,16 @@ sys.path.insert(0, str(ROOT))
 
 from actors.query import MAX_READINGS, QUERY_BUILDER_VERSION, build_text_query  # noqa: E402
 from bench.harness import (  # noqa: E402
+    daemon_on_recall_data,
     embedded_dsn,
     machine,
     percentile,
     progress,
     publish,
-    start_daemon,
-    stop_daemon,
+    write_option,
 )
 from daemon.store.search import Filters, full_text  # noqa: E402
 
-WORK = ROOT / "var/bench-recall"
 NAMESPACE = "bench-recall"
 CAP = 30  # [recall] fts_candidates
 RUNS = 3
@@ -101,19 +99,12 @@ def report(times: dict[str, list[tuple[float, str]]]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--write", type=Path, help="replace this markdown file's fulltext.py section")
-    args = parser.parse_args(argv)
-    if not (WORK / "corpus.json").exists():
-        raise SystemExit("run bench/recall.py first: it builds the data this measures on")
-    queries = json.loads((WORK / "corpus.json").read_text())["queries"]
-    daemon = start_daemon(WORK / "data", WORK / "recalld.sock", WORK / "serve.log", config=WORK / "recalld.toml")
-    try:
+    write = write_option(__doc__, "fulltext.py", argv)
+    with daemon_on_recall_data() as work:
+        queries = json.loads((work / "corpus.json").read_text())["queries"]
         progress(f"timing the full-text statement for {len(queries)} queries, two readings each")
-        times = asyncio.run(measure(embedded_dsn(WORK / "data"), queries))
-    finally:
-        stop_daemon(daemon)
-    publish(report(times), args.write, "fulltext.py")
+        times = asyncio.run(measure(embedded_dsn(work / "data"), queries))
+    publish(report(times), write, "fulltext.py")
     return 0
 
 

@@ -3,13 +3,15 @@ on a data directory and driven over its socket, and markdown sections rewritten 
 
 from __future__ import annotations
 
+import argparse
 import os
 import platform
 import pwd
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -161,6 +163,14 @@ def write_section(path: Path, name: str, lines: list[str]) -> None:
     path.write_text(text)
 
 
+def write_option(doc: str, name: str, argv: list[str] | None) -> Path | None:
+    """The command line of a bench with only `--write PATH` (its section `name` in PATH)."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--write", type=Path, help=f"replace this markdown file's {name} section")
+    path: Path | None = parser.parse_args(argv).write
+    return path
+
+
 def publish(lines: list[str], path: Path | None, name: str) -> None:
     """Print a report, and with `--write` also put it in `path`'s section `name`."""
     print("\n".join(lines))
@@ -171,3 +181,21 @@ def publish(lines: list[str], path: Path | None, name: str) -> None:
 
 def percentile(values: Sequence[float], q: float) -> float:
     return float(np.percentile(np.asarray(values, dtype=np.float64), q)) if values else float("nan")
+
+
+RECALL_WORK = ROOT / "var/bench-recall"
+"""Where bench/recall.py keeps its corpus, data directory, socket and log (its `--work`)."""
+
+
+@contextmanager
+def daemon_on_recall_data() -> Iterator[Path]:
+    """A daemon on the 100k passages bench/recall.py left in RECALL_WORK, for the benches that
+    measure on them; yields RECALL_WORK."""
+    if not (RECALL_WORK / "corpus.json").exists():
+        raise SystemExit("run bench/recall.py first: it builds the data this measures on")
+    work = RECALL_WORK
+    daemon = start_daemon(work / "data", work / "recalld.sock", work / "serve.log", config=work / "recalld.toml")
+    try:
+        yield work
+    finally:
+        stop_daemon(daemon)

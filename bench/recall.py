@@ -66,7 +66,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from actors.embedding.template import render_query
 from actors.index.vectors import HNSW_EF_SEARCH
 from bench.harness import (
-    ROOT,
+    RECALL_WORK,
     STORED_CHUNKS_SQL,
     cpu_seconds,
     embedded_dsn,
@@ -797,7 +797,7 @@ def prepare(args: argparse.Namespace) -> tuple[dict[str, Any], subprocess.Popen[
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--work", type=Path, default=ROOT / "var/bench-recall", help="corpus, data dir, socket")
+    parser.add_argument("--work", type=Path, default=RECALL_WORK, help="corpus, data dir, socket")
     parser.add_argument("--passages", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=1_500)
     parser.add_argument("--prepare-only", action="store_true", help="ingest and index, then stop")

@@ -19,7 +19,6 @@ questions it leaves without a vector answer at all.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import sys
 from dataclasses import dataclass
@@ -31,7 +30,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.harness import embedded_dsn, machine, progress, publish, start_daemon, stop_daemon  # noqa: E402
+from bench.harness import embedded_dsn, machine, progress, publish, start_daemon, stop_daemon, write_option  # noqa: E402
 from bench.retrieval import (  # noqa: E402
     Corpus,
     Question,
@@ -166,11 +165,9 @@ def report() -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--write", type=Path, help="replace this markdown file's thresholds.py section")
-    args = parser.parse_args(argv)
+    write = write_option(__doc__, "thresholds.py", argv)
     lines = report()
-    publish(lines, args.write, "thresholds.py")
+    publish(lines, write, "thresholds.py")
     return 0
 
 
