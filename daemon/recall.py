@@ -100,6 +100,7 @@ class _Run:
     """The records kind and attribute filters let through, when few enough for the vector route
     to score exactly (read once per request)."""
     within_read: bool = False
+    """Whether `within` was read (None is an answer too: the filters let too many through)."""
     limits: dict[str, float] = field(default_factory=dict)
     """Route -> when its own `route_deadline_ms` runs out, set by its first call."""
     generation: str | None = None
@@ -400,7 +401,7 @@ class RecallService:
         else:
             dropped = "rehydration dropped the rest (changed or forgotten since they were indexed)"
             advice = "raise [recall] overfetch_rounds"
-        return DegradedReason.OVERFETCH_EXHAUSTED, f"{searched} ({rounds} rounds deeper): {dropped}; {advice}"
+        return DegradedReason.OVERFETCH_EXHAUSTED, f"{searched} (over-fetch rounds: {rounds}): {dropped}; {advice}"
 
     def _fusion_info(self, method: str, routes: list[Route], run: _Run) -> FusionInfo:
         """What the order depended on, as the answer and the search row name it."""

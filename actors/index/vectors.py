@@ -221,9 +221,9 @@ class VectorSet:
         of its nodes finds too few of them).
 
         Returns (scores, id-map rows, exhausted); `exhausted` means nothing else in the namespace
-        (or `within`) could qualify, so asking for more would return nothing new. Filtering happens inside
-        FAISS (namespace bitmap on rows, and `exclude` on surrogates), so filtered-out vectors
-        never take a place among the k.
+        (or `within`) could qualify, so asking for more would return nothing new. Filtering
+        happens inside FAISS (namespace bitmap on rows, and `exclude` on surrogates), so
+        filtered-out vectors never take a place among the k.
         """
         one_thread_per_search()
         members = self._ns_rows.get(namespace)
