@@ -62,8 +62,24 @@ class Client:
         self._http = httpx.Client(
             transport=httpx.HTTPTransport(uds=str(socket_path)), base_url="http://recalld", timeout=timeout
         )
+        self._directory_checked = False
+
+    def _check_directory(self) -> None:
+        """Before the first connection: refuse a socket directory another user could control
+        (their socket would get our records). Once is enough: only its owner can change it."""
+        if self._directory_checked:
+            return
+        try:
+            paths.check_socket_dir(self.socket_path.parent, binding=False)
+        except FileNotFoundError:
+            # connect nowhere rather than into a directory someone might create meanwhile
+            raise ConnectionError(f"recalld is not reachable at {self.socket_path}: no such directory") from None
+        except paths.UnsafeRuntimeDirectory as exc:
+            raise ConnectionError(str(exc)) from exc
+        self._directory_checked = True
 
     def request(self, method: str, path: str, body: Any = None, *, params: dict[str, str] | None = None) -> Any:
+        self._check_directory()
         try:
             response = self._http.request(method, path, json=body, params=params)
         except httpx.TransportError as exc:
@@ -224,7 +240,8 @@ def cmd_usage(client: Client, args: argparse.Namespace) -> int:
         return EXIT_OK
     print(f"{'namespace':<24} {'purpose':<8} {'provider':<8} {'calls':>7} {'tokens':>10} {'cost (µ)':>10}")
     for row in answer["usage"] + answer["system"]:
-        name = shown(row["namespace"]) or "(system)"
+        # the daemon's own work (the start-up probe) served no namespace
+        name = "(system)" if row["namespace"] is None else shown(row["namespace"])
         print(
             f"{name:<24} {row['purpose']:<8} {row['provider']:<8} {row['calls']:>7} "
             f"{row['input_tokens']:>10} {row['cost_micros']:>10}"

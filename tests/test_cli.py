@@ -179,6 +179,17 @@ def test_namespaces_cannot_drive_the_terminal(daemon: Daemon) -> None:
         assert "\x1b" not in done.stdout and "\x07" not in done.stdout, repr(done.stdout)
 
 
+def test_usage_without_a_namespace_shows_the_daemons_own_work_as_system(daemon: Daemon) -> None:
+    """An administrator's `recalld usage` covers every namespace and the start-up probe, which
+    served no namespace: a row of its own, not a traceback."""
+    done = recalld(daemon, "usage")
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].split() == ["namespace", "purpose", "provider", "calls", "tokens", "cost", "(µ)"], lines
+    assert any(line.split()[:3] == ["(system)", "probe", "local"] for line in lines), lines
+    assert lines[-1].startswith("client totals: "), lines
+
+
 def test_a_printed_hit_shows_the_vector_cosine_that_min_similarity_compares() -> None:
     from daemon.cli import hit_line
 
