@@ -19,7 +19,9 @@ from msgspec import Meta
 from actors.embedding.template import TEMPLATES
 
 ENV_PREFIX = "RECALLD_"
-# Environment names the CLI reads for itself; they are not config keys.
+# Every RECALLD_ variable that is not a config key: the CLI's socket (daemon/paths.py) and the
+# config file's path. Any other RECALLD_ name must be a config key, so that a misspelling is an
+# error at start rather than a setting silently not made.
 CLI_ENV = frozenset({"RECALLD_SOCKET", "RECALLD_CONFIG"})
 
 PositiveFloat = Annotated[float, Meta(gt=0)]
@@ -228,19 +230,25 @@ def _sections() -> dict[str, type[msgspec.Struct]]:
 
 
 def env_overrides(environ: Mapping[str, str]) -> dict[str, dict[str, str]]:
-    """Collect `RECALLD_<SECTION>_<KEY>` variables as raw strings, refusing unknown keys."""
+    """Collect `RECALLD_<SECTION>_<KEY>` variables as raw strings, refusing unknown sections and
+    keys as the file's are refused (only the names in CLI_ENV are not config)."""
     sections = _sections()
     out: dict[str, dict[str, str]] = {}
     for name, value in environ.items():
         if not name.startswith(ENV_PREFIX) or name in CLI_ENV:
             continue
         rest = name[len(ENV_PREFIX) :].lower()
-        section, _, key = rest.partition("_")
+        section, _, key = rest.partition("_")  # sections are single words
         if section not in sections:
-            continue  # not ours (e.g. RECALLD_TEST_...); sections are single words
-        known = {f.name for f in msgspec.structs.fields(sections[section])}
+            raise ConfigError(
+                f"unknown environment variable {name}: {section!r} is no config section"
+                f" (sections: {', '.join(sections)}; other variables: {', '.join(sorted(CLI_ENV))})"
+            )
+        known = [f.name for f in msgspec.structs.fields(sections[section])]
         if key not in known:
-            raise ConfigError(f"unknown config key from environment {name}: [{section}] has no {key!r}")
+            raise ConfigError(
+                f"unknown config key from environment {name}: [{section}] has no {key!r} (keys: {', '.join(known)})"
+            )
         out.setdefault(section, {})[key] = value
     return out
 

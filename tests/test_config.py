@@ -54,6 +54,7 @@ def test_environment_overrides_file(tmp_path: Path) -> None:
         ("[server]\nsocket_mode = 4096\n", {}, "$.server.socket_mode"),
         ("", {"RECALLD_EMBEDDING_TIMEOUT_S": "soon"}, "$.embedding.timeout_s"),
         ("", {"RECALLD_EMBEDDING_TIMOUT_S": "3"}, "RECALLD_EMBEDDING_TIMOUT_S"),
+        ("", {"RECALLD_STOR_DSN": "postgresql://nowhere/none"}, "RECALLD_STOR_DSN"),
         ("", {"RECALLD_RESOLVER_ENABLED": "perhaps"}, "$.resolver.enabled"),
         ("[store]\npool_min = 20\npool_max = 5\n", {}, "pool_min"),
         ("[recall]\ndefault_k = 500\nmax_k = 100\n", {}, "default_k"),
@@ -72,6 +73,19 @@ def test_bad_configuration_is_refused_naming_the_field(
     with pytest.raises(ConfigError) as caught:
         load(path, environ)
     assert path_in_message in str(caught.value)
+
+
+def test_a_misspelled_environment_variable_names_what_would_be_understood() -> None:
+    with pytest.raises(ConfigError) as caught:
+        build({}, {"RECALLD_STOR_DSN": "postgresql://nowhere/none"})
+    message = str(caught.value)
+    assert "RECALLD_STOR_DSN" in message and "store" in message and "embedding" in message, message
+    assert "RECALLD_SOCKET" in message, "the variables that are not config are named too"
+    with pytest.raises(ConfigError) as caught:
+        build({}, {"RECALLD_STORE_DNS": "postgresql://nowhere/none"})
+    assert "RECALLD_STORE_DNS" in str(caught.value) and "dsn" in str(caught.value), str(caught.value)
+    # the CLI's own variables are not config keys, and not errors either
+    assert build({}, {"RECALLD_SOCKET": "/run/x.sock", "RECALLD_CONFIG": "/etc/recalld.toml"}) == Config()
 
 
 def test_missing_file_is_an_error(tmp_path: Path) -> None:
@@ -131,3 +145,22 @@ def test_serve_refuses_bad_config_at_start(tmp_path: Path) -> None:
         env={**os.environ, "RECALLD_CONFIG": str(path)},
     )
     assert by_env.returncode == 2 and "$.store.pool_max" in by_env.stderr
+
+
+def test_serve_refuses_a_misspelled_environment_variable(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    not_a_socket = tmp_path / "afile"  # a daemon that ignored the variable would stop here, with 1
+    not_a_socket.write_text("")
+    done = subprocess.run(
+        [sys.executable, "-m", "daemon", "serve", "--data-dir", str(tmp_path / "data"), "--socket", str(not_a_socket)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "RECALLD_STOR_DSN": "postgresql://nowhere/none"},
+    )
+    assert done.returncode == 2 and "RECALLD_STOR_DSN" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    assert not (tmp_path / "data").exists(), "refused before anything was started or written"
