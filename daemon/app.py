@@ -25,6 +25,7 @@ import msgspec
 
 from actors.embedder import Embedder, EmbedderSettings
 from actors.embedding.query_cache import QueryVectorCache
+from actors.index.vectors import single_threaded_blas
 from actors.index_manager import IndexManager, IndexSettings
 from actors.kernel.supervisor import (
     ChildSpec,
@@ -397,6 +398,7 @@ async def serve(config: Config, *, data_dir: Path, socket_path: Path) -> int:
     (systemd's start timeout, Ctrl-C during initdb) unwinds the start in order too, and leaves no
     PostgreSQL behind. A second signal while stopping is logged and ignored; the stop is bounded
     on its own (and systemd's TimeoutStopSec bounds it again)."""
+    single_threaded_blas()
     notifier = Notifier.from_environ()
     code = EXIT_OK
     with notifier, anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
