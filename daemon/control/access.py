@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from daemon.config import AccessConfig
-from daemon.control.errors import ApiError, ErrorCode
+from daemon.control.errors import ApiError, ErrorCode, not_found
 
 _UCRED = struct.Struct("3i")  # pid, uid, gid
 
@@ -112,16 +112,30 @@ class AccessPolicy:
         if not self.is_admin(peer):
             raise ApiError(403, ErrorCode.FORBIDDEN, "this operation needs administrator rights")
 
-    def require_read(self, peer: Peer, namespace: str) -> None:
+    def may_read(self, peer: Peer, namespace: str) -> bool:
         # writers may read what they write
-        if not (
-            self._allowed(peer, self._config.readers, namespace) or self._allowed(peer, self._config.writers, namespace)
-        ):
-            raise ApiError(403, ErrorCode.FORBIDDEN, f"no read access to namespace {namespace!r}")
+        return self._allowed(peer, self._config.readers, namespace) or self._allowed(
+            peer, self._config.writers, namespace
+        )
+
+    # The refusals below name no namespace: a name that came from the store (a record's, a
+    # search's) must not reach a caller who may not read it, and one the caller sent it knows.
+
+    def require_read(self, peer: Peer, namespace: str) -> None:
+        """For a namespace the request names: 403 when the peer may not read it."""
+        if not self.may_read(peer, namespace):
+            raise ApiError(403, ErrorCode.FORBIDDEN, "no read access to this namespace")
 
     def require_write(self, peer: Peer, namespace: str) -> None:
         if not self._allowed(peer, self._config.writers, namespace):
-            raise ApiError(403, ErrorCode.FORBIDDEN, f"no write access to namespace {namespace!r}")
+            raise ApiError(403, ErrorCode.FORBIDDEN, "no write access to this namespace")
+
+    def require_visible(self, peer: Peer, namespace: str, what: str) -> None:
+        """For a thing found by its id (a record, a search) in `namespace`: one the peer may not
+        read is answered exactly as an id that does not exist, `not_found(what)`, so that
+        probing ids tells nothing of other namespaces: not their names, not what they hold."""
+        if not self.may_read(peer, namespace):
+            raise not_found(what)
 
     def may_connect(self, peer: Peer) -> bool:
         """A peer with no configured right at all is refused before its request is read."""

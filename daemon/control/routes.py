@@ -143,6 +143,9 @@ async def create_record(request: web.Request) -> web.Response:
         services.metrics.write_rejections.labels(code=ErrorCode.EXACT_DUPLICATE).inc()
         raise _duplicate(exc) from None
     except IdTaken:
+        # Ids are unique across namespaces, so a taken id cannot be hidden from a create that
+        # picks it; the answer is the same wherever it is taken, live or forgotten, and names
+        # nothing: the caller learns only that the id it sent is not free.
         services.metrics.write_rejections.labels(code=ErrorCode.ID_CONFLICT).inc()
         raise ApiError(409, ErrorCode.ID_CONFLICT, f"id {record.id} is already taken") from None
     services.metrics.records_written.labels(operation="create").inc()
@@ -156,7 +159,7 @@ async def get_record(request: web.Request) -> web.Response:
     row = await services.records.get(_record_id(request))
     if row is None:
         raise not_found("record")
-    services.access.require_read(peer(request), row["namespace"])
+    services.access.require_visible(peer(request), row["namespace"], "record")
     return ok(_out(row))
 
 
@@ -165,12 +168,15 @@ async def update_record(request: web.Request) -> web.Response:
     record_id = _record_id(request)
     update = decode(await _body(request), RecordUpdate)
     check_record(update, services.config)
-    services.access.require_write(peer(request), update.namespace)
+    caller = peer(request)
+    # The namespace the body names is checked first: its refusal is the same whatever the id.
+    services.access.require_write(caller, update.namespace)
     try:
         done = await services.records.update(record_id, _fields(update))
     except ExactDuplicate as exc:
         raise _duplicate(exc) from None
     except NamespaceChange as exc:
+        services.access.require_visible(caller, exc.args[0], "record")
         raise bad_value(f"namespace cannot change (the record lives in {exc.args[0]!r}); forget and create") from None
     if done is None:
         raise not_found("record")
@@ -186,7 +192,9 @@ async def forget_record(request: web.Request) -> web.Response:
     row = await services.records.get(record_id)
     if row is None:
         raise not_found("record")
-    services.access.require_write(peer(request), row["namespace"])
+    caller = peer(request)
+    services.access.require_visible(caller, row["namespace"], "record")
+    services.access.require_write(caller, row["namespace"])  # a record it may see: a 403 tells nothing new
     if not await services.records.forget(record_id):
         raise not_found("record")
     services.metrics.records_written.labels(operation="forget").inc()
@@ -233,7 +241,7 @@ async def feedback(request: web.Request) -> web.Response:
     namespace = await services.feedback.search_namespace(judgement.search_id)
     if namespace is None:
         raise not_found(f"search {judgement.search_id}")
-    services.access.require_read(peer(request), namespace)
+    services.access.require_visible(peer(request), namespace, f"search {judgement.search_id}")
     rank = await services.feedback.record(judgement.search_id, judgement.id, judgement.useful)
     if rank is None:
         raise bad_value(f"record {judgement.id} was not among the results of search {judgement.search_id}")

@@ -67,17 +67,26 @@ FORGOTTEN_CONTENT = "title = '', title_norm = '', body = '', attributes = '{}', 
 RECORDS_CHANNEL = "recalld_records"
 
 
+# What a retired chunk keeps: its surrogate row, the tombstone that keeps generations built before
+# the change from returning it (the sweeper deletes the row once no generation on disk holds it).
+# Its text, the text's hash, its full-text vector (generated from the text) and its stored vectors
+# go: vectors can be partly inverted back to text, and nothing reads a retired chunk's vectors
+# (deltas and builds take live chunks only; an earlier generation has its own in its file).
+_RETIRE_CHUNKS = """WITH retired AS (
+        UPDATE chunks SET retired_at = now(), text = '', text_sha256 = ''
+        WHERE record_id = $1 AND retired_at IS NULL RETURNING surrogate)
+    DELETE FROM chunk_vectors v USING retired r WHERE v.surrogate = r.surrogate"""
+
+
 async def _changed(conn: asyncpg.Connection, record_id: uuid.UUID, *, retire_chunks: bool) -> None:
-    """In the writing transaction: make older chunks stale for the vector route, tell the indexers.
+    """In the writing transaction: retire the older chunks and purge them, tell the indexers.
 
     Retiring here, atomically with the change, is what lets a forget take effect for the vector
-    route at once. The chunk text is cleared too, so forgotten text does not linger on disk.
+    route at once, and what leaves nothing of the forgotten or replaced text (`_RETIRE_CHUNKS`)
+    in PostgreSQL once the change commits.
     """
     if retire_chunks:
-        await conn.execute(
-            "UPDATE chunks SET retired_at = now(), text = '' WHERE record_id = $1 AND retired_at IS NULL",
-            record_id,
-        )
+        await conn.execute(_RETIRE_CHUNKS, record_id)
     await conn.execute("SELECT pg_notify($1, $2)", RECORDS_CHANNEL, str(record_id))
 
 

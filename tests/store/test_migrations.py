@@ -109,7 +109,7 @@ async def test_tombstones_made_before_0008_lose_their_content_and_live_records_k
         )
         await conn.execute(insert, "forgotten", dt.datetime.now(dt.UTC))
         await conn.execute(insert, "live", None)
-        assert await migrate(conn) == [8]
+        assert await migrate(conn, available()[:8]) == [8]
         rows = await conn.fetch(
             "SELECT title, body, attributes::text AS attributes, source_path, length(search) AS words"
             " FROM records ORDER BY deleted_at NULLS FIRST"
@@ -118,5 +118,36 @@ async def test_tombstones_made_before_0008_lose_their_content_and_live_records_k
             {"title": "live", "body": "the text", "attributes": '{"a": 1}', "source_path": "/p", "words": 2},
             {"title": "", "body": "", "attributes": "{}", "source_path": None, "words": 0},
         ]
+    finally:
+        await conn.close()
+
+
+async def test_vectors_and_hashes_of_chunks_retired_before_0009_are_purged(fresh_dsn: str) -> None:
+    conn = await asyncpg.connect(fresh_dsn)
+    try:
+        await migrate(conn, available()[:8])
+        await conn.execute("INSERT INTO vector_spaces (space_id, spec) VALUES ('s', '{}')")
+        for title, deleted_at in (("forgotten", dt.datetime.now(dt.UTC)), ("live", None)):
+            record_id = await conn.fetchval(
+                "INSERT INTO records (id, namespace, kind, title, title_norm, body, content_hash, deleted_at)"
+                " VALUES (gen_random_uuid(), 'n', 'doc', $1, $1, '', '', $2) RETURNING id",
+                title,
+                deleted_at,
+            )
+            surrogate = await conn.fetchval(
+                "INSERT INTO chunks (record_id, revision, chunker, chunk_no, namespace, text, text_sha256, retired_at)"
+                " VALUES ($1, 1, 'c', 0, 'n', $2, 'digest', $3) RETURNING surrogate",
+                record_id,
+                f"{title} text" if deleted_at is None else "",
+                deleted_at,
+            )
+            await conn.execute("INSERT INTO chunk_vectors VALUES ('s', $1, '\\x00')", surrogate)
+        assert await migrate(conn) == [9]
+        rows = await conn.fetch(
+            """SELECT r.title, c.text, c.text_sha256, count(v.surrogate) AS vectors
+               FROM records r JOIN chunks c ON c.record_id = r.id LEFT JOIN chunk_vectors v ON v.surrogate = c.surrogate
+               GROUP BY 1, 2, 3 ORDER BY 1"""
+        )
+        assert [tuple(row) for row in rows] == [("forgotten", "", "", 0), ("live", "live text", "digest", 1)]
     finally:
         await conn.close()
