@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -38,3 +39,79 @@ def client_socket(explicit: str | None, environ: Mapping[str, str] = os.environ)
     if environ.get("RECALLD_SOCKET"):
         return Path(environ["RECALLD_SOCKET"])
     return default_socket(environ)
+
+
+# -- the socket's directory
+
+
+class UnsafeRuntimeDirectory(PermissionError):
+    """The socket's directory would let another user stand in for the daemon: put their own
+    socket where clients connect, and read what they send."""
+
+
+def private_runtime_dirs(environ: Mapping[str, str] = os.environ) -> set[Path]:
+    """The per-user directories recalld makes for itself, 0700, in places others can write to
+    (/tmp) or that the session manager gives each user: only their owner may use them."""
+    private = {Path(f"/tmp/recalld-{os.geteuid()}")}
+    if environ.get("XDG_RUNTIME_DIR"):
+        private.add(Path(environ["XDG_RUNTIME_DIR"]) / "recalld")
+    return private
+
+
+def check_socket_dir(directory: Path, *, binding: bool, environ: Mapping[str, str] = os.environ) -> None:
+    """Raise `UnsafeRuntimeDirectory` unless a socket in `directory` is safe to listen on
+    (`binding`) or to connect to. docs/OPERATIONS.md ("The runtime directory") states the rule:
+
+    - recalld's own per-user directories (`private_runtime_dirs`) must be real directories, not
+      symbolic links, owned by the caller and writable by no one else, as ssh-agent and tmux
+      demand of theirs: anyone may have created /tmp/recalld-$UID first.
+    - Any other directory (systemd's /run/recalld, an explicit --socket or RECALLD_SOCKET) is
+      the operator's choice and may belong to the daemon's account; but no one except its owner,
+      and then only if that owner is the caller or root, may write to it, for whoever can write
+      there can replace the socket. The daemon also binds only in a directory that it or root owns.
+
+    FileNotFoundError when `directory` does not exist.
+    """
+    euid = os.geteuid()
+    private = directory in private_runtime_dirs(environ)
+    st = os.lstat(directory) if private else os.stat(directory)
+
+    def refuse(why: str) -> UnsafeRuntimeDirectory:
+        mode = stat.S_IMODE(st.st_mode)
+        return UnsafeRuntimeDirectory(
+            f"refusing the socket directory {directory} (owner uid {st.st_uid}, mode {mode:04o}): {why}; "
+            "another user could stand in for recalld there. Remove it, or name a safe socket path"
+        )
+
+    if stat.S_ISLNK(st.st_mode):
+        raise refuse("it is a symbolic link")
+    if not stat.S_ISDIR(st.st_mode):
+        raise refuse("it is not a directory")
+    trusted = st.st_uid in (euid, 0)
+    if private and st.st_uid != euid:
+        raise refuse(f"it is owned by uid {st.st_uid}, not by you (uid {euid})")
+    if private and st.st_mode & 0o022:
+        raise refuse("group or others can write to it")
+    if st.st_mode & 0o022 and not trusted:
+        raise refuse(f"it is owned by uid {st.st_uid} and group or others can write to it")
+    if st.st_mode & 0o002 and not st.st_mode & stat.S_ISVTX:
+        raise refuse("anyone can write to it and replace the socket")
+    if binding and not trusted:
+        raise refuse(f"it is owned by uid {st.st_uid}, who could replace the daemon's socket")
+
+
+def make_socket_dir(directory: Path, socket_mode: int, environ: Mapping[str, str] = os.environ) -> None:
+    """Create the daemon's socket directory if missing (private ones 0700; others open to the
+    group and others as far as the socket's own mode is), then check it as `check_socket_dir`."""
+    if directory in private_runtime_dirs(environ):
+        mode = 0o700
+    else:
+        mode = 0o700 | (0o050 if socket_mode & 0o070 else 0) | (0o005 if socket_mode & 0o007 else 0)
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        directory.mkdir(mode=mode)
+    except FileExistsError:
+        pass  # someone's, maybe not ours: the check below decides
+    else:
+        os.chmod(directory, mode)  # exactly: mkdir's mode passes through the umask
+    check_socket_dir(directory, binding=True, environ=environ)

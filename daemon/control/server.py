@@ -20,6 +20,7 @@ from aiohttp import web
 
 from actors.embedder import Embedder
 from actors.index_manager import IndexManager
+from daemon import paths
 from daemon.config import Config
 from daemon.control.access import AccessPolicy, Peer, peer_of
 from daemon.control.errors import ApiError, ErrorCode
@@ -141,8 +142,10 @@ def bind_unix_socket(path: Path, mode: int) -> socket.socket:
 
     A path that is not a socket is never removed (it may be someone's file); a socket that
     still accepts connections belongs to a live daemon, so we refuse instead of stealing it.
+    Nor do we listen in a directory where another user could swap our socket for theirs
+    (`paths.UnsafeRuntimeDirectory`).
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
+    paths.make_socket_dir(path.parent, mode)
     try:
         st = path.lstat()
     except FileNotFoundError:
