@@ -7,12 +7,13 @@ import json
 import os
 import subprocess
 import sys
+import time
 import uuid
 from typing import Any
 
 import pytest
 
-from conftest import Daemon, namespace
+from conftest import ROOT, Daemon, namespace
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="switching to another user needs root")
 
@@ -176,3 +177,46 @@ def test_an_id_beyond_the_callers_rights_answers_as_one_that_does_not_exist(make
     assert as_user(daemon, 65534, "DELETE", f"/v1/records/{own}")["status"] == 403
     assert daemon.call("GET", f"/v1/records/{secret}")[0] == 200, "nothing was forgotten or moved"
 
+
+def test_generations_show_a_user_no_paths_and_an_administrator_everything(make_daemon: Any) -> None:
+    mine = namespace()
+    daemon = _readers_and_writers(make_daemon, mine)
+    _create(daemon, mine, "Keys")
+    deadline = time.monotonic() + 120
+    while not ((full := daemon.call("GET", "/v1/generations")[1])["current"] and full["pending"] == 0):
+        assert time.monotonic() < deadline, full
+        time.sleep(0.2)
+    assert full["current"]["directory"].startswith(str(daemon.data_dir)), "an administrator sees everything"
+
+    answer = as_user(daemon, 65534, "GET", "/v1/generations")
+    assert answer["status"] == 200, answer
+    seen = answer["body"]
+    # Appendix A's fields, as an administrator sees them
+    assert seen["pending"] == 0 and seen["current"]["id"] == full["current"]["id"]
+    assert {key: seen["current"][key] for key in ("space", "count", "built_at")} == {
+        key: full["current"][key] for key in ("space", "count", "built_at")
+    }
+    assert [row["id"] for row in seen["generations"]] == [row["id"] for row in full["generations"]]
+    assert str(daemon.home) not in json.dumps(seen), "no path of the daemon's files"
+    assert "index" not in seen, "the daemon's internals are for administrators"
+
+    # and `recalld generations` still prints it for that user
+    done = subprocess.run(
+        [
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            sys.executable,
+            "-m",
+            "daemon",
+            "--socket",
+            str(daemon.socket),
+            "generations",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0 and f"* {full['current']['id']}" in done.stdout, (done.stdout, done.stderr)

@@ -310,24 +310,43 @@ def _generation_out(row: GenerationRow, spaces: dict[str, object], current: str 
     return out
 
 
+# What a caller who is no administrator sees of a generation and of a build: Appendix A's
+# fields and what `recalld generations` prints. The files' absolute paths, the change
+# watermarks, error texts and the index manager's internals (`index`) stay with administrators.
+_SHOWN_GENERATION = frozenset(
+    {"id", "space_id", "space", "index_type", "count", "state", "built_at", "activated_at", "deactivated_at", "current"}
+)
+_SHOWN_BUILD = frozenset({"id", "state", "reason", "started_at", "finished_at", "done", "total", "generation"})
+
+
+def _shown(value: dict[str, Any], fields: frozenset[str]) -> dict[str, Any]:
+    return {key: item for key, item in value.items() if key in fields}
+
+
 async def generations(request: web.Request) -> web.Response:
+    """Appendix A's `current`, `generations` and `pending` for every caller; administrators get
+    each row whole, the builds' errors and the index manager's `index` snapshot too."""
     index = _index(request)
     store = index.store
     pointer = await store.pointer()
     spaces = await store.spaces()
     current_id = pointer.current.id if pointer.current else None
     rows = [_generation_out(r, spaces, current_id) for r in await store.generations()]
-    current = next((r for r in rows if r["current"]), None)
-    return ok(
-        {
-            "current": current,
-            "previous": pointer.previous,
-            "generations": rows,
-            "pending": await index.count_pending(),
-            "builds": index.builds(),
-            "index": index.snapshot(),
-        }
-    )
+    builds: list[dict[str, Any]] = msgspec.to_builtins(index.builds())
+    admin = request.app[SERVICES].access.is_admin(peer(request))
+    if not admin:
+        rows = [_shown(row, _SHOWN_GENERATION) for row in rows]
+        builds = [_shown(build, _SHOWN_BUILD) for build in builds]
+    answer = {
+        "current": next((r for r in rows if r["current"]), None),
+        "previous": pointer.previous,
+        "generations": rows,
+        "pending": await index.count_pending(),
+        "builds": builds,
+    }
+    if admin:
+        answer["index"] = index.snapshot()
+    return ok(answer)
 
 
 async def rebuild(request: web.Request) -> web.Response:
