@@ -8,6 +8,7 @@ to W is missing.
 
 from __future__ import annotations
 
+import datetime as dt
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -294,6 +295,28 @@ class PgVectorStore:
             )
         return np.fromiter((r["surrogate"] for r in rows), dtype=np.int64, count=len(rows))
 
+    async def retired_chunks(self, retired_before: dt.datetime, *, after: int, limit: int) -> np.ndarray:
+        async with db.connection(self._pool) as conn:
+            rows = await conn.fetch(
+                """SELECT surrogate FROM chunks WHERE retired_at IS NOT NULL AND retired_at < $1 AND surrogate > $2
+                   ORDER BY surrogate LIMIT $3""",
+                retired_before,
+                after,
+                limit,
+            )
+        return np.fromiter((r["surrogate"] for r in rows), dtype=np.int64, count=len(rows))
+
+    async def delete_retired_chunks(self, surrogates: Sequence[int], retired_before: dt.datetime) -> int:
+        if not len(surrogates):
+            return 0
+        async with db.connection(self._pool) as conn:
+            done = await conn.execute(
+                "DELETE FROM chunks WHERE surrogate = ANY($1::bigint[]) AND retired_at IS NOT NULL AND retired_at < $2",
+                [int(s) for s in surrogates],
+                retired_before,
+            )
+        return int(done.split()[-1])
+
     async def chunk_texts(self, surrogates: list[int]) -> dict[int, str]:
         async with db.connection(self._pool) as conn:
             rows = await conn.fetch(
@@ -440,7 +463,5 @@ class PgBuilderLock:
 
 
 def new_generation_id() -> str:
-    import datetime as dt
-
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S")
     return f"g{stamp}-{uuid.uuid4().hex[:8]}"
