@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import json
+import logging
 import os
 import sys
+import time
 import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,6 +20,8 @@ import httpx
 from daemon import paths
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+
+log = logging.getLogger("recalld.client")
 
 
 # Bidirectional controls reorder the text that follows them on screen (CVE-2021-42574). Other
@@ -54,8 +59,24 @@ class ClientError(Exception):
         self.body = body
 
 
+def _queue_full(exc: BaseException) -> bool:
+    """Whether a failed connect met a full listen queue: on a Unix socket the kernel then answers
+    EAGAIN at once instead of making the client wait (httpx wraps it twice)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno in (errno.EAGAIN, errno.EWOULDBLOCK):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 class Client:
     """A thin JSON client over the Unix socket (httpx's `uds` transport)."""
+
+    CONNECT_RETRY_DELAYS_S = (0.05, 0.1, 0.2, 0.4, 0.8)
+    """A connection refused because the daemon's queue is full (a burst of clients, the daemon
+    busy for a moment) is tried again after each of these pauses, 1.55 s in all; nothing of the
+    request was sent, so even a POST is safe to repeat."""
 
     def __init__(self, socket_path: Path, timeout: float = 60.0) -> None:
         self.socket_path = socket_path
@@ -80,10 +101,23 @@ class Client:
 
     def request(self, method: str, path: str, body: Any = None, *, params: dict[str, str] | None = None) -> Any:
         self._check_directory()
-        try:
-            response = self._http.request(method, path, json=body, params=params)
-        except httpx.TransportError as exc:
-            raise ConnectionError(f"recalld is not reachable at {self.socket_path}: {exc}") from exc
+        for pause in (*self.CONNECT_RETRY_DELAYS_S, None):
+            try:
+                response = self._http.request(method, path, json=body, params=params)
+                break
+            except httpx.ConnectError as exc:
+                if not _queue_full(exc):
+                    raise ConnectionError(f"recalld is not reachable at {self.socket_path}: {exc}") from exc
+                if pause is None:
+                    tries = len(self.CONNECT_RETRY_DELAYS_S) + 1
+                    raise ConnectionError(
+                        f"recalld is not reachable at {self.socket_path}: its connection queue stayed full "
+                        f"over {tries} tries ({exc})"
+                    ) from exc
+                log.debug("the daemon's connection queue is full (EAGAIN); retrying in %.2f s", pause)
+                time.sleep(pause)
+            except httpx.TransportError as exc:
+                raise ConnectionError(f"recalld is not reachable at {self.socket_path}: {exc}") from exc
         try:
             payload = response.json()
         except ValueError:

@@ -49,6 +49,9 @@ class ServerConfig(_Section, frozen=True):
     request line and headers) is closed after this long, so stalled clients cannot hold
     connections (file descriptors) for good. Longer than the idle expiry of common client pools
     (httpx 5 s, aiohttp 15 s), so they never send into a connection being closed."""
+    backlog: Annotated[int, Meta(ge=1, le=65_535)] = 1024
+    """Connections the kernel queues for the daemon while it is busy (and while it starts); past
+    it a client's connect fails at once with EAGAIN. Capped by net.core.somaxconn (logged)."""
 
 
 class StoreConfig(_Section, frozen=True):

@@ -170,9 +170,37 @@ def bind_unix_socket(path: Path, mode: int) -> socket.socket:
     finally:
         os.umask(previous)
     os.chmod(path, mode)
-    sock.listen(128)
+    # nobody accepts until the control server runs (after PostgreSQL and the model are up), and
+    # it then applies [server] backlog: until then queue as many clients as the kernel allows
+    sock.listen(somaxconn() or socket.SOMAXCONN)
     sock.setblocking(False)
     return sock
+
+
+SOMAXCONN_PATH = Path("/proc/sys/net/core/somaxconn")
+
+
+def somaxconn() -> int | None:
+    """The kernel's cap on any socket's listen backlog (Linux), or None where it cannot be read."""
+    try:
+        return int(SOMAXCONN_PATH.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def listen_backlog(configured: int) -> int:
+    """`[server] backlog` as the kernel will apply it: listen() clips silently to somaxconn, so
+    say so, or an operator would count on a queue the kernel does not give."""
+    limit = somaxconn()
+    if limit is None or configured <= limit:
+        return configured
+    log.warning(
+        "[server] backlog %d is over the kernel's net.core.somaxconn; using %d (raise it with sysctl)",
+        configured,
+        limit,
+        extra={"configured": configured, "somaxconn": limit},
+    )
+    return limit
 
 
 @dataclass
@@ -225,6 +253,7 @@ async def run_control_server(
 ) -> None:
     """Serve until cancelled; on cancel stop accepting and give in-flight requests the grace."""
     grace = services.config.server.shutdown_grace_s
+    backlog = listen_backlog(services.config.server.backlog)
     runner = web.AppRunner(
         make_app(services),
         handle_signals=False,
@@ -236,7 +265,8 @@ async def run_control_server(
     await runner.setup()
     try:
         for listener in listeners:
-            await web.SockSite(runner, listener.open()).start()
+            # the site listen()s again (aiohttp's own default is 128), inherited sockets too
+            await web.SockSite(runner, listener.open(), backlog=backlog).start()
         log.info("control server listening on %s", ", ".join(x.description for x in listeners))
         task_status.started()
         await anyio.sleep_forever()
