@@ -52,6 +52,9 @@ class ServerConfig(_Section, frozen=True):
     backlog: Annotated[int, Meta(ge=1, le=65_535)] = 1024
     """Connections the kernel queues for the daemon while it is busy (and while it starts); past
     it a client's connect fails at once with EAGAIN. Capped by net.core.somaxconn (logged)."""
+    rejected_log_per_s: Annotated[int, Meta(ge=1, le=10_000)] = 10
+    """Malformed requests (refused before any handler or access check) log one line each, at
+    most this many lines a second; the rest are counted in a line once the second is over."""
 
 
 class StoreConfig(_Section, frozen=True):

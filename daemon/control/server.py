@@ -7,6 +7,7 @@ failure leaves through `_errors`, which turns it into `{"error": {"code", "messa
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import socket
@@ -25,6 +26,7 @@ from daemon.config import Config
 from daemon.control.access import AccessPolicy, Peer, peer_of
 from daemon.control.errors import ApiError, ErrorCode
 from daemon.control.health import Health
+from daemon.log import rejected_requests_logged
 from daemon.metrics import Metrics
 from daemon.recall import RecallService
 from daemon.store.db import STORE_DOWN_ERRORS, STORE_LIMIT_ERRORS
@@ -263,13 +265,15 @@ async def run_control_server(
         keepalive_timeout=services.config.server.idle_timeout_s,
     )
     await runner.setup()
-    try:
-        for listener in listeners:
-            # the site listen()s again (aiohttp's own default is 128), inherited sockets too
-            await web.SockSite(runner, listener.open(), backlog=backlog).start()
-        log.info("control server listening on %s", ", ".join(x.description for x in listeners))
-        task_status.started()
-        await anyio.sleep_forever()
-    finally:
-        with anyio.CancelScope(shield=True), anyio.move_on_after(grace + 1):
-            await runner.cleanup()
+    # aiohttp's own report of a request it cannot parse quotes its bytes: any peer could flood the log
+    with rejected_requests_logged(services.config.server.rejected_log_per_s, asyncio.get_running_loop().call_later):
+        try:
+            for listener in listeners:
+                # the site listen()s again (aiohttp's own default is 128), inherited sockets too
+                await web.SockSite(runner, listener.open(), backlog=backlog).start()
+            log.info("control server listening on %s", ", ".join(x.description for x in listeners))
+            task_status.started()
+            await anyio.sleep_forever()
+        finally:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(grace + 1):
+                await runner.cleanup()
