@@ -114,6 +114,37 @@ def _ensure_traversable(path: Path) -> None:
             log.info("added o+x to %s so the embedded PostgreSQL can reach its files", parent)
 
 
+# postmaster.pid as PostgreSQL writes it (miscadmin.h, LOCK_FILE_LINE_*, counted from 0 here).
+_PID_LINE = 0
+_DATA_DIR_LINE = 1
+
+
+def postmaster_of(pgdata: Path, uid: int) -> int | None:
+    """The pid of the live postmaster of `pgdata` that `pgdata/postmaster.pid` names, or None.
+
+    The file alone proves nothing: after an unclean shutdown it names whatever process reuses
+    that pid, and a copied data directory names the original's server. So, before anyone
+    signals it, the named process must run as `uid`, be a `postgres` binary and have `pgdata`
+    as its working directory (the postmaster chdirs into its data directory; its backends are
+    renamed "postgres: ..."), and the file's own data-directory line must name `pgdata`."""
+    try:
+        lines = (pgdata / "postmaster.pid").read_text().split("\n")
+        pid = abs(int(lines[_PID_LINE]))  # negative: a single-user backend holds the directory
+        if pid == 0 or not os.path.samefile(lines[_DATA_DIR_LINE], pgdata):
+            return None
+        proc = Path(f"/proc/{pid}")
+        if proc.stat().st_uid != uid:
+            return None
+        argv0 = (proc / "cmdline").read_bytes().split(b"\0", 1)[0]
+        if Path(os.fsdecode(argv0)).name != "postgres":
+            return None  # another program, a renamed backend, or a zombie (empty cmdline)
+        if not os.path.samefile(os.readlink(proc / "cwd"), pgdata):
+            return None
+    except (OSError, ValueError, IndexError):
+        return None  # no file, a half-written one, a process gone or not ours to inspect
+    return pid
+
+
 class EmbeddedPostgres:
     """One PostgreSQL server owned by one recalld data directory.
 
@@ -176,24 +207,37 @@ class EmbeddedPostgres:
         user = self._account.pw_name if self._account else pwd.getpwuid(os.geteuid()).pw_name
         return f"postgresql://{user}@/{DATABASE}?host={self.socket_dir}&port={PORT}"
 
-    def is_running(self) -> bool:
-        pid = self._postmaster_pid()
-        if pid is None:
-            return False
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
+    @property
+    def _server_uid(self) -> int:
+        return self._account.pw_uid if self._account is not None else os.geteuid()
 
-    def _postmaster_pid(self) -> int | None:
+    def postmaster(self) -> int | None:
+        """The pid of this data directory's running postmaster (verified: see `postmaster_of`)."""
+        return postmaster_of(self.pgdata, self._server_uid)
+
+    def is_running(self) -> bool:
+        return self.postmaster() is not None
+
+    def _clear_stale_pid_file(self) -> None:
+        """Remove a postmaster.pid naming a live process that is not our postmaster.
+
+        PostgreSQL would refuse to start over it (its own check is only that the pid is alive),
+        and pg_ctl would signal that process. A file naming a dead pid is left for PostgreSQL,
+        which then also checks that no orphaned backend still holds the shared memory."""
+        pid_file = self.pgdata / "postmaster.pid"
         try:
-            first = (self.pgdata / "postmaster.pid").read_text().split("\n", 1)[0]
-            return int(first)
-        except (FileNotFoundError, ValueError):
-            return None
+            named = abs(int(pid_file.read_text().split("\n", 1)[0]))
+        except (OSError, ValueError):
+            return
+        if named == 0 or not Path(f"/proc/{named}").exists() or self.postmaster() is not None:
+            return
+        pid_file.unlink(missing_ok=True)
+        log.warning(
+            "removed a stale %s: it named pid %d, a live process that is not this data directory's postmaster "
+            "(a pid reused after an unclean shutdown, or a copied data directory); that process was left alone",
+            pid_file,
+            named,
+        )
 
     def _pick_socket_dir(self) -> Path:
         if len(str(self.pgdata / f".s.PGSQL.{PORT}")) <= _SOCKET_PATH_MAX:
@@ -210,10 +254,10 @@ class EmbeddedPostgres:
             _ensure_traversable(self._bin)
         if not (self.pgdata / "PG_VERSION").exists():
             self._initdb()
-        if self.is_running():
+        if (orphan := self.postmaster()) is not None:
             # A daemon killed with SIGKILL leaves its server behind; we hold the data-dir lock,
             # so that server is an orphan. Restart it so it runs with our settings.
-            log.warning("stopping an orphaned embedded PostgreSQL (pid %s)", self._postmaster_pid())
+            log.warning("stopping an orphaned embedded PostgreSQL (pid %s)", orphan)
             self._stop_server()
         self._socket_dir = self._pick_socket_dir()
         try:
@@ -230,6 +274,7 @@ class EmbeddedPostgres:
 
     def _start_server(self) -> None:
         started = time.monotonic()
+        self._clear_stale_pid_file()
         options = (
             f"-c listen_addresses='' -k {self._socket_dir} -p {PORT} "
             f"-c shared_buffers={self.shared_buffers_mb}MB -c max_connections={self.max_connections}"
@@ -295,7 +340,7 @@ class EmbeddedPostgres:
         try:
             self._run("pg_ctl", "-D", str(self.pgdata), "-m", "fast", "-w", "-t", "30", "stop", timeout=40)
         except EmbeddedPostgresError as exc:
-            pid = self._postmaster_pid()
+            pid = self.postmaster()
             if pid is None:
                 return
             log.error("pg_ctl stop failed (%s); sending SIGQUIT to postmaster %s", exc, pid)
