@@ -59,6 +59,8 @@ log = logging.getLogger("recalld")
 
 EXIT_OK = 0
 EXIT_GAVE_UP = 1
+PRIVATE_UMASK = 0o077
+"""What `recalld serve` adds to the umask it inherits: its files are its own (records live in them)."""
 
 
 class DataDirInUse(RuntimeError):
@@ -87,10 +89,25 @@ def startup_error(exc: BaseException) -> BaseException | None:
     return None
 
 
+def _keep_private(data_dir: Path) -> None:
+    """Take from others what they may do in a data directory made before recalld set its umask
+    (an upgrade: it was 0755). Only the directory itself: a parent is never recalld's to change."""
+    st = data_dir.stat()
+    if not st.st_mode & 0o007:
+        return
+    mode = st.st_mode & 0o7777
+    if st.st_uid != os.geteuid() and os.geteuid() != 0:
+        log.warning("the data directory %s is open to other users (mode %o) and not ours to change", data_dir, mode)
+        return
+    data_dir.chmod(mode & ~0o007)
+    log.info("took other users' access to the data directory %s away (it was %o)", data_dir, mode)
+
+
 @contextlib.contextmanager
 def data_dir_lock(data_dir: Path) -> Iterator[None]:
     """Hold an exclusive lock on the data directory: one daemon owns one embedded server."""
     data_dir.mkdir(parents=True, exist_ok=True)
+    _keep_private(data_dir)
     with open(data_dir / "recalld.lock", "a+") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -145,6 +145,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"recalld: {exc}", file=sys.stderr)
         return EXIT_USAGE
     log.setup(config.log.level)
+    # Records live in the data directory's files: nothing recalld creates is open to group or
+    # others, whatever umask it inherited (systemd's UMask= covers only the unit). A stricter one
+    # is kept. The control socket sets its own mode ([server] socket_mode).
+    os.umask(os.umask(app.PRIVATE_UMASK) | app.PRIVATE_UMASK)
     # absolute: the embedded PostgreSQL's tools run from / and would misread a relative path
     data_dir = Path(args.data_dir or config.store.data_dir or paths.default_data_dir()).absolute()
     socket_path = Path(args.socket or config.server.socket or paths.default_socket()).absolute()

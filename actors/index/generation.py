@@ -59,6 +59,10 @@ HNSW_EF_CONSTRUCTION: Final = 80
 SAMPLE_SEARCHES: Final = 32
 _ADD_BATCH = 16384
 _HASH_CHUNK = 1 << 20
+# The id map names every namespace and the index holds the vectors (partly invertible to text):
+# the builder's account alone may read a generation, whatever umask the process runs under.
+GENERATION_DIR_MODE: Final = 0o700
+GENERATION_FILE_MODE: Final = 0o600
 
 
 class GenerationBuildError(Exception):
@@ -176,7 +180,7 @@ def build_generation(
         raise GenerationBuildError(f"generation {generation_id} already exists")
 
     temp = root / f"{TEMP_PREFIX}{generation_id}-{secrets.token_hex(4)}"
-    temp.mkdir()
+    temp.mkdir(mode=GENERATION_DIR_MODE)  # renamed into place with this mode: no window for others
     try:
         order = np.argsort(id_map.surrogate, kind="stable")
         vectors = np.ascontiguousarray(vectors[order])
@@ -221,6 +225,7 @@ def build_generation(
         del written
 
         for name in (INDEX_FILE, ID_MAP_FILE, MANIFEST_FILE):
+            os.chmod(temp / name, GENERATION_FILE_MODE)
             _fsync_file(temp / name)
         _fsync_dir(temp)
         if final.exists():

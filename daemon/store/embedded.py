@@ -8,7 +8,9 @@ and a start/stop it controls.
 
 The server listens on a Unix socket only (no TCP), in a directory only its owner can enter.
 PostgreSQL refuses to run as root, so when recalld itself runs as root (development, tests)
-the server runs as the unprivileged system user `recalld`, created on first use.
+the server runs as the unprivileged system user `recalld`, created on first use. The data
+directory is then 0710 root:recalld: that user may pass through it to its cluster, nothing more.
+recalld never widens the mode of a directory above it: one the user cannot pass refuses the start.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ log = logging.getLogger("recalld.store.embedded")
 
 DATABASE = "recalld"
 SERVICE_USER = "recalld"
+SERVICE_HOME = "/var/lib/recalld"  # the account's home in systemd/recalld.sysusers.conf
 PORT = 5432  # only names the socket file: the server has no TCP listener
 _SOCKET_PATH_MAX = 100  # sun_path is 108 bytes; leave room for the terminator
 
@@ -88,6 +91,23 @@ def binaries() -> Path:
     return path
 
 
+def useradd_command() -> list[str]:
+    """The service account as systemd-sysusers would make it from recalld.sysusers.conf: the
+    same home, so that a later switch to the shipped unit finds the account it expects."""
+    nologin = shutil.which("nologin") or "/usr/sbin/nologin"
+    return [
+        "useradd",
+        "--system",
+        "--user-group",
+        "--home-dir",
+        SERVICE_HOME,
+        "--no-create-home",  # the unit's StateDirectory= creates it, with its owner and mode
+        "--shell",
+        nologin,
+        SERVICE_USER,
+    ]
+
+
 def _service_account() -> pwd.struct_passwd | None:
     """The account the server runs as: None means "as ourselves" (not root)."""
     if os.geteuid() != 0:
@@ -95,23 +115,59 @@ def _service_account() -> pwd.struct_passwd | None:
     try:
         return pwd.getpwnam(SERVICE_USER)
     except KeyError:
-        nologin = shutil.which("nologin") or "/usr/sbin/nologin"
-        subprocess.run(
-            ["useradd", "--system", "--user-group", "--no-create-home", "--shell", nologin, SERVICE_USER],
-            check=True,
-            capture_output=True,
-        )
+        subprocess.run(useradd_command(), check=True, capture_output=True)
         log.info("created system user %s for the embedded PostgreSQL", SERVICE_USER)
         return pwd.getpwnam(SERVICE_USER)
 
 
-def _ensure_traversable(path: Path) -> None:
-    """Let the service user walk down to `path` (adds only o+x, the search bit, where missing)."""
-    for parent in [*reversed(path.parents), path]:
-        mode = parent.stat().st_mode
-        if not mode & stat.S_IXOTH:
-            os.chmod(parent, mode | stat.S_IXOTH)
-            log.info("added o+x to %s so the embedded PostgreSQL can reach its files", parent)
+# Prints the first of its arguments the shell's user may not search (enter), if any.
+_FIRST_UNSEARCHABLE = 'for d do [ -x "$d" ] || { printf %s "$d"; exit 1; }; done'
+
+
+def _check_reachable(path: Path, account: pwd.struct_passwd, otherwise: str) -> None:
+    """Refuse, naming the directory and the remedies (ours, then `otherwise`), when `account`
+    cannot walk down to `path`.
+
+    Asked of the kernel as that account (so ACLs and groups count as they will for PostgreSQL),
+    never mended here: widening someone's directory is the operator's decision, not ours."""
+    chain = [*reversed(path.parents), path]
+    probe = subprocess.run(
+        ["/bin/sh", "-c", _FIRST_UNSEARCHABLE, "sh", *map(str, chain)],
+        capture_output=True,
+        text=True,
+        cwd="/",
+        user=account.pw_uid,
+        group=account.pw_gid,
+        extra_groups=[],  # as the server's tools run: see EmbeddedPostgres._run
+        timeout=30,
+    )
+    if probe.returncode == 0:
+        return
+    blocked = Path(probe.stdout) if probe.stdout else path
+    try:
+        st = blocked.stat()
+        owner = f"mode {stat.S_IMODE(st.st_mode):o}, owner {pwd.getpwuid(st.st_uid).pw_name}"
+    except (OSError, KeyError):
+        owner = "missing or unreadable"
+    raise EmbeddedPostgresError(
+        f"the embedded PostgreSQL runs as user {account.pw_name!r}, which cannot reach {path}: it may not enter "
+        f"{blocked} ({owner}). recalld does not widen a directory's mode itself: let {account.pw_name!r} search "
+        f"{blocked} (chmod o+x {blocked}, or setfacl -m u:{account.pw_name}:x {blocked}), or {otherwise}"
+    )
+
+
+DATA_DIR_MODE_AS_ROOT = 0o710
+
+
+def _share_with_service_group(data_dir: Path, account: pwd.struct_passwd) -> None:
+    """Make the data directory 0710 with the service account's group: the server can pass
+    through to its own cluster (pg/, which it owns) but cannot list or read anything else,
+    and others get nothing."""
+    st = data_dir.stat()
+    if st.st_gid != account.pw_gid:
+        os.chown(data_dir, -1, account.pw_gid)
+    if stat.S_IMODE(st.st_mode) != DATA_DIR_MODE_AS_ROOT:
+        os.chmod(data_dir, DATA_DIR_MODE_AS_ROOT)
 
 
 # postmaster.pid as PostgreSQL writes it (miscadmin.h, LOCK_FILE_LINE_*, counted from 0 here).
@@ -250,8 +306,9 @@ class EmbeddedPostgres:
         """Start the server (initialising it on first use) and return its DSN."""
         self.pgdata.parent.mkdir(parents=True, exist_ok=True)
         if self._account is not None:
-            _ensure_traversable(self.pgdata.parent)
-            _ensure_traversable(self._bin)
+            _share_with_service_group(self.pgdata.parent, self._account)
+            _check_reachable(self.pgdata.parent, self._account, "choose a data directory it can reach (--data-dir)")
+            _check_reachable(self._bin, self._account, "install recalld where it can reach (not under /root)")
         if not (self.pgdata / "PG_VERSION").exists():
             self._initdb()
         if (orphan := self.postmaster()) is not None:
