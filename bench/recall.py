@@ -2,6 +2,7 @@
 pgvector's documented hybrid query, one run, one corpus, the same vectors.
 
     .venv/bin/python bench/recall.py [--passages 100000] [--write docs/BENCHMARKS.md]
+    .venv/bin/python bench/recall.py --passages 3000 --queries 150 --work var/bench-recall-3k
 
 1. Corpus: short real passages (at most 40 words, at most 30 per page) cut from the Debian man
    pages in /usr/share/man (sections 1, 8, 5, 7, 3 in turn), in file-name order; queries are
@@ -17,6 +18,8 @@ pgvector's documented hybrid query, one run, one corpus, the same vectors.
    included), then the same queries again (`warm`: the query vectors come from the daemon's
    query-vector cache, so what is left is retrieval after embedding). Client latency
    p50/p95/p99, throughput, and every stage's p50/p95/p99 from the answers' `timings_ms`.
+   CPU per request of the daemon, PostgreSQL and the client (from /proc) with the query vectors
+   cached: both routes and the vector route alone (`routes: ["vector"]`), at 1 and 16 clients.
 4. The raw parts, on the vectors the daemon stored: the local model called directly, a FAISS
    HNSW32 index of the same build parameters, and one PostgreSQL query (full text plus the rows
    of the vector hits), in sequence per query. The two comparisons the issue sets aims for
@@ -44,12 +47,13 @@ import json
 import os
 import random
 import re
+import shlex
 import statistics
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -242,6 +246,10 @@ WARMUP = 30
 ROUNDS = 4
 """The two head-to-head comparisons run this many times, taking turns (this machine's speed
 drifts by ±20% within minutes): the ratios quoted are the medians of the rounds' ratios."""
+CPU_REQUESTS = 480
+"""The loads that measure CPU per request at one client and on the vector route alone ask the
+cached queries over until they have answered at least this many (the CPU clock counts in 10 ms
+ticks, and the daemon's background work runs meanwhile)."""
 TOP = Config().recall.vector_candidates
 """Candidates per route, as the daemon's defaults (fts_candidates, vector_candidates)."""
 
@@ -294,10 +302,10 @@ class Meter:
             "client": own.user + own.system,
         }
 
-    def run(self, load: Callable[[], Load]) -> Load:
-        """`load()`, with the CPU each side spent during it."""
+    def run(self, load: Coroutine[Any, Any, Load]) -> Load:
+        """`load` run to its end, with the CPU each side spent during it."""
         before = self.read()
-        done = load()
+        done = asyncio.run(load)
         after = self.read()
         done.cpu_s = {who: after[who] - before[who] for who in before}
         return done
@@ -316,15 +324,21 @@ async def _concurrently(queries: Sequence[Any], clients: int, one: Callable[[int
     return time.perf_counter() - started
 
 
-async def socket_load(socket: Path, queries: Sequence[str], clients: int, system: str) -> Load:
-    """`POST /v1/recall` (k 10, default routes and fusion) from `clients` connections at once."""
+async def socket_load(
+    socket: Path, queries: Sequence[str], clients: int, system: str, routes: Sequence[str] | None = None
+) -> Load:
+    """`POST /v1/recall` (k 10, the default fusion, `routes` or the default ones) from `clients`
+    connections at once."""
     load = Load(system, clients)
+    body: dict[str, Any] = {"namespace": NAMESPACE, "k": 10}
+    if routes is not None:
+        body["routes"] = list(routes)
     connector = aiohttp.UnixConnector(path=str(socket), limit=clients)
     async with aiohttp.ClientSession(connector=connector, base_url="http://recalld") as session:
 
         async def one(_: int, query: str) -> None:
             started = time.perf_counter()
-            async with session.post("/v1/recall", json={"namespace": NAMESPACE, "query": query, "k": 10}) as response:
+            async with session.post("/v1/recall", json={**body, "query": query}) as response:
                 answer = await response.json()
                 if response.status != 200:
                     raise SystemExit(f"recall answered {response.status}: {answer}")
@@ -573,11 +587,20 @@ def measure(args: argparse.Namespace, corpus: dict[str, Any]) -> list[str]:
     asyncio.run(pgvector_load(dsn, pg_items, pg_vectors, 16))
     for r in range(ROUNDS):
         progress(f"round {r + 1}/{ROUNDS}: recalld repeated queries and pgvector's hybrid, 16 clients each")
-        warm_rounds.append(meter.run(lambda: asyncio.run(socket_load(args.socket, many64, 16, "recalld"))))
-        pg_rounds.append(meter.run(lambda: asyncio.run(pgvector_load(dsn, pg_items, pg_vectors, 16))))
+        warm_rounds.append(meter.run(socket_load(args.socket, many64, 16, "recalld")))
+        pg_rounds.append(meter.run(pgvector_load(dsn, pg_items, pg_vectors, 16)))
     runs.append(("repeated queries", Load.merged(warm_rounds)))
     progress(f"recalld, repeated queries, 64 clients: {len(many64)} requests")
     runs.append(("repeated queries", asyncio.run(socket_load(args.socket, many64, 64, "recalld"))))
+    # CPU per request beside the 16-client rounds: both routes at one client, and the vector route
+    # alone (where a native thread pool's spinning shows, issue 17) at 1 and 16, vectors cached.
+    cached = [many64[i % len(many64)] for i in range(max(CPU_REQUESTS, len(many64)))]
+    metered: dict[tuple[str, int], Load] = {("both routes", 16): Load.merged(warm_rounds)}
+    for routes, clients in ((None, 1), (["vector"], 1), (["vector"], 16)):
+        label = "both routes" if routes is None else "vector route alone"
+        progress(f"recalld, repeated queries, {label}, {clients} client(s), CPU metered: {len(cached)} requests")
+        load = meter.run(socket_load(args.socket, cached, clients, "recalld", routes))
+        metered[label, clients] = load
     pg_runs = []
     for clients in LEVELS:
         if clients == 16:
@@ -586,6 +609,8 @@ def measure(args: argparse.Namespace, corpus: dict[str, Any]) -> list[str]:
         n = len(asked) if clients == 1 else count
         progress(f"pgvector documented hybrid, {clients} connections: {n} queries")
         pg_runs.append(asyncio.run(pgvector_load(dsn, pg_items[:n], pg_vectors[:n], clients)))
+    cpu_runs = [(f"recalld, {label}", metered[label, clients]) for label, clients in sorted(metered)]
+    cpu_runs.append(("pgvector documented hybrid", Load.merged(pg_rounds)))
 
     client = Client(args.socket, timeout=120)
     try:
@@ -622,6 +647,7 @@ def measure(args: argparse.Namespace, corpus: dict[str, Any]) -> list[str]:
         parts,
         pg_runs,
         rounds=Rounds(cold_rounds, raw_rounds, warm_rounds, pg_rounds),
+        cpu_runs=cpu_runs,
         recalls={
             "recalld vector route (`routes: [vector]`, over the socket)": (recall_at_10(vector_route, exact), []),
             f"FAISS HNSW32, the daemon's generation file, efSearch {max(HNSW_EF_SEARCH, TOP)}": (
@@ -672,6 +698,7 @@ def report(
     pg_runs: list[Load],
     *,
     rounds: Rounds,
+    cpu_runs: list[tuple[str, Load]],
     recalls: dict[str, tuple[float, list[float]]],
 ) -> list[str]:
     words = [len(r["body"].split()) for r in corpus["records"]]
@@ -686,7 +713,7 @@ def report(
         f' {embedding["space"]["model"]} ({embedding["space"]["dimension"]} dimensions), `[index] factory = "HNSW32"`.',
         f"- Queries: {len(corpus['queries']):,} distinct, four in five a man page's NAME description, one in five an"
         " option name from the passages; k 10, both routes, the default fusion.",
-        f"- Command: `.venv/bin/python bench/recall.py{' --write ' + str(args.write) if args.write else ''}`"
+        f"- Command: `{shlex.join(['.venv/bin/python', 'bench/recall.py', *args.argv])}`"
         " (first `bench/pgvector.sh`; the first run also embeds the corpus, once).",
         "",
         "Latency is what the client saw, in ms, p50 / p95 / p99; throughput in queries per second.",
@@ -720,20 +747,19 @@ def report(
     latency_ratios, throughput_ratios = rounds.latency_ratios(), rounds.throughput_ratios()
     lines += [
         "",
-        "CPU per request during the 16-client rounds, in ms (user + system time of each process over"
-        " the rounds, divided by the requests answered; 2 cores give 2,000 ms of CPU per second):",
+        "CPU per request, in ms (user + system time of each process over the load, divided by the"
+        " requests answered; 2 cores give 2,000 ms of CPU per second). recalld with the query vector"
+        " cached: both routes at 16 clients are the head-to-head rounds, the other loads ask the"
+        f" cached queries over ({CPU_REQUESTS:,} requests at least):",
         "",
-        "| system | daemon | PostgreSQL | client | total |",
-        "| --- | ---: | ---: | ---: | ---: |",
+        "| system | clients | requests | throughput | daemon | PostgreSQL | client | total |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
-    for name, load in (
-        ("recalld, query vector cached", Load.merged(rounds.warm16)),
-        ("pgvector documented hybrid", Load.merged(rounds.pgvector16)),
-    ):
+    for name, load in cpu_runs:
         per = {who: 1000 * seconds / len(load.latency_ms) for who, seconds in load.cpu_s.items()}
         lines.append(
-            f"| {name} | {per['daemon']:.2f} | {per['postgresql']:.2f} | {per['client']:.2f} |"
-            f" {sum(per.values()):.2f} |"
+            f"| {name} | {load.clients} | {len(load.latency_ms)} | {load.throughput:.0f} | {per['daemon']:.2f} |"
+            f" {per['postgresql']:.2f} | {per['client']:.2f} | {sum(per.values()):.2f} |"
         )
     lines += [
         "",
@@ -803,6 +829,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prepare-only", action="store_true", help="ingest and index, then stop")
     parser.add_argument("--write", type=Path, help="replace this markdown file's recall.py section")
     args = parser.parse_args(argv)
+    args.argv = sys.argv[1:] if argv is None else argv  # the report quotes the command as given
     args.work = args.work.resolve()
     args.socket = args.work / "recalld.sock"
     corpus, daemon = prepare(args)
