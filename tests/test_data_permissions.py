@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import pwd
 import shlex
+import shutil
 import stat
 import time
 from pathlib import Path
@@ -65,6 +66,7 @@ def test_a_data_dir_under_a_private_parent_leaves_the_parent_as_it_was() -> None
         assert mode_of(private) == 0o700, "the parent's mode was widened"
     finally:
         daemon.stop()
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def test_the_service_account_gets_the_home_the_systemd_unit_gives_it() -> None:
