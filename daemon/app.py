@@ -103,10 +103,21 @@ def _keep_private(data_dir: Path) -> None:
     log.info("took other users' access to the data directory %s away (it was %o)", data_dir, mode)
 
 
+def _make_data_dir(data_dir: Path) -> None:
+    """Make the data directory, and its missing parents as `mkdir -p` would under the usual
+    umask (0755): the parents hold nothing of ours, and the embedded server's account has to
+    pass through them; the data directory alone is private."""
+    for parent in [p for p in reversed(data_dir.parents) if not p.exists()]:
+        with contextlib.suppress(FileExistsError):
+            parent.mkdir()
+            parent.chmod(0o755)  # exactly: mkdir's mode went through our private umask
+    data_dir.mkdir(exist_ok=True)
+
+
 @contextlib.contextmanager
 def data_dir_lock(data_dir: Path) -> Iterator[None]:
     """Hold an exclusive lock on the data directory: one daemon owns one embedded server."""
-    data_dir.mkdir(parents=True, exist_ok=True)
+    _make_data_dir(data_dir)
     _keep_private(data_dir)
     with open(data_dir / "recalld.lock", "a+") as handle:
         try:

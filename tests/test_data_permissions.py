@@ -75,3 +75,18 @@ def test_the_service_account_gets_the_home_the_systemd_unit_gives_it() -> None:
     assert entry[1] == SERVICE_USER and entry[4] == SERVICE_HOME
     command = useradd_command()
     assert command[command.index("--home-dir") + 1] == SERVICE_HOME and command[-1] == SERVICE_USER
+
+
+def test_parents_the_daemon_makes_for_a_new_data_dir_are_ordinary_directories() -> None:
+    # `--data-dir ./var/data` on a fresh checkout: the parents are made as `mkdir -p` makes them,
+    # so the embedded server's account can reach the data directory; only that one is private.
+    home = scratch_dir("recalld-test-perm-")
+    daemon = Daemon(home)
+    daemon.data_dir = home / "new" / "nested" / "data"
+    try:
+        daemon.start(timeout=120)
+        assert mode_of(home / "new") == mode_of(home / "new" / "nested") == 0o755
+        assert mode_of(daemon.data_dir) & 0o007 == 0
+    finally:
+        daemon.stop()
+        shutil.rmtree(home, ignore_errors=True)
