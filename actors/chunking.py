@@ -9,6 +9,7 @@ only when it alone is longer than a chunk.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 
 DEFAULT_MAX_CHARS = 1000
@@ -25,12 +26,15 @@ _SENTENCE_END = re.compile(r"[.!?…。！？][\"'”’)\]]*$")
 
 
 @dataclass(frozen=True, slots=True)
-class _Gap:
-    """A run of whitespace between two pieces of text: `start` ends a chunk, `end` starts one."""
+class _Gaps:
+    """The runs of whitespace between pieces of text, in body order: a run's start ends a chunk,
+    its end starts one. Runs never touch, so starts and ends both ascend and can be bisected:
+    each chunk looks only at the gaps inside its own window, which keeps chunking linear in the
+    body's length (scanning every gap per chunk made a 4 MB body take minutes)."""
 
-    start: int
-    end: int
-    level: int
+    starts: list[int]
+    ends: list[int]
+    levels: list[int]
 
 
 def chunk_text(body: str, *, max_chars: int = DEFAULT_MAX_CHARS, overlap: int = DEFAULT_OVERLAP) -> list[str]:
@@ -78,7 +82,7 @@ def chunk_spans(
             spans.append((start, end))
             start = _strip_bounds(body, end, text_end)[0]
             continue
-        spans.append((start, cut.start))
+        spans.append((start, gaps.starts[cut]))
         start = _overlap_start(gaps, start, cut, overlap)
 
 
@@ -90,8 +94,8 @@ def _strip_bounds(body: str, start: int, end: int) -> tuple[int, int]:
     return start, end
 
 
-def _gaps(body: str, start: int, end: int) -> list[_Gap]:
-    gaps = []
+def _gaps(body: str, start: int, end: int) -> _Gaps:
+    gaps = _Gaps([], [], [])
     for match in _WHITESPACE.finditer(body, start, end):
         run = match.group()
         newlines = run.count("\n")
@@ -102,42 +106,45 @@ def _gaps(body: str, start: int, end: int) -> list[_Gap]:
             level = _SENTENCE
         else:
             level = _WORD
-        gaps.append(_Gap(match.start(), match.end(), level))
+        gaps.starts.append(match.start())
+        gaps.ends.append(match.end())
+        gaps.levels.append(level)
     return gaps
 
 
-def _best_cut(gaps: list[_Gap], start: int, previous_end: int, max_chars: int) -> _Gap | None:
-    """The gap to end the chunk at: strongest boundary, then fullest chunk.
+def _best_cut(gaps: _Gaps, start: int, previous_end: int, max_chars: int) -> int | None:
+    """The index of the gap to end the chunk at: strongest boundary, then fullest chunk.
 
     A strong boundary close to `start` would leave a tiny chunk, so the first pass only looks at
     the far half of the window; the cut must also pass the previous chunk's end, or the next chunk
     would add nothing new.
     """
-    limit = start + max_chars
-    candidates = [g for g in gaps if start < g.start <= limit and g.start > previous_end]
+    starts, levels = gaps.starts, gaps.levels
+    # Candidates: gaps starting in (max(start, previous_end), start + max_chars].
+    first = bisect_right(starts, max(start, previous_end))
+    stop = bisect_right(starts, start + max_chars, first)
     for floor in (start + max_chars // 2, start):
+        lowest = bisect_right(starts, floor, first, stop)
         for level in (_PARAGRAPH, _SENTENCE, _WORD):
-            best = None
-            for gap in candidates:
-                if gap.level >= level and gap.start > floor:
-                    best = gap
-            if best is not None:
-                return best
+            # The last qualifying candidate is the fullest chunk.
+            for index in range(stop - 1, lowest - 1, -1):
+                if levels[index] >= level:
+                    return index
     return None
 
 
-def _overlap_start(gaps: list[_Gap], start: int, cut: _Gap, overlap: int) -> int:
+def _overlap_start(gaps: _Gaps, start: int, cut: int, overlap: int) -> int:
     """Where the next chunk starts: inside the chunk just cut, at most `overlap` before its end.
 
     A sentence start is preferred, then a word start; without a gap in that tail the next chunk
-    starts right after the cut.
+    starts right after the cut (the gap at index `cut`).
     """
     if overlap == 0:
-        return cut.end
-    earliest = cut.start - overlap
-    tail = [g for g in gaps if g.end >= earliest and g.start < cut.start and g.end > start]
+        return gaps.ends[cut]
+    # The tail: gaps before the cut that end at or after `cut start - overlap` and after `start`.
+    first = bisect_left(gaps.ends, max(gaps.starts[cut] - overlap, start + 1), 0, cut)
     for level in (_SENTENCE, _WORD):
-        for gap in tail:
-            if gap.level >= level:
-                return gap.end
-    return cut.end
+        for index in range(first, cut):
+            if gaps.levels[index] >= level:
+                return gaps.ends[index]
+    return gaps.ends[cut]

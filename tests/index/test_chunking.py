@@ -3,6 +3,9 @@ from __future__ import annotations
 import itertools
 import random
 import re
+import sys
+import time
+from types import FrameType
 
 import pytest
 
@@ -105,3 +108,119 @@ def test_properties_hold_for_random_bodies(seed: int) -> None:
             covered[i] = True
         previous = (start, end)
     assert all(covered[i] for i, ch in enumerate(body) if not ch.isspace())
+
+
+# -- size: the largest allowed body is chunked in linear time, with the same chunks as before
+
+SENTENCES = "The quick brown fox jumps over the lazy dog near the river bank. Then it rests.\n"
+
+
+def _sentences(length: int) -> str:
+    return (SENTENCES * (length // len(SENTENCES) + 1))[:length]
+
+
+_SPACE = re.compile(r"\s*")
+
+
+def _reference_spans(body: str, max_chars: int, overlap: int) -> list[tuple[int, int]]:
+    """The chunker as it was before it was made linear (it scanned every gap per chunk): the
+    reference the linear one must agree with, span for span. Kept small and obvious on purpose."""
+    text_start, text_end = len(body) - len(body.lstrip()), len(body.rstrip())
+    if text_end - text_start <= max_chars:
+        return [(text_start, max(text_start, text_end))]
+    gaps = []  # (start, end, level): 3 paragraph, 2 sentence or line, 1 word
+    for m in re.finditer(r"\s+", body[:text_end]):
+        if m.start() < text_start:
+            continue
+        sentence = re.search(r"[.!?…。！？][\"'”’)\]]*$", body[max(text_start, m.start() - 4) : m.start()])
+        newlines = m.group().count("\n")
+        gaps.append((m.start(), m.end(), 3 if newlines >= 2 else 2 if newlines == 1 or sentence else 1))
+    spans: list[tuple[int, int]] = []
+    start = text_start
+    while text_end - start > max_chars:
+        previous_end = spans[-1][1] if spans else start
+        window = [g for g in gaps if max(start, previous_end) < g[0] <= start + max_chars]
+        cut = next(
+            (
+                [g for g in window if g[2] >= level and g[0] > floor][-1]
+                for floor in (start + max_chars // 2, start)
+                for level in (3, 2, 1)
+                if any(g[2] >= level and g[0] > floor for g in window)
+            ),
+            None,
+        )
+        if cut is None and start < previous_end:
+            start = _SPACE.match(body, previous_end).end()
+        elif cut is None:
+            spans.append((start, start + max_chars))
+            start = _SPACE.match(body, start + max_chars).end()
+        else:
+            spans.append((start, cut[0]))
+            tail = [g for g in gaps if g[1] >= max(cut[0] - overlap, start + 1) and g[0] < cut[0]]
+            starts = [g[1] for level in (2, 1) for g in tail if g[2] >= level] if overlap else []
+            start = starts[0] if starts else cut[1]
+    return [*spans, (start, text_end)]
+
+
+def _mixed_body(rng: random.Random) -> str:
+    parts = []
+    for _ in range(rng.randint(0, 200)):
+        parts.append("".join(rng.choice("abcdefghij") for _ in range(rng.choice([1, 2, 3, 5, 8, 13, 40, 130]))))
+        parts.append(rng.choice([" ", " ", " ", ". ", "! ", "\n", "\n\n", "  \t", "? ", '." ', "… ", "\n \n", "。"]))
+    return rng.choice(["", "  \n"]) + "".join(parts)
+
+
+@pytest.mark.parametrize("seed", range(300))
+def test_same_chunks_as_the_reference(seed: int) -> None:
+    rng = random.Random(seed)
+    body = _mixed_body(rng)
+    max_chars = rng.choice([1, 3, 8, 20, 50, 120, 400, DEFAULT_MAX_CHARS])
+    overlap = rng.choice(
+        sorted({0, max_chars // 4, max_chars // 2, max_chars - 1, min(DEFAULT_OVERLAP, max_chars - 1)})
+    )
+    assert chunk_spans(body, max_chars=max_chars, overlap=overlap) == _reference_spans(body, max_chars, overlap)
+
+
+def test_same_chunks_as_the_reference_for_a_long_body() -> None:
+    body = _sentences(60_000) + "\n\n" + "z" * 2500 + " tail words here."
+    assert chunk_spans(body) == _reference_spans(body, DEFAULT_MAX_CHARS, DEFAULT_OVERLAP)
+
+
+def _chunking_lines_run(body: str) -> int:
+    """Lines of chunking code executed for `body`: a measure of work that no machine load skews."""
+    import actors.chunking as module
+
+    lines = 0
+
+    def trace_lines(frame: FrameType, event: str, arg: object) -> object:
+        nonlocal lines
+        lines += event == "line"
+        return trace_lines
+
+    def trace_calls(frame: FrameType, event: str, arg: object) -> object:
+        return trace_lines if frame.f_code.co_filename == module.__file__ else None
+
+    sys.settrace(trace_calls)
+    try:
+        chunk_spans(body)
+    finally:
+        sys.settrace(None)
+    return lines
+
+
+def test_work_grows_linearly_with_the_body() -> None:
+    # Four times the body, about four times the work; chunking that rescans every gap for each
+    # chunk does about sixteen times (measured 14x), and a 4 MB body then took two minutes.
+    small, large = (_chunking_lines_run(_sentences(n)) for n in (25_000, 100_000))
+    assert large < 6 * small, (small, large)
+
+
+def test_the_largest_body_is_chunked_in_seconds() -> None:
+    # Under the 4,194,304-character limit for a body; about a second here (it took 112 s when
+    # chunking was quadratic). The bound is generous: a loaded machine must not fail it.
+    body = _sentences(4_000_000)
+    started = time.perf_counter()
+    spans = chunk_spans(body)
+    elapsed = time.perf_counter() - started
+    assert elapsed < 15, f"chunking 4,000,000 characters took {elapsed:.1f} s"
+    assert len(spans) > 4000 and spans[-1][1] == len(body.rstrip())
