@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from daemon.cli import Client  # noqa: E402
+from daemon.client import Client  # noqa: E402
 
 
 def progress(message: str) -> None:

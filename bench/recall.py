@@ -85,7 +85,7 @@ from bench.harness import (
     write_section,
 )
 from bench.retrieval import PGVECTOR_K, PGVECTOR_SQL, PGVECTOR_TOP, _vector_codec, _vector_text, pgvector_works
-from daemon.cli import Client, ClientError
+from daemon.client import Client, ClientError
 from daemon.config import Config
 
 MAN_DIRS = [Path(f"/usr/share/man/man{section}") for section in (1, 8, 5, 7, 3)]

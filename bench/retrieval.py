@@ -76,7 +76,7 @@ from bench.harness import (  # noqa: E402
     wait_caught_up,
     write_section,
 )
-from daemon.cli import Client  # noqa: E402
+from daemon.client import Client  # noqa: E402
 from daemon.config import Config  # noqa: E402
 from daemon.store.search import Filters, full_text  # noqa: E402
 

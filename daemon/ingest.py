@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from daemon.client import ClientError
+
 SUFFIXES = frozenset({".md", ".markdown", ".txt", ".rst", ".text"})
 
 
@@ -73,8 +75,6 @@ class Progress:
 
 def _write(client: JsonClient, record: dict[str, Any], relative: str) -> str:
     """Create or update the record of one file; returns created / updated / unchanged."""
-    from daemon.cli import ClientError
-
     found = client.request(
         "GET", "/v1/records", params={"namespace": record["namespace"], "source_path": record["source_path"]}
     )["records"]
@@ -99,8 +99,6 @@ def _write(client: JsonClient, record: dict[str, Any], relative: str) -> str:
 
 
 def ingest(client: JsonClient, root: Path, *, namespace: str, kind: str, progress: bool = True) -> Summary:
-    from daemon.cli import ClientError
-
     root = root.resolve()
     files = files_under(root)
     summary = Summary()

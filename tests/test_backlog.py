@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from conftest import Daemon
-from daemon.cli import Client
+from daemon.client import Client
 
 SOMAXCONN = Path("/proc/sys/net/core/somaxconn")
 
