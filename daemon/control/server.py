@@ -19,44 +19,19 @@ from pathlib import Path
 import anyio
 from aiohttp import web
 
-from actors.embedder import Embedder
-from actors.index_manager import IndexManager
 from daemon import paths
-from daemon.config import Config
-from daemon.control.access import AccessPolicy, Peer, peer_of
+from daemon.control.access import peer_of
+from daemon.control.context import PEER, error_response
+from daemon.control.context import SERVICES as SERVICES
+from daemon.control.context import Services as Services
+from daemon.control.context import peer as peer
 from daemon.control.errors import ApiError, ErrorCode
-from daemon.control.health import Health
 from daemon.log import rejected_requests_logged
-from daemon.metrics import Metrics
-from daemon.recall import RecallService
 from daemon.store.db import STORE_DOWN_ERRORS, STORE_LIMIT_ERRORS
-from daemon.store.records import RecordRepository
-from daemon.store.search import FeedbackStore
-from daemon.store.usage import UsageStore
 
 log = logging.getLogger("recalld.control")
 
 
-@dataclass
-class Services:
-    """Everything a handler may reach; built once by daemon.app."""
-
-    config: Config
-    metrics: Metrics
-    health: Health
-    access: AccessPolicy
-    records: RecordRepository
-    usage: UsageStore
-    feedback: FeedbackStore
-    embedder: Embedder | None
-    index: IndexManager | None
-    recall: RecallService
-    alive: Callable[[], bool]
-    capabilities: Callable[[], Awaitable[dict[str, bool]]]
-
-
-SERVICES = web.AppKey("services", Services)
-PEER = "recalld.peer"
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 _HTTP_CODES = {
@@ -65,20 +40,6 @@ _HTTP_CODES = {
     413: ErrorCode.PAYLOAD_TOO_LARGE,
     415: ErrorCode.UNSUPPORTED_MEDIA_TYPE,
 }
-
-
-def error_response(error: ApiError) -> web.Response:
-    from daemon.control.wire import encode
-
-    response = web.Response(body=encode(error.body()), status=error.status, content_type="application/json")
-    if error.status == 408:
-        response.force_close()  # the rest of the body may still come: the connection cannot be reused
-    return response
-
-
-def peer(request: web.Request) -> Peer:
-    found = request.get(PEER)
-    return found if isinstance(found, Peer) else Peer(None, None, None)
 
 
 @web.middleware
