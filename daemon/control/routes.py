@@ -14,8 +14,8 @@ from actors.index.manifest import GenerationCorrupt, is_valid_generation_id
 from actors.index_manager import IndexManager
 from actors.kernel.ports import GenerationRow
 from daemon.config import Config
+from daemon.control.context import SERVICES, peer
 from daemon.control.errors import ApiError, ErrorCode, bad_value, not_found
-from daemon.control.server import SERVICES, peer
 from daemon.control.wire import (
     SOURCE_PATH_MAX_BYTES,
     DuplicateCheck,

@@ -20,11 +20,10 @@ import anyio
 from aiohttp import web
 
 from daemon import paths
+from daemon.control import routes
 from daemon.control.access import peer_of
-from daemon.control.context import PEER, error_response
-from daemon.control.context import SERVICES as SERVICES
-from daemon.control.context import Services as Services
-from daemon.control.context import peer as peer
+from daemon.control.context import PEER, SERVICES, error_response
+from daemon.control.context import Services as Services  # re-exported: daemon.app imports it from here
 from daemon.control.errors import ApiError, ErrorCode
 from daemon.log import rejected_requests_logged
 from daemon.store.db import STORE_DOWN_ERRORS, STORE_LIMIT_ERRORS
@@ -85,8 +84,6 @@ async def _credentials(request: web.Request, handler: Handler) -> web.StreamResp
 
 
 def make_app(services: Services) -> web.Application:
-    from daemon.control import routes
-
     app = web.Application(middlewares=[_errors, _credentials], client_max_size=services.config.server.max_body_bytes)
     app[SERVICES] = services
     routes.install(app)
