@@ -1,9 +1,9 @@
 """Hybrid recall: run the requested routes concurrently under one deadline, fuse, rehydrate.
 
-A route that cannot answer (not available, failed, past its deadline) is reported in
-`degraded_routes` with a reason code while the others still answer; a request that asked
-only for routes that are down gets a 503 naming them. Whatever the routes found, the answer
-is re-read from PostgreSQL: forgotten, moved or stale-revision records never come back.
+This module performs the recall's I/O (the routes' queries and searches, rehydration, the
+telemetry row and metrics); every decision it applies (caps, the loose full-text step, the
+vector floor, fusion, the over-fetch, which routes are degraded and why, whether there is an
+answer at all) is made by the pure policy in `actors/recall_policy.py`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
 
 import anyio
@@ -24,20 +23,27 @@ import msgspec
 from actors.embedder import Embedder
 from actors.embedding.errors import EmbeddingError, Reason
 from actors.embedding.query_cache import QueryVectorCache
-from actors.fusion import (
-    RRF_NAME,
-    RRF_VERSION,
-    WEIGHTED_NAME,
-    WEIGHTED_VERSION,
-    Fused,
-    reciprocal_rank,
-    weighted_score,
-)
+from actors.fusion import RRF_NAME, RRF_VERSION, WEIGHTED_NAME, WEIGHTED_VERSION, Fused
 from actors.index_manager import IndexManager, IndexUnavailable
-from actors.query import evidence_of
+from actors.recall_policy import (
+    FTS,
+    OVERFETCH_FACTOR,
+    VECTOR,
+    Degradation,
+    DegradedReason,
+    Overfetch,
+    RecallPolicy,
+    above_floor,
+    filled,
+    loose_after,
+    loose_up_front,
+    nothing_answered,
+    one_per_record,
+    route_limit_missed,
+    unanswered,
+)
 from actors.records import query_hash
-from daemon.config import Config
-from daemon.control.errors import ApiError, ErrorCode
+from daemon.config import Config, RecallConfig
 from daemon.control.wire import (
     DegradedRoute,
     FusionInfo,
@@ -56,14 +62,6 @@ log = logging.getLogger("recalld.recall")
 DEFAULT_ROUTES: tuple[Route, ...] = ("fts", "vector")
 # What every answer's `timings_ms` reports, in ms; 0 for a stage that did not run.
 STAGES = ("embed", "vector", "fts", "structured", "rehydrate", "fusion", "total")
-
-
-class DegradedReason(StrEnum):
-    DEADLINE_EXCEEDED = "deadline_exceeded"
-    STORE_UNAVAILABLE = "store_unavailable"
-    OVERFETCH_EXHAUSTED = "overfetch_exhausted"
-    """The vector route searched as deep as `overfetch_rounds` allows, and the filters or
-    rehydration dropped so many of its records that fewer than k are left."""
 
 
 class RouteDown(Exception):
@@ -92,7 +90,7 @@ class _Run:
     thresholds: dict[str, float] = field(default_factory=dict)
     """Route -> the least score its candidates must reach (config, then the request)."""
     timings: dict[str, float] = field(default_factory=dict)
-    degraded: list[DegradedRoute] = field(default_factory=list)
+    degraded: list[Degradation] = field(default_factory=list)
     found: dict[str, list[Candidate]] = field(default_factory=dict)
     asked: dict[str, int] = field(default_factory=dict)
     """Route -> the candidate cap its latest answer in `found` was asked for."""
@@ -105,13 +103,14 @@ class _Run:
     """Route -> when its own `route_deadline_ms` runs out, set by its first call."""
     generation: str | None = None
 
-    def down(self, route: str, reason: str, message: str = "") -> None:
-        if all(d.route != route for d in self.degraded):
-            self.degraded.append(DegradedRoute(route=route, reason=reason, message=message))
+    def down(self, degraded: Degradation) -> None:
+        """Name a route degraded; its first reason stands."""
+        if all(d.route != degraded.route for d in self.degraded):
+            self.degraded.append(degraded)
 
     def may_have_more(self, route: str) -> bool:
         """Whether the route's latest answer filled its cap: searching deeper may find more."""
-        return route in self.found and len(self.found[route]) >= self.asked[route]
+        return route in self.found and filled(len(self.found[route]), self.asked[route])
 
 
 def _by_name(table: Mapping[Any, float]) -> dict[str, float]:
@@ -120,18 +119,44 @@ def _by_name(table: Mapping[Any, float]) -> dict[str, float]:
     return dict(table)
 
 
-def _dedupe(found: list[Candidate]) -> list[Candidate]:
-    """One entry per record, at its best position (several chunks of a record count once)."""
-    seen: set[uuid.UUID] = set()
-    unique = []
-    for candidate in found:
-        if candidate.id not in seen:
-            seen.add(candidate.id)
-            unique.append(candidate)
-    return unique
+def recall_policy(config: RecallConfig) -> RecallPolicy:
+    """The policy's view of `[recall]`."""
+    return RecallPolicy(
+        fts_candidates=config.fts_candidates,
+        structured_candidates=config.structured_candidates,
+        vector_candidates=config.vector_candidates,
+        rrf_k=config.rrf_k,
+        weights=_by_name(config.weights),
+        fts_evidence_weights=_by_name(config.fts_evidence_weights),
+        thresholds=_by_name(config.thresholds),
+        overfetch_rounds=config.overfetch_rounds,
+        exact_filter_max_records=config.exact_filter_max_records,
+    )
 
 
 class RecallService:
+    """Answers a `RecallRequest` from the requested routes, run concurrently.
+
+    Guarantees:
+    - Every result is re-read from PostgreSQL when the answer is made: a record forgotten, moved
+      out of the namespace or filters, or (found by the vector route alone) changed since it was
+      indexed never comes back, whatever a route found.
+    - A route that could not answer (down, failed, late, or short of k after the over-fetch) is
+      named in `degraded_routes` with a stable reason code, once, and counted in the metrics;
+      the other routes' results still make the answer.
+    - The request's deadline (its `deadline_ms`, else `[recall] default_deadline_ms`) bounds
+      every route, each over-fetch round and each route's own `route_deadline_ms`; what has not
+      answered by then is named late, not waited for.
+    - When no route answered, `recall` raises `NothingAnswered` naming them, unless they all
+      only ran out of the time the client itself gave (then: no results, every route named late).
+    - Each answer is handed to the `searches` recorder as one row holding the query's hash,
+      never its text.
+
+    It never writes records, never raises an HTTP error (the control layer maps
+    `NothingAnswered` to a 503), and never blocks the loop on a search (the vector route
+    searches in a worker thread).
+    """
+
     def __init__(
         self,
         pool: asyncpg.Pool,
@@ -143,6 +168,7 @@ class RecallService:
         self._pool = pool
         self._searches = searches
         self._config = config
+        self._policy = recall_policy(config.recall)
         self._metrics = metrics
         self._vector = vector
 
@@ -152,7 +178,7 @@ class RecallService:
         started = time.perf_counter()
         embed_ms = 0.0
         try:
-            if route == "fts":
+            if route == FTS:
                 async with db.connection(self._pool) as conn:
                     found = await search.full_text(conn, filters, query, cap, loose=loose)
             elif route == "structured":
@@ -164,33 +190,28 @@ class RecallService:
                 answer = await self._vector(filters, query, cap, deadline, await self._within(run, filters, cap))
                 found, embed_ms, run.generation = answer.candidates, answer.embed_ms, answer.generation
                 run.timings["embed"] = run.timings.get("embed", 0.0) + embed_ms
-                floor = run.thresholds.get(route)
-                if floor is not None:
-                    # Best first, so what is left is the head: a short list also tells the
-                    # over-fetch that searching deeper cannot find more above the floor.
-                    found = [c for c in found if c.score >= floor]
+                found = above_floor(found, run.thresholds.get(route))
         except RouteDown as exc:
-            run.down(route, exc.reason, exc.message)
+            run.down(Degradation(route, exc.reason, exc.message))
             return
         except STORE_DOWN_ERRORS as exc:
-            run.down(route, DegradedReason.STORE_UNAVAILABLE, type(exc).__name__)
+            run.down(Degradation(route, DegradedReason.STORE_UNAVAILABLE, type(exc).__name__))
             return
         finally:
             run.timings[route] = run.timings.get(route, 0.0) + (time.perf_counter() - started) * 1000 - embed_ms
-        run.found[route] = _dedupe(found)
+        run.found[route] = one_per_record(found)
         run.asked[route] = cap
 
     async def _within(self, run: _Run, filters: Filters, cap: int) -> list[uuid.UUID] | None:
-        """The records the filters let through, when at most `exact_filter_max_records` (or the
-        route's cap, if more) do: the vector route then scores just those, exactly. The index knows
-        namespaces only, and its walk reaches the query's neighbours: records a filter selects may
-        all lie beyond them. Read from PostgreSQL once per request; None: search everything."""
-        limit = self._config.recall.exact_filter_max_records
-        if limit == 0 or not filters.beyond_namespace:
+        """The records the filters let through, when few enough for the vector route to score
+        just those, exactly (`RecallPolicy.exact_filter_limit`). Read from PostgreSQL once per
+        request; None: search everything."""
+        limit = self._policy.exact_filter_limit(cap, beyond_namespace=filters.beyond_namespace)
+        if limit is None:
             return None
         if not run.within_read:
             async with db.connection(self._pool) as conn:
-                run.within = await search.filtered_records(conn, filters, max(limit, cap))
+                run.within = await search.filtered_records(conn, filters, limit)
             run.within_read = True
         return run.within
 
@@ -206,22 +227,16 @@ class RecallService:
         limit = run.limits.setdefault(route, anyio.current_time() + own / 1000)
         with anyio.move_on_at(min(deadline, limit)) as scope:
             await self._route(run, route, filters, query, cap, min(deadline, limit), loose=loose)
-        if scope.cancelled_caught and route not in run.found and limit < deadline:
-            run.down(route, DegradedReason.DEADLINE_EXCEEDED, f"no answer within its {own} ms route limit")
+        if scope.cancelled_caught and route not in run.found:
+            missed = route_limit_missed(route, own, limit=limit, deadline=deadline)
+            if missed is not None:
+                run.down(missed)
 
     def _fuse(self, run: _Run, method: str) -> list[Fused[uuid.UUID]]:
-        """Fuse the routes' candidates with `method`; a full-text candidate weighs by its evidence
-        level (exact, every word, some words: `[recall] fts_evidence_weights`)."""
+        """Fuse the routes' candidates with `method` (`RecallPolicy.fuse`)."""
         started = time.perf_counter()
-        config = self._config.recall
-        weights = _by_name(config.weights)
-        by_level = _by_name(config.fts_evidence_weights)
-        factors = {"fts": [by_level.get(evidence_of(c.score).key, 1.0) for c in run.found.get("fts", [])]}
         scored = {route: [(c.id, c.score) for c in found] for route, found in run.found.items()}
-        if method == WEIGHTED_NAME:
-            fused = weighted_score(scored, weights=weights, factors=factors)
-        else:
-            fused = reciprocal_rank(scored, k=config.rrf_k, weights=weights, factors=factors)
+        fused = self._policy.fuse(method, scored)
         run.timings["fusion"] = run.timings.get("fusion", 0.0) + (time.perf_counter() - started) * 1000
         return fused
 
@@ -232,7 +247,7 @@ class RecallService:
         if not fused:
             return []  # nothing to re-read: no connection taken (the routes may have run out of time)
         started = time.perf_counter()
-        vector_hits = run.found.get("vector", [])
+        vector_hits = run.found.get(VECTOR, [])
         vector_revisions = {c.id: c.revision for c in vector_hits}
         scores = {route: {c.id: c.score for c in found} for route, found in run.found.items()}
         best_chunks = {c.id: c.chunk for c in vector_hits if c.chunk is not None}
@@ -253,7 +268,7 @@ class RecallService:
                     if row is None:
                         continue
                     # a vector hit on an older revision, found by no other route, is stale
-                    if set(entry.ranks) == {"vector"} and vector_revisions.get(entry.key) != row["revision"]:
+                    if set(entry.ranks) == {VECTOR} and vector_revisions.get(entry.key) != row["revision"]:
                         continue
                     results.append(
                         RecallHit(
@@ -284,23 +299,19 @@ class RecallService:
         deadline_ms = request.deadline_ms or config.default_deadline_ms
         deadline = anyio.current_time() + deadline_ms / 1000
         filters = Filters(request.namespace, request.kinds, request.attributes)
-        run = _Run(thresholds=_by_name(config.thresholds | (request.thresholds or {})))
-        # Each route hands fusion at least k candidates.
-        caps: dict[Route, int] = {
-            "fts": max(config.fts_candidates, k),
-            "structured": max(config.structured_candidates, k),
-            "vector": max(config.vector_candidates, k),
-        }
+        run = _Run(thresholds=self._policy.floors(_by_name(request.thresholds or {})))
+        caps = self._policy.caps(k)
 
         await self._run_routes(run, routes, filters, request.query, caps, deadline)
-        for route in routes:
-            if route not in run.found:
-                run.down(route, DegradedReason.DEADLINE_EXCEEDED, f"no answer within {deadline_ms} ms")
+        for late in unanswered(routes, run.found, deadline_ms):
+            run.down(late)
         client_time_up = request.deadline_ms is not None and anyio.current_time() >= deadline
         try:
-            self._refuse_when_nothing_answered(run, client_time_up=client_time_up)
-            results = await self._fused_results(run, method, filters, request.query, k, caps["vector"], deadline)
-        finally:  # the over-fetch may name a route too; a 503 counts its routes as well
+            refusal = nothing_answered(run.found, run.degraded, client_time_up=client_time_up)
+            if refusal is not None:
+                raise refusal
+            results = await self._fused_results(run, method, filters, request.query, k, caps[VECTOR], deadline)
+        finally:  # the over-fetch may name a route too; a refusal counts its routes as well
             for degraded in run.degraded:
                 self._metrics.degraded.labels(route=degraded.route, reason=degraded.reason).inc()
 
@@ -314,7 +325,7 @@ class RecallService:
             self._metrics.recall_stages.labels(stage=stage).observe(ms / 1000)
         return RecallResponse(
             results=results,
-            degraded_routes=run.degraded,
+            degraded_routes=[DegradedRoute(route=d.route, reason=d.reason, message=d.message) for d in run.degraded],
             fusion=fusion,
             generation=run.generation,
             timings_ms=timings,
@@ -322,14 +333,11 @@ class RecallService:
         )
 
     async def _run_routes(
-        self, run: _Run, routes: list[Route], filters: Filters, query: str, caps: dict[Route, int], deadline: float
+        self, run: _Run, routes: list[Route], filters: Filters, query: str, caps: dict[str, int], deadline: float
     ) -> None:
-        """The requested routes, concurrently, until the request's deadline."""
-        # Full text's any-word matches only break ties next to an answering vector route, and
-        # they are its costly step: fetched up front only without the vector route, otherwise
-        # only once the vector route has failed to answer or found nothing (nothing indexed
-        # yet, or nothing as similar as `thresholds.vector`): then they are the answer.
-        loose = "vector" not in routes
+        """The requested routes, concurrently, until the request's deadline; then full text's
+        loose step if the policy calls for it (`loose_up_front`, `loose_after`)."""
+        loose = loose_up_front(routes)
         with anyio.move_on_at(deadline):
             async with anyio.create_task_group() as tg:
                 *others, last = [
@@ -339,80 +347,59 @@ class RecallService:
                 for route_call in others:
                     tg.start_soon(route_call)
                 await last()  # in this task: one task fewer to start per recall
-        if not loose and "fts" in run.found and not run.found.get("vector"):
+        if loose_after(routes, run.found):
             with anyio.move_on_at(deadline):
-                await self._bounded(run, "fts", filters, query, caps["fts"], deadline)
-
-    @staticmethod
-    def _refuse_when_nothing_answered(run: _Run, *, client_time_up: bool) -> None:
-        """A 503 when no route answered, unless they all just ran out of the time the client
-        gave (its own `deadline_ms`): that is no fault of the daemon's, and the answer is what
-        finished, here nothing, with every late route named. Routes that are down, or cut off by
-        the daemon's own limits, are."""
-        only_late = all(d.reason == DegradedReason.DEADLINE_EXCEEDED for d in run.degraded)
-        if run.found or (client_time_up and only_late):
-            return
-        reasons = ", ".join(f"{d.route}: {d.reason}" for d in run.degraded)
-        raise ApiError(
-            503,
-            ErrorCode.ROUTE_UNAVAILABLE,
-            f"no requested route could answer ({reasons})",
-            degraded_routes=[{"route": d.route, "reason": d.reason} for d in run.degraded],
-        )
+                await self._bounded(run, FTS, filters, query, caps[FTS], deadline)
 
     async def _fused_results(
         self, run: _Run, method: str, filters: Filters, query: str, k: int, vector_cap: int, deadline: float
     ) -> list[RecallHit]:
-        """Fuse and rehydrate; while filters the index cannot apply (kinds, attributes) or
-        rehydration dropped vector candidates, search deeper rather than answer short (a false
-        "fewer than k")."""
+        """Fuse and rehydrate; while the policy says the answer is short because filters the index
+        cannot apply (kinds, attributes) or rehydration dropped vector candidates, search deeper
+        (`RecallPolicy.overfetch`) rather than answer short (a false "fewer than k")."""
+        policy = self._policy
         results = await self._rehydrate(run, self._fuse(run, method), filters, query, k)
         cap = vector_cap
-        rounds = self._config.recall.overfetch_rounds
+        rounds_done = 0
         out_of_time = False
-        for _ in range(rounds):
-            if len(results) >= k or not run.may_have_more("vector"):
-                break
+        step = policy.overfetch(found=len(results), k=k, vector_full=run.may_have_more(VECTOR), rounds_done=0)
+        while step is Overfetch.DEEPER:
             # the sooner of the request's deadline and the route's own limit (set by its first call)
-            if out_of_time := anyio.current_time() >= min(deadline, run.limits.get("vector", deadline)):
+            if out_of_time := anyio.current_time() >= min(deadline, run.limits.get(VECTOR, deadline)):
                 break
-            cap *= 4
+            rounds_done += 1
+            cap *= OVERFETCH_FACTOR
             with anyio.move_on_at(deadline):
-                await self._bounded(run, "vector", filters, query, cap, deadline)
-            if run.asked["vector"] != cap:  # cut off by time (or failed, and named already)
+                await self._bounded(run, VECTOR, filters, query, cap, deadline)
+            if run.asked[VECTOR] != cap:  # cut off by time (or failed, and named already)
                 out_of_time = True
                 break
             results = await self._rehydrate(run, self._fuse(run, method), filters, query, k)
-        if len(results) < k and run.may_have_more("vector"):
-            # Deeper records might have passed: a short answer must not pass for "fewer than k
-            # records match" (pgvector#259: filtered searches silently answering short).
-            run.down("vector", *self._shortfall(run, filters, k, rounds, out_of_time=out_of_time))
+            step = policy.overfetch(
+                found=len(results), k=k, vector_full=run.may_have_more(VECTOR), rounds_done=rounds_done
+            )
+        if step is not Overfetch.DONE:  # short of k while the vector route had more to give
+            run.down(
+                policy.shortfall(
+                    k=k,
+                    searched=run.asked[VECTOR],
+                    # kinds or attributes applied after the index walk, not by scoring them exactly
+                    filtered_afterwards=filters.beyond_namespace and run.within is None,
+                    out_of_time=out_of_time,
+                )
+            )
         return results
-
-    @staticmethod
-    def _shortfall(run: _Run, filters: Filters, k: int, rounds: int, *, out_of_time: bool) -> tuple[str, str]:
-        """Why the vector route left the answer short of k while it had more to give: reason, message."""
-        searched = f"fewer than {k} results after the vector route's search for {run.asked['vector']} records"
-        if out_of_time:
-            return DegradedReason.DEADLINE_EXCEEDED, f"{searched}: no time to search deeper"
-        if filters.beyond_namespace and run.within is None:  # the index walk, filtered afterwards
-            dropped = "the filters or rehydration dropped the rest"
-            advice = "raise [recall] exact_filter_max_records or overfetch_rounds, or narrow the filters"
-        else:
-            dropped = "rehydration dropped the rest (changed or forgotten since they were indexed)"
-            advice = "raise [recall] overfetch_rounds"
-        return DegradedReason.OVERFETCH_EXHAUSTED, f"{searched} (over-fetch rounds: {rounds}): {dropped}; {advice}"
 
     def _fusion_info(self, method: str, routes: list[Route], run: _Run) -> FusionInfo:
         """What the order depended on, as the answer and the search row name it."""
-        config = self._config.recall
+        policy = self._policy
         name, version = (WEIGHTED_NAME, WEIGHTED_VERSION) if method == WEIGHTED_NAME else (RRF_NAME, RRF_VERSION)
         return FusionInfo(
             name=name,
             version=version,
-            weights={r: config.weights.get(r, 1.0) for r in routes},
-            k=config.rrf_k if name == RRF_NAME else None,
-            evidence=_by_name(config.fts_evidence_weights) if "fts" in routes else {},
+            weights={r: policy.weights.get(r, 1.0) for r in routes},
+            k=policy.rrf_k if name == RRF_NAME else None,
+            evidence=dict(policy.fts_evidence_weights) if FTS in routes else {},
             thresholds={route: floor for route, floor in run.thresholds.items() if route in routes},
         )
 
@@ -424,7 +411,7 @@ class RecallService:
         fusion: FusionInfo,
         results: list[RecallHit],
         timings: dict[str, float],
-        degraded: list[DegradedRoute],
+        degraded: list[Degradation],
     ) -> None:
         self._searches.add(
             {

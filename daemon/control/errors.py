@@ -5,6 +5,8 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
+from actors.recall_policy import NothingAnswered
+
 
 class ErrorCode(StrEnum):
     INVALID_JSON = "invalid_json"
@@ -50,3 +52,9 @@ def bad_value(message: str) -> ApiError:
 
 def not_found(what: str) -> ApiError:
     return ApiError(404, ErrorCode.NOT_FOUND, f"{what} not found")
+
+
+def route_unavailable(refusal: NothingAnswered) -> ApiError:
+    """A recall no route answered: 503, naming each route and its reason."""
+    degraded = [{"route": d.route, "reason": d.reason} for d in refusal.routes]
+    return ApiError(503, ErrorCode.ROUTE_UNAVAILABLE, refusal.message, degraded_routes=degraded)

@@ -13,9 +13,10 @@ from aiohttp import web
 from actors.index.manifest import GenerationCorrupt, is_valid_generation_id
 from actors.index_manager import IndexManager
 from actors.kernel.ports import GenerationRow
+from actors.recall_policy import NothingAnswered
 from daemon.config import Config
 from daemon.control.context import SERVICES, peer
-from daemon.control.errors import ApiError, ErrorCode, bad_value, not_found
+from daemon.control.errors import ApiError, ErrorCode, bad_value, not_found, route_unavailable
 from daemon.control.wire import (
     SOURCE_PATH_MAX_BYTES,
     DuplicateCheck,
@@ -231,7 +232,11 @@ async def recall(request: web.Request) -> web.Response:
     query = decode(await _body(request), RecallRequest)
     check_recall(query, services.config)
     services.access.require_read(peer(request), query.namespace)
-    return ok(await services.recall.recall(query))
+    try:
+        answer = await services.recall.recall(query)
+    except NothingAnswered as refusal:
+        raise route_unavailable(refusal) from None
+    return ok(answer)
 
 
 async def feedback(request: web.Request) -> web.Response:
