@@ -3,7 +3,8 @@
 This module performs the recall's I/O (the routes' queries and searches, rehydration, the
 telemetry row and metrics); every decision it applies (caps, the loose full-text step, the
 vector floor, fusion, the over-fetch, which routes are degraded and why, whether there is an
-answer at all) is made by the pure policy in `actors/recall_policy.py`.
+answer at all) is made by the pure policy in `actors/recall_policy.py`. It stays one module
+(over 400 lines) because the routes, rehydration and the over-fetch share one request's `_Run`.
 """
 
 from __future__ import annotations
