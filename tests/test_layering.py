@@ -1,5 +1,6 @@
 """The direction of imports: `actors` is anyio-only and never reaches into I/O libraries or
-`daemon`, and no module of `actors` or `daemon` imports itself through others.
+`daemon`, no module of `actors` or `daemon` imports itself through others, and the scripts of
+`bench/` share code through public names only.
 
 Two views, each catching what the other cannot. Statically, every import statement of every
 module, read with `ast`, function-local ones and `TYPE_CHECKING` ones included (a cycle hidden
@@ -23,6 +24,7 @@ import actors
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("actors", "daemon")
+OURS = (*PACKAGES, "bench")
 OFF_LIMITS_TO_ACTORS = ("asyncio", "aiohttp", "asyncpg", "httpx", "daemon")
 """What `actors` must not import: the event loop and I/O libraries are the daemon's, and the
 daemon depends on the actors, never the other way round."""
@@ -163,3 +165,17 @@ def test_importing_actors_loads_no_io_library_nor_daemon() -> None:
     )
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.strip() == "", f"actors pulled in: {done.stdout.strip()}"
+
+
+def test_bench_scripts_import_no_private_name() -> None:
+    """What several scripts share lives in bench/harness.py under a public name; a script that
+    reaches for another's `_helper` (or the daemon's) breaks when that module is refactored."""
+    bad = sorted(
+        f"{path.name} imports {node.module}.{alias.name}"
+        for path in (ROOT / "bench").glob("*.py")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in OURS
+        for alias in node.names
+        if alias.name.startswith("_")
+    )
+    assert not bad, "; ".join(bad)
