@@ -1,0 +1,204 @@
+"""Assembly: wire adapters into actors, actors into the supervision tree, checks into Health.
+
+`assemble` is the one place that knows which parts a daemon has and in which order they start
+(list order: the embedded PostgreSQL's keeper first, the control server last, so nothing is
+served before the parts behind it are up). It starts nothing itself: `daemon.app` runs what it
+returns.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncpg
+import httpx
+
+from actors.embedder import Embedder, EmbedderSettings
+from actors.embedding.query_cache import QueryVectorCache
+from actors.index_manager import IndexManager, IndexSettings
+from actors.kernel.supervisor import (
+    ChildSpec,
+    EventKind,
+    Restart,
+    Supervisor,
+    SupervisorEvent,
+    SupervisorOptions,
+)
+from actors.sweeper import Sweeper, SweepSettings
+from daemon.bringup import heartbeat
+from daemon.config import Config
+from daemon.control.access import AccessPolicy
+from daemon.control.health import Health, actors_check, embedding_check, store_check, vector_check
+from daemon.control.server import Listener, Services, run_control_server
+from daemon.metrics import Metrics
+from daemon.notifications import listen
+from daemon.providers import make_provider
+from daemon.recall import RecallService, vector_search
+from daemon.store.embedded import EmbeddedPostgres, keep_running
+from daemon.store.records import RecordRepository
+from daemon.store.search import FeedbackStore, SearchLog, SearchRecorder
+from daemon.store.usage import UsageStore
+from daemon.store.vectors import PgBuilderLock, PgVectorStore, new_generation_id
+from daemon.systemd import Notifier
+
+log = logging.getLogger("recalld")
+
+
+@dataclass
+class Daemon:
+    """Everything `serve` runs: the services behind the socket and the supervision tree."""
+
+    services: Services
+    supervisor: Supervisor
+
+
+def assemble(
+    config: Config,
+    *,
+    pool: asyncpg.Pool,
+    dsn: str,
+    embedded: EmbeddedPostgres | None,
+    http: httpx.AsyncClient,
+    data_dir: Path,
+    metrics: Metrics,
+    notifier: Notifier,
+    listeners: list[Listener],
+) -> Daemon:
+    """Wire adapters into actors and actors into the supervision tree (start order = list order)."""
+    supervisor: Supervisor  # bound last; the closures below read it only when called, after that
+    usage = UsageStore(pool)
+    provider = make_provider(config.embedding, http)
+    embedder = None
+    index = None
+    if provider is not None:
+        embedder = Embedder(
+            provider,
+            usage=usage,
+            settings=EmbedderSettings.from_config(config.embedding),
+            token_counter=provider if hasattr(provider, "count_tokens") else None,  # type: ignore[arg-type]
+        )
+        index = IndexManager(
+            PgVectorStore(pool),
+            PgBuilderLock(dsn),
+            embedder,
+            IndexSettings(
+                root=Path(config.index.directory) if config.index.directory else data_dir / "generations",
+                chunk_chars=config.index.chunk_chars,
+                chunk_overlap=config.index.chunk_overlap,
+                factory=config.index.factory,
+                compact_share=config.index.compact_share,
+                index_batch=config.index.index_batch,
+                poll_s=config.index.poll_s,
+                recheck_s=config.index.recheck_s,
+                hold_s=config.index.hold_s,
+            ),
+            new_generation_id=new_generation_id,
+            on_swap=lambda why: metrics.handle_swaps.labels(why=why.split()[0]).inc(),
+            extend_start=notifier.extend_timeout,
+        )
+    query_vectors = QueryVectorCache(config.recall.query_cache)
+    searches = SearchRecorder(pool)
+    metrics.watch(embedder, index, query_vectors, searches)
+    health = Health()
+    services = Services(
+        config=config,
+        metrics=metrics,
+        health=health,
+        access=AccessPolicy(config.access),
+        records=RecordRepository(pool),
+        usage=usage,
+        feedback=FeedbackStore(pool, searches),
+        embedder=embedder,
+        index=index,
+        recall=RecallService(
+            pool,
+            config,
+            metrics,
+            searches,
+            vector_search(embedder, index, query_vectors) if embedder and index else None,
+        ),
+        alive=lambda: supervisor.alive,
+        capabilities=lambda: _capabilities(health, embedder, index),
+    )
+    children: list[ChildSpec] = []
+    if embedded is not None:
+        children.append(
+            ChildSpec("postgres", functools.partial(keep_running, embedded, metrics.embedded_postgres_restarts.inc))
+        )
+    children += [
+        ChildSpec("watchdog", functools.partial(heartbeat, lambda: supervisor.alive, notifier)),
+        ChildSpec("searches", searches.run),
+    ]
+    if embedder is not None and index is not None:
+        children += [
+            ChildSpec("embedder", embedder.run, shutdown_timeout=config.embedding.timeout_s),
+            ChildSpec("index", index.run, shutdown_timeout=10.0),
+            ChildSpec("notifications", functools.partial(listen, dsn, index.wake)),
+            ChildSpec(
+                "sweeper",
+                Sweeper(
+                    PgVectorStore(pool),
+                    SearchLog(pool),
+                    index.settings.root,
+                    leased=index.generations_in_use,
+                    settings=SweepSettings(
+                        interval_s=config.gc.interval_s,
+                        rollback_window_s=config.gc.rollback_window_s,
+                        temp_grace_s=config.gc.temp_grace_s,
+                        search_retention_s=config.gc.search_retention_days * 86400,
+                    ),
+                    on_delete=lambda what: metrics.sweeper_deletions.labels(what=what).inc(),
+                ).run,
+            ),
+        ]
+    children.append(
+        ChildSpec(
+            "control",
+            functools.partial(run_control_server, services, listeners),
+            restart=Restart.PERMANENT,
+            shutdown_timeout=config.server.shutdown_grace_s + 2,
+        )
+    )
+    supervisor = Supervisor(
+        children,
+        SupervisorOptions(max_restarts=5, max_seconds=30.0),
+        on_event=functools.partial(_on_event, metrics),
+    )
+    health.add("store", store_check(pool, config, metrics), required=True)
+    health.add("actors", actors_check(supervisor), required=True)
+    health.add("embedding", embedding_check(embedder), required=config.recall.vector_required)
+    health.add("vector", vector_check(index), required=config.recall.vector_required)
+    return Daemon(services, supervisor)
+
+
+async def _capabilities(health: Health, embedder: Embedder | None, index: IndexManager | None) -> dict[str, bool]:
+    """What /v1/capabilities answers: which features this daemon can serve right now."""
+    verdict = await health.readiness()
+    store_up = verdict.checks.get("store") is not None and verdict.checks["store"].status == "pass"
+    return {
+        "recall.fts.v1": store_up,
+        "recall.structured.v1": store_up,
+        "recall.vector.v1": index is not None and index.problem() is None,
+        "embedding.v1": embedder is not None and embedder.health().status == "pass",
+        "duplicates.v1": False,
+        "assignments.v1": False,
+        "resolver.v1": False,
+    }
+
+
+def _on_event(metrics: Metrics, event: SupervisorEvent) -> None:
+    """Log a supervisor event and count it in the actor metrics."""
+    fields = {"actor": event.child, "event": str(event.kind)}
+    if event.error is not None:
+        fields["error"] = f"{type(event.error).__name__}: {event.error}"
+    level = logging.WARNING if event.error is not None or event.kind == EventKind.GAVE_UP else logging.INFO
+    log.log(level, "actor %s %s", event.child, event.kind, extra=fields)
+    if event.kind == EventKind.RESTARTED:
+        metrics.actor_restarts.labels(actor=event.child).inc()
+    if event.kind == EventKind.STARTED:
+        metrics.actor_up.labels(actor=event.child).set(1)
+    elif event.kind in (EventKind.EXITED, EventKind.GAVE_UP):
+        metrics.actor_up.labels(actor=event.child).set(0)
