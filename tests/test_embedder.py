@@ -4,6 +4,7 @@ real local model."""
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -20,7 +21,7 @@ from actors.embedding.breaker import BreakerState
 from actors.embedding.errors import EmbeddingError, Reason
 from actors.kernel.ports import EmbeddingProvider, SinkUnavailable, UsageRow, UsageSink
 from actors.kernel.supervisor import ChildSpec, Supervisor
-from daemon.providers.http import OllamaProvider, OpenAIProvider
+from daemon.providers.http import HTTP_MAX_CONCURRENCY, OllamaProvider, OpenAIProvider
 from daemon.providers.local import LocalProvider
 
 pytestmark = pytest.mark.anyio
@@ -213,6 +214,23 @@ async def test_batches_never_exceed_max_batch(harness: Harness, service: Embeddi
     big = results[-1]
     assert isinstance(big, EmbedResult) and big.vectors.shape == (9, 8)
     assert np.allclose(big.vectors, [service.vector(f"big {i}") for i in range(9)], atol=1e-6)  # caller's order
+
+
+async def test_a_caller_that_gives_up_while_queued_is_never_sent_to_the_provider(
+    harness: Harness, service: EmbeddingService, unit: float
+) -> None:
+    busy = [f"busy {i}" for i in range(HTTP_MAX_CONCURRENCY)]
+    async with harness(max_batch=1, max_wait_s=0) as embedder:
+        service.fault, service.delay = "slow", 3 * unit
+        async with anyio.create_task_group() as tasks:
+            for text in busy:
+                tasks.start_soon(functools.partial(embedder.embed, [text], purpose="index", namespace="ns1"))
+            await anyio.wait_all_tasks_blocked()  # every provider slot is taken by a slow call
+            with anyio.move_on_after(unit) as gave_up:
+                await embedder.embed(["given up"], purpose="query", namespace="ns1")
+            assert gave_up.cancelled_caught
+    sent = [text for call in service.calls_to("/v1/embeddings")[1:] for text in call.inputs]
+    assert sorted(sent) == sorted(busy)
 
 
 async def test_a_bad_vector_fails_only_its_caller(harness: Harness, service: EmbeddingService) -> None:

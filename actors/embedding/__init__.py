@@ -1,5 +1,7 @@
-"""Pure parts of the embedding path: reason codes, validation, breaker, rate limit, templates,
-pricing. No I/O here; the embedder actor (`actors.embedder`) puts them together."""
+"""The embedding path in parts. Pure (no I/O): reason codes, validation, breaker, rate limit,
+templates, pricing, token arithmetic (`metering`). The embedder actor's pieces, which call the
+provider or the usage sink: `dispatch` (micro-batches and provider calls), `probe` (the start-up
+probe), `meter` (counters and usage rows). The actor (`actors.embedder`) puts them together."""
 
 from __future__ import annotations
 

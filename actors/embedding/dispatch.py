@@ -1,0 +1,313 @@
+"""The embedder's serving side: micro-batches from its mailbox, and the provider calls made for them."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import anyio
+import numpy as np
+from anyio.abc import TaskGroup
+
+from actors.embedding import template as templates
+from actors.embedding.breaker import CircuitBreaker, Permit
+from actors.embedding.errors import EmbeddingError, Reason
+from actors.embedding.meter import Meter
+from actors.embedding.ratelimit import TokenBucket
+from actors.embedding.settings import EmbedderSettings
+from actors.embedding.validation import Vectors, as_matrix, check_dimension, row_errors
+from actors.kernel.mailbox import Envelope, Inbox
+from actors.kernel.ports import EmbeddingProvider, ProviderInfo, Purpose, VectorSpace
+
+log = logging.getLogger("recalld.embedder")
+
+
+@dataclass(frozen=True, slots=True)
+class EmbedRequest:
+    """One caller's slice of texts (at most max_batch), as queued in the embedder's mailbox."""
+
+    texts: list[str]
+    purpose: Purpose
+    namespace: str | None
+    deadline: float
+
+
+Call = Envelope[EmbedRequest, Vectors]
+
+
+def texts_in(request: EmbedRequest) -> int:
+    """A request's weight in a batch: its texts (max_batch bounds the texts per provider call)."""
+    return len(request.texts)
+
+
+def _answer(call: Call, vectors: Vectors | None = None, error: EmbeddingError | None = None) -> None:
+    """Reply once; a call already answered keeps its first answer."""
+    if call.replied:
+        return
+    if error is not None:
+        call.fail(error)
+    else:
+        assert vectors is not None
+        call.reply(vectors)
+
+
+class Dispatcher:
+    """Takes requests from the embedder's mailbox, merges them into provider calls and answers them.
+
+    Guarantees:
+    - a provider call carries at most max_batch texts and requests are merged in mailbox order
+      (a request that does not fit waits for the next call, it is not overtaken);
+    - at most the provider's max_concurrency calls run at once; while all are busy the next batch
+      keeps filling, so under load a call starts full the moment a slot frees; with no call in
+      flight a batch starts at once (max_wait only ever applies while another call runs);
+    - a request whose deadline passed, or whose caller gave up, is dropped before the call;
+      one that expired fails with `deadline_exceeded`;
+    - a provider call gets min(timeout_s, the latest deadline among its callers) and the token
+      bucket and breaker are consulted first; one caller's rejected input or bad vector fails only
+      that caller;
+    - every request taken is answered (vectors or an EmbeddingError), also when the embedder is
+      stopped mid-call.
+    """
+
+    def __init__(
+        self,
+        provider: EmbeddingProvider,
+        info: ProviderInfo,
+        settings: EmbedderSettings,
+        *,
+        breaker: CircuitBreaker,
+        bucket: TokenBucket,
+        meter: Meter,
+        space: Callable[[], VectorSpace | None],
+        clock: Callable[[], float],
+    ) -> None:
+        self._provider = provider
+        self._info = info
+        self._settings = settings
+        self._breaker = breaker
+        self._bucket = bucket
+        self._meter = meter
+        self._space = space
+        self._clock = clock
+        self.in_flight = 0
+
+    async def serve(self, inbox: Inbox[EmbedRequest, Vectors], calls: TaskGroup) -> None:
+        """Assemble batches and start their provider calls in `calls`, until the mailbox is closed
+        and empty."""
+        slots = anyio.Semaphore(max(1, self._info.max_concurrency))
+        max_batch, max_wait = self._settings.max_batch, self._settings.max_wait_s
+        while True:
+            try:
+                taken = await inbox.receive_batch(max_batch, weight=texts_in)
+            except anyio.EndOfStream:
+                break
+            batch: list[Call] = []
+            size = self._fill(inbox, batch, self._keep(batch, taken, 0), max_batch)
+            if size == 0:
+                continue
+            # Idle, a request goes at once: any company would come by chance, and waiting for it
+            # would add max_wait to every lone query. Busy, waiting fills the next free slot.
+            if size < max_batch and max_wait > 0 and self.in_flight > 0:
+                with anyio.move_on_after(max_wait):
+                    while size < max_batch:
+                        try:
+                            taken = await inbox.receive_batch(max_batch - size, weight=texts_in)
+                        except anyio.EndOfStream:
+                            break  # stopping: nothing more will come
+                        if not taken:
+                            break  # the next request does not fit: send this batch now
+                        size = self._keep(batch, taken, size)
+            await slots.acquire()
+            size = self._fill(inbox, batch, size, max_batch)
+            self.in_flight += 1
+            calls.start_soon(self._call, batch, slots)
+        log.info("embedder draining stopped: queue empty")
+
+    def _fill(self, inbox: Inbox[EmbedRequest, Vectors], batch: list[Call], size: int, max_batch: int) -> int:
+        """Add what is queued now and fits (mailbox order) to `batch`; returns its size in texts."""
+        while size < max_batch:
+            taken = inbox.receive_batch_nowait(max_batch - size, weight=texts_in)
+            if not taken:
+                break
+            size = self._keep(batch, taken, size)
+        return size
+
+    def _keep(self, batch: list[Call], taken: Sequence[Call], size: int) -> int:
+        """Append the live ones of `taken` to `batch`; answer the rest. Returns the batch's size."""
+        now = self._clock()
+        for call in taken:
+            if call.caller_gone:
+                _answer(call, error=EmbeddingError(Reason.DEADLINE_EXCEEDED, "caller gone"))  # nobody reads it
+            elif call.request.deadline <= now:
+                _answer(
+                    call, error=self._meter.refuse(EmbeddingError(Reason.DEADLINE_EXCEEDED, "expired in the queue"))
+                )
+            else:
+                batch.append(call)
+                size += len(call.request.texts)
+        return size
+
+    async def _call(self, batch: list[Call], slots: anyio.Semaphore) -> None:
+        try:
+            await self._serve_batch(batch)
+        finally:
+            self.in_flight -= 1
+            slots.release()
+            for call in batch:
+                _answer(call, error=EmbeddingError(Reason.EMBEDDER_NOT_READY, "embedder stopped mid-call"))
+
+    async def _serve_batch(self, batch: list[Call]) -> None:
+        s, space = self._settings, self._space()
+        assert space is not None  # requests are only queued once a space is known
+        live = self._live(batch)
+        if not live:
+            return
+        try:
+            self._breaker.check()
+            await self._bucket.acquire(deadline=max(c.request.deadline for c in live))
+        except EmbeddingError as error:
+            self._fail(live, self._meter.refuse(error))
+            return
+        live = self._live(live)
+        if not live:
+            return
+        try:
+            permit = self._breaker.acquire()
+        except EmbeddingError as error:
+            self._fail(live, self._meter.refuse(error))
+            return
+
+        counters = self._meter.counters
+        texts = [text for call in live for text in call.request.texts]
+        # Shortest first: a provider that pads per sub-batch pads least (results are unsorted).
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        now = self._clock()
+        budget = min(s.timeout_s, max(c.request.deadline for c in live) - now)
+        deadline_bound = budget < s.timeout_s
+        counters.calls += 1
+        counters.texts += len(texts)
+        counters.batch(len(texts))
+        refused: EmbeddingError | None = None
+        try:
+            result = await self._provider.embed([texts[i] for i in order], timeout=budget)
+        except EmbeddingError as error:
+            if error.reason is not Reason.INPUT_REJECTED or len(live) == 1:
+                self._call_failed(live, permit, error, deadline_bound=deadline_bound)
+                return
+            refused = error
+        except Exception as exc:
+            log.exception("embedding provider raised an unexpected error", extra={"provider": self._info.provider})
+            self._call_failed(live, permit, EmbeddingError(Reason.PROVIDER_ERROR, repr(exc)), deadline_bound=False)
+            return
+        except BaseException:
+            self._breaker.abandoned(permit)
+            raise
+        finally:
+            counters.provider_seconds += self._clock() - now
+        parts = [call.request for call in live]
+        if refused is not None:
+            # One caller's input gets the whole call refused: ask for each caller's texts on
+            # their own, so that only the callers whose inputs were refused fail.
+            self._breaker.abandoned(permit)
+            counters.call_failures += 1
+            counters.failure(refused.reason)
+            for call in live:
+                await self._serve_batch([call])
+            return
+
+        try:
+            matrix = as_matrix(result.vectors, expected_count=len(texts))
+            check_dimension(matrix, space.dimension)
+        except EmbeddingError as error:
+            self._meter.call(parts, order, result, texts)
+            self._call_failed(live, permit, error, deadline_bound=False)
+            return
+        vectors = np.empty_like(matrix)
+        vectors[order] = matrix
+        verdicts = row_errors(vectors, normalized=space.normalized, tolerance=s.norm_tolerance)
+        first_fault: EmbeddingError | None = None
+        start = 0
+        for call in live:
+            end = start + len(call.request.texts)
+            bad = next((i for i in range(start, end) if verdicts[i] is not None), None)
+            if bad is None:
+                _answer(call, vectors=vectors[start:end].copy())
+            else:
+                verdict = verdicts[bad]
+                assert verdict is not None
+                first_fault = first_fault or verdict
+                log.warning(
+                    "embedding rejected",
+                    extra={
+                        "reason": verdict.reason.value,
+                        "input": templates.fingerprint(texts[bad]),
+                        "model": self._info.model,
+                    },
+                )
+                _answer(call, error=EmbeddingError(verdict.reason, f"input {bad - start}: {verdict.message}"))
+            start = end
+        if first_fault is None:
+            self._breaker_outcome(permit, None)
+        else:
+            counters.call_failures += 1
+            counters.failure(first_fault.reason)
+            self._breaker_outcome(permit, first_fault)
+        self._meter.call(parts, order, result, texts)
+
+    def _live(self, batch: list[Call]) -> list[Call]:
+        now = self._clock()
+        live = []
+        for call in batch:
+            if call.caller_gone or call.replied:
+                continue
+            if call.request.deadline <= now:
+                _answer(
+                    call, error=self._meter.refuse(EmbeddingError(Reason.DEADLINE_EXCEEDED, "expired before the call"))
+                )
+                continue
+            live.append(call)
+        return live
+
+    def _call_failed(self, live: list[Call], permit: Permit, error: EmbeddingError, *, deadline_bound: bool) -> None:
+        if error.reason is Reason.PROVIDER_TIMEOUT and deadline_bound:
+            # The callers' deadline, not the provider, set this limit: no verdict on the provider.
+            error = EmbeddingError(
+                Reason.DEADLINE_EXCEEDED, f"provider did not answer before the deadline ({error.message})"
+            )
+            self._breaker.abandoned(permit)
+        elif error.provider_fault:
+            self._breaker_outcome(permit, error)
+        else:
+            self._breaker.abandoned(permit)
+        self._meter.counters.call_failures += 1
+        self._meter.counters.failure(error.reason)
+        log.warning(
+            "embedding call failed",
+            extra={
+                "reason": error.reason.value,
+                "provider": self._info.provider,
+                "texts": sum(len(c.request.texts) for c in live),
+            },
+        )
+        self._fail(live, error)
+
+    def _breaker_outcome(self, permit: Permit, error: EmbeddingError | None) -> None:
+        before = self._breaker.state
+        if error is None:
+            self._breaker.succeeded(permit)
+        else:
+            self._breaker.failed(permit, error.reason.value)
+        after = self._breaker.state
+        if after is not before:
+            snap = self._breaker.snapshot()
+            log.warning(
+                "embedding circuit %s",
+                after.value,
+                extra={"breaker": after.value, "last_failure": snap.last_failure},
+            )
+
+    @staticmethod
+    def _fail(calls: list[Call], error: EmbeddingError) -> None:
+        for call in calls:
+            _answer(call, error=error)
