@@ -11,20 +11,36 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Literal
 
 import asyncpg
 import msgspec
 
 from actors.embedder import Embedder
+from actors.embedding.errors import Reason
 from actors.index_manager import IndexManager
-from actors.kernel.supervisor import ChildState, Supervisor
+from actors.kernel.supervisor import ChildState, Supervisor, SupervisorGaveUp
 from daemon.config import Config
 from daemon.metrics import Metrics
 from daemon.store import db
 
 Status = Literal["pass", "warn", "fail"]
 _ORDER: dict[Status, int] = {"pass": 0, "warn": 1, "fail": 2}
+
+
+class ReadinessReason(StrEnum):
+    """Why a check of the daemon's own parts fails (stable codes: /readyz bodies show them).
+    The embedding and vector checks report their parts' codes instead: the embedding path's
+    `Reason` (`no_provider` among them), the index's `IndexReason`, the index manager's problems.
+    All of them are listed in `daemon.reasons`."""
+
+    STORE_UNAVAILABLE = "store_unavailable"
+    """PostgreSQL did not answer a ping within `[store] health_timeout_s`."""
+    ACTOR_DOWN = "actor_down"
+    """A supervised actor is not running: starting, restarting or stopped."""
+    SUPERVISOR_GAVE_UP = SupervisorGaveUp.reason
+    """The supervisor stopped restarting its children; the daemon is on its way out (exit 1)."""
 
 
 class Check(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -80,7 +96,7 @@ def store_check(pool: asyncpg.Pool, config: Config, metrics: Metrics) -> CheckFn
         problem = await db.ping(pool, config.store.health_timeout_s)
         metrics.store_up.set(0 if problem else 1)
         return (
-            Check(status="fail", reason="store_unavailable", detail={"error": problem})
+            Check(status="fail", reason=ReadinessReason.STORE_UNAVAILABLE, detail={"error": problem})
             if problem
             else Check(status="pass")
         )
@@ -93,7 +109,7 @@ def embedding_check(embedder: Embedder | None) -> CheckFn:
 
     async def check() -> Check:
         if embedder is None:
-            return Check(status="fail", reason="no_provider", detail={"message": "[embedding] provider = none"})
+            return Check(status="fail", reason=Reason.NO_PROVIDER, detail={"message": "[embedding] provider = none"})
         health = embedder.health()
         detail: dict[str, object] = {"message": health.message, "breaker": health.breaker}
         if health.space is not None:
@@ -113,9 +129,9 @@ def actors_check(supervisor: Supervisor) -> CheckFn:
         states = supervisor.status()
         down: dict[str, object] = {name: str(state) for name, state in states.items() if state != ChildState.RUNNING}
         if not supervisor.alive:
-            return Check(status="fail", reason="supervisor_gave_up", detail=dict(states))
+            return Check(status="fail", reason=ReadinessReason.SUPERVISOR_GAVE_UP, detail=dict(states))
         if down:
-            return Check(status="fail", reason="actor_down", detail=down)
+            return Check(status="fail", reason=ReadinessReason.ACTOR_DOWN, detail=down)
         return Check(status="pass")
 
     return check
@@ -126,7 +142,7 @@ def vector_check(index: IndexManager | None) -> CheckFn:
 
     async def check() -> Check:
         if index is None:
-            return Check(status="fail", reason="no_provider", detail={"message": "provider = none"})
+            return Check(status="fail", reason=Reason.NO_PROVIDER, detail={"message": "provider = none"})
         problem = index.problem()
         detail = index.snapshot()
         if problem is None:
