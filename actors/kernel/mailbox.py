@@ -2,10 +2,11 @@
 
 A :class:`Mailbox` is created by whoever wires the actors together (or by the actor for itself) and
 handed to both the actor and its callers. Callers use :meth:`Mailbox.call` (request and reply),
-:meth:`Mailbox.cast` (request only) or :meth:`Mailbox.post` (several calls in flight at once); the
-actor takes requests inside :meth:`Mailbox.receiving`, one at a time (:meth:`Inbox.receive`, or
-iterating) or in batches (:meth:`Inbox.receive_batch`). The actor holds the mailbox only while it
-is receiving, so a restarted actor picks up the same queue.
+:meth:`Mailbox.cast` (request only; :meth:`Mailbox.cast_nowait` from a callback) or
+:meth:`Mailbox.post` (several calls in flight at once); the actor takes requests inside
+:meth:`Mailbox.receiving`, one at a time (:meth:`Inbox.receive`, or iterating) or in batches
+(:meth:`Inbox.receive_batch`). The actor holds the mailbox only while it is receiving, so a
+restarted actor picks up the same queue.
 
 The guarantees, in the manner of trio's ``_channel.py``:
 
@@ -265,6 +266,17 @@ class Mailbox(Generic[RequestT, ReplyT]):
         """Queue ``request`` and return without waiting for the actor (only for room in the mailbox)."""
         await self._send(Envelope(request, expects_reply=False), lane)
 
+    def cast_nowait(self, request: RequestT, *, lane: int = 0) -> None:
+        """Queue ``request`` from code that cannot wait (a callback); raises
+        :class:`anyio.WouldBlock` when the mailbox is full (or other senders are blocked on it).
+
+        With ``capacity=1`` this is a coalescing wake-up: while one is queued, more add nothing.
+        """
+        self._check(lane)
+        if self._queued >= self.capacity or self._blocked:
+            raise anyio.WouldBlock
+        self._enqueue(Envelope(request, expects_reply=False), lane)
+
     async def post(self, request: RequestT, *, lane: int = 0) -> Envelope[RequestT, ReplyT]:
         """Queue a call and return its envelope without waiting for the reply: for a caller with
         several calls in flight. The caller waits with :meth:`Envelope.wait`, reads
@@ -315,14 +327,19 @@ class Mailbox(Generic[RequestT, ReplyT]):
     # --- internals ----------------------------------------------------------------------------
 
     async def _send(self, envelope: Envelope[RequestT, ReplyT], lane: int) -> None:
-        if not 0 <= lane < len(self._lanes):
-            raise ValueError(f"mailbox of {self.name!r} has no lane {lane}")
-        queue = self._lanes[lane]
-        if self._closed:
-            raise anyio.ClosedResourceError(f"mailbox of {self.name!r} is closed")
+        self._check(lane)
         if self._queued >= self.capacity or self._blocked:
             await self._wait_for_room()
-        queue.append(envelope)
+        self._enqueue(envelope, lane)
+
+    def _check(self, lane: int) -> None:
+        if not 0 <= lane < len(self._lanes):
+            raise ValueError(f"mailbox of {self.name!r} has no lane {lane}")
+        if self._closed:
+            raise anyio.ClosedResourceError(f"mailbox of {self.name!r} is closed")
+
+    def _enqueue(self, envelope: Envelope[RequestT, ReplyT], lane: int) -> None:
+        self._lanes[lane].append(envelope)
         self._queued += 1
         self._wake_receivers()
 

@@ -391,3 +391,14 @@ async def test_post_keeps_several_calls_in_flight_and_serve_skips_withdrawn_ones
     with pytest.raises(ValueError, match="negative"):
         second.result()
     assert handled == [1, -5]
+
+
+async def test_cast_nowait_coalesces_wake_ups_in_a_mailbox_of_one() -> None:
+    mailbox: Mailbox[str, None] = Mailbox(capacity=1)
+    mailbox.cast_nowait("changed")
+    with pytest.raises(anyio.WouldBlock):
+        mailbox.cast_nowait("changed again")  # one wake-up pending is enough
+    async with mailbox.receiving() as inbox:
+        assert [e.request for e in await inbox.receive_batch(math.inf)] == ["changed"]
+    mailbox.cast_nowait("later")
+    assert mailbox.queued == 1
