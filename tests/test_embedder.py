@@ -522,6 +522,42 @@ async def test_graceful_stop_under_the_supervisor_finishes_in_flight_calls(
         assert caught.value.reason is Reason.EMBEDDER_NOT_READY
 
 
+async def test_an_embedder_cancelled_while_a_batch_waits_for_a_slot_fails_it_with_a_reason(
+    service: EmbeddingService, sink: ListSink, backend: str, unit: float
+) -> None:
+    async with serve(service, backend) as (url, client):
+        provider = OpenAIProvider(client, url=f"{url}/v1", model="text-embedding-3-small")
+        settings = EmbedderSettings(timeout_s=10 * unit, max_batch=1, max_wait_s=0.0)
+        embedder = Embedder(provider, usage=sink, settings=settings)
+        waiting: list[EmbeddingError] = []
+        in_calls: list[EmbeddingError] = []
+
+        async def busy(text: str) -> None:
+            with pytest.raises(EmbeddingError) as caught:
+                await embedder.embed([text], purpose="index", namespace="ns1")
+            in_calls.append(caught.value)
+
+        async def wait_for_a_slot() -> None:
+            with pytest.raises(EmbeddingError) as caught:
+                await embedder.embed(["no slot"], purpose="query", namespace="ns1")
+            waiting.append(caught.value)
+
+        async with anyio.create_task_group() as callers:
+            async with anyio.create_task_group() as actor:
+                await actor.start(embedder.run)
+                service.fault, service.delay = "slow", 5 * unit
+                for i in range(HTTP_MAX_CONCURRENCY):
+                    callers.start_soon(busy, f"busy {i}")
+                await anyio.wait_all_tasks_blocked()  # every slot busy
+                callers.start_soon(wait_for_a_slot)
+                await anyio.wait_all_tasks_blocked()  # the dispatcher holds it, waiting for a slot
+                assert embedder.stats().queued_requests == 0
+                actor.cancel_scope.cancel()  # a crash or a restart, not a graceful stop
+            callers.cancel_scope.cancel()
+    assert [error.reason for error in waiting] == [Reason.EMBEDDER_NOT_READY]
+    assert {error.reason for error in in_calls} == {Reason.EMBEDDER_NOT_READY}
+
+
 # --- the real local model ------------------------------------------------------------------
 
 

@@ -97,31 +97,36 @@ class Dispatcher:
         and empty."""
         slots = anyio.Semaphore(max(1, self._info.max_concurrency))
         max_batch, max_wait = self._settings.max_batch, self._settings.max_wait_s
-        while True:
-            try:
-                taken = await inbox.receive_batch(max_batch, weight=texts_in)
-            except anyio.EndOfStream:
-                break
-            batch: list[Call] = []
-            size = self._fill(inbox, batch, self._keep(batch, taken, 0), max_batch)
-            if size == 0:
-                continue
-            # Idle, a request goes at once: any company would come by chance, and waiting for it
-            # would add max_wait to every lone query. Busy, waiting fills the next free slot.
-            if size < max_batch and max_wait > 0 and self.in_flight > 0:
-                with anyio.move_on_after(max_wait):
-                    while size < max_batch:
-                        try:
-                            taken = await inbox.receive_batch(max_batch - size, weight=texts_in)
-                        except anyio.EndOfStream:
-                            break  # stopping: nothing more will come
-                        if not taken:
-                            break  # the next request does not fit: send this batch now
-                        size = self._keep(batch, taken, size)
-            await slots.acquire()
-            size = self._fill(inbox, batch, size, max_batch)
-            self.in_flight += 1
-            calls.start_soon(self._call, batch, slots)
+        batch: list[Call] = []  # taken from the mailbox, not yet handed to a provider call
+        try:
+            while True:
+                try:
+                    taken = await inbox.receive_batch(max_batch, weight=texts_in)
+                except anyio.EndOfStream:
+                    break
+                size = self._fill(inbox, batch, self._keep(batch, taken, 0), max_batch)
+                if size == 0:
+                    continue
+                # Idle, a request goes at once: any company would come by chance, and waiting for
+                # it would add max_wait to every lone query. Busy, waiting fills the next free slot.
+                if size < max_batch and max_wait > 0 and self.in_flight > 0:
+                    with anyio.move_on_after(max_wait):
+                        while size < max_batch:
+                            try:
+                                taken = await inbox.receive_batch(max_batch - size, weight=texts_in)
+                            except anyio.EndOfStream:
+                                break  # stopping: nothing more will come
+                            if not taken:
+                                break  # the next request does not fit: send this batch now
+                            size = self._keep(batch, taken, size)
+                await slots.acquire()
+                size = self._fill(inbox, batch, size, max_batch)
+                self.in_flight += 1
+                calls.start_soon(self._call, batch, slots)
+                batch = []
+        finally:
+            # Stopped (cancelled) while holding a batch: its callers hear it now, with a reason.
+            self._fail(batch, EmbeddingError(Reason.EMBEDDER_NOT_READY, "embedder stopped"))
         log.info("embedder draining stopped: queue empty")
 
     def _fill(self, inbox: Inbox[EmbedRequest, Vectors], batch: list[Call], size: int, max_batch: int) -> int:
