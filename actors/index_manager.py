@@ -15,11 +15,12 @@ A search never waits for any of this: it leases whatever handle is current.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import logging
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -66,6 +67,38 @@ class IndexUnavailable(Exception):
         super().__init__(message)
         self.reason = reason
         self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class _Chunks:
+    """One record's chunks as the catch-up stores them, in chunk order."""
+
+    texts: list[str]
+    inputs: list[str]
+    """What the model embeds for each chunk (the rendered template)."""
+    hashes: list[str]
+
+
+class _TextBudget:
+    """Texts the catch-up may have waiting in the embedder at once; a taker waits for room."""
+
+    def __init__(self, size: int) -> None:
+        self._free = size
+        self._changed = anyio.Condition()
+
+    @contextlib.asynccontextmanager
+    async def taking(self, count: int) -> AsyncIterator[None]:
+        async with self._changed:
+            while self._free < count:
+                await self._changed.wait()
+            self._free -= count
+        try:
+            yield
+        finally:
+            with anyio.CancelScope(shield=True):
+                async with self._changed:
+                    self._free += count
+                    self._changed.notify_all()
 
 
 @dataclass(frozen=True)
@@ -497,19 +530,21 @@ class IndexManager:
             if not batch:
                 return
             cursor = batch[-1].change_seq
-            chunks = [chunk_text(r.body, max_chars=settings.chunk_chars, overlap=settings.chunk_overlap) for r in batch]
-            outcomes = await self._embed_records(batch, chunks)
+            # A body may be megabytes: cutting, rendering and hashing its thousands of chunks is
+            # CPU work that must not hold up the event loop (and with it /livez and the watchdog).
+            prepared = await anyio.to_thread.run_sync(self._prepare, batch)
+            outcomes = await self._embed_records(batch, prepared)
             if any(isinstance(o, EmbedResult) and o.space.key != space.key for o in outcomes):
                 return  # the space changed under us; the next step starts over
             embedded = [
-                (record, texts, outcome.vectors)
-                for record, texts, outcome in zip(batch, chunks, outcomes, strict=True)
+                (record, chunks, outcome.vectors)
+                for record, chunks, outcome in zip(batch, prepared, outcomes, strict=True)
                 if isinstance(outcome, EmbedResult)
             ]
             failures = [(r, o) for r, o in zip(batch, outcomes, strict=True) if isinstance(o, EmbeddingError)]
             refused = records_to_hold(failures, embedded=len(embedded))
             if embedded:
-                items = [(r, c, [hashlib.sha256(t.encode()).hexdigest() for t in c], v) for r, c, v in embedded]
+                items = [(r, c.texts, c.hashes, v) for r, c, v in embedded]
                 self._progress.stored_vectors += await self._store.store_batch(space.key, settings.chunker, items)
                 self._progress.indexed_records += len(embedded)
             if refused:
@@ -526,21 +561,61 @@ class IndexManager:
                 self._progress.last_error = f"{trouble[0].reason}: {trouble[0]}"
                 return  # provider trouble: the next step tries again
 
+    def _prepare(self, batch: list[RecordToIndex]) -> list[_Chunks]:
+        """Blocking (a worker thread): each record's chunks, their model inputs and digests."""
+        assert self._embedder is not None
+        render, settings = self._embedder.render_document, self.settings
+        prepared = []
+        for record in batch:
+            texts = chunk_text(record.body, max_chars=settings.chunk_chars, overlap=settings.chunk_overlap)
+            prepared.append(
+                _Chunks(
+                    texts=texts,
+                    inputs=[render(record.title, text).text for text in texts],
+                    hashes=[hashlib.sha256(text.encode()).hexdigest() for text in texts],
+                )
+            )
+        return prepared
+
     async def _embed_records(
-        self, batch: list[RecordToIndex], chunks: list[list[str]]
+        self, batch: list[RecordToIndex], prepared: list[_Chunks]
     ) -> list[EmbedResult | EmbeddingError]:
-        """One embedder call per record, all at once: a failure is that record's alone."""
+        """One embedder call per record and slice of its chunks, all records at once: a failure
+        is that record's alone.
+
+        A record's slices go one after another, each with the embedder's own deadline, and only
+        what the provider takes in two rounds waits in the embedder: a record of thousands of
+        chunks takes as long as it takes without any call running out of time (as one call for
+        all of them did, on every pass, forever), and a query never waits behind a whole record.
+        """
         assert self._embedder is not None
         embedder = self._embedder
+        step = embedder.settings.max_batch
+        # Two provider rounds of texts in the embedder's queue at most: one call running, the
+        # next one filling. More would only wait there, past their deadline, and keep queries
+        # waiting behind them.
+        queued = _TextBudget(2 * step * max(1, embedder.info.max_concurrency))
         outcomes: dict[int, EmbedResult | EmbeddingError] = {}
 
         async def embed(position: int) -> None:
-            record = batch[position]
-            texts = [embedder.render_document(record.title, chunk).text for chunk in chunks[position]]
+            inputs = prepared[position].inputs
+            namespace = batch[position].namespace
+            parts: list[EmbedResult] = []
             try:
-                outcomes[position] = await embedder.embed(texts, purpose="index", namespace=record.namespace)
+                # At least one call, as before, whatever the chunker returns.
+                for start in range(0, max(len(inputs), 1), step):
+                    texts = inputs[start : start + step]
+                    async with queued.taking(len(texts)):
+                        part = await embedder.embed(texts, purpose="index", namespace=namespace)
+                    if parts and part.space.key != parts[0].space.key:
+                        outcomes[position] = part  # the space changed mid-record: the caller starts over
+                        return
+                    parts.append(part)
             except EmbeddingError as error:
                 outcomes[position] = error
+                return
+            vectors = parts[0].vectors if len(parts) == 1 else np.concatenate([p.vectors for p in parts])
+            outcomes[position] = EmbedResult(vectors, parts[0].space)
 
         async with anyio.create_task_group() as tasks:
             for position in range(len(batch)):
