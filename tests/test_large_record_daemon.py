@@ -56,7 +56,7 @@ def found_by_the_vector_route(daemon: Daemon, namespace: str, record_id: str) ->
 
 class LivezProbe:
     """Asks `/livez` every quarter second from its own thread and connection, as a watchdog or
-    an orchestrator's probe would, and keeps the slowest answer's latency."""
+    an orchestrator's probe would, and records how long each answer took."""
 
     def __init__(self, daemon: Daemon) -> None:
         self._client = httpx.Client(
