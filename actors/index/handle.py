@@ -241,27 +241,6 @@ class Handle:
             tombstones=self._tombstones | {int(s) for s in surrogates},
         )
 
-    def rebase(self, generation: Generation) -> Handle:
-        """A new handle on `generation` keeping what it does not cover.
-
-        Delta rows above the generation's source watermark stay (minus rows it already holds);
-        tombstones stay unless the generation was built past them (at or below its watermark and
-        absent from it). ValueError if the generation is in another space: a space switch starts
-        from `Handle.of` instead.
-        """
-        if generation.space_id != self.space_id:
-            raise ValueError(f"generation {generation.generation_id} is in another vector space")
-        deltas = []
-        for delta in self._deltas:
-            surrogates = delta.id_map.surrogate
-            keep = (surrogates > generation.source_watermark) & (generation.rows_of(surrogates) < 0)
-            deltas.append(delta if keep.all() else delta.restricted(keep))
-        tombstones = np.fromiter(self._tombstones, dtype=np.int64, count=len(self._tombstones))
-        still = (tombstones > generation.source_watermark) | (generation.rows_of(tombstones) >= 0)
-        return Handle(
-            self._space, base=generation, deltas=tuple(deltas), tombstones=frozenset(tombstones[still].tolist())
-        )
-
     def _checked_vectors(self, vectors: Vectors, rows: int) -> Vectors:
         matrix = np.asarray(vectors)
         if matrix.dtype != np.float32 or matrix.ndim != 2 or matrix.shape[1] != self._space.dimension:

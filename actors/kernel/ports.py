@@ -220,7 +220,7 @@ class Pointer(msgspec.Struct, frozen=True, kw_only=True):
 
 @dataclass(frozen=True, slots=True)
 class Holds:
-    """Live records set aside by `VectorStore.hold` whose hold has not ended yet."""
+    """Live records set aside by `IndexHolds.hold` whose hold has not ended yet."""
 
     by_reason: dict[str, int]
     next_end_s: float | None
@@ -228,21 +228,53 @@ class Holds:
     try); None when nothing is held."""
 
 
-class VectorStore(Protocol):
-    """The index manager's durable side (PostgreSQL in the daemon)."""
+class SpaceCatalogue(Protocol):
+    """The vector spaces the store knows (a space is registered before anything is stored in it)."""
 
     async def ensure_space(self, space: VectorSpace) -> None: ...
     async def spaces(self) -> dict[str, object]:
         """Every space the store knows: its id -> its stored spec (for `GET /v1/generations`)."""
         ...
 
-    async def records_to_index(
-        self, space_id: str, chunker: str, limit: int, *, after: int = 0
-    ) -> list[RecordToIndex]: ...
+
+class IndexBacklog(Protocol):
+    """What the catch-up reads and writes: the records still to embed, and their vectors."""
+
+    async def records_to_index(self, space_id: str, chunker: str, limit: int, *, after: int = 0) -> list[RecordToIndex]:
+        """Live records whose current revision has no vectors in the space (cut by `chunker`)
+        yet, in change order after change mark `after`, at most `limit`; held ones (see
+        `IndexHolds.hold`) are not returned."""
+        ...
+
     async def count_to_index(self, space_id: str, chunker: str, *, after: int = 0) -> int:
         """Live records whose current revision has no vectors in the space yet, among those
         changed after change mark `after`; held ones (see `hold`) are not counted."""
         ...
+
+    async def change_mark(self) -> int | None:
+        """The newest committed record change (`change_seq`), or None while a transaction in
+        progress might still commit an older one: every change a later call sees is then above
+        the mark."""
+        ...
+
+    async def refresh_statistics(self) -> None:
+        """Bring the query planner's view of the indexed records up to date."""
+        ...
+
+    async def store_batch(
+        self,
+        space_id: str,
+        chunker: str,
+        items: Sequence[tuple[RecordToIndex, list[str], list[str], npt.NDArray[np.float32]]],
+    ) -> int:
+        """Store (record, chunk texts, their hashes, their vectors) items at once; returns the
+        vectors stored. An item whose revision is no longer live is skipped; a chunk already
+        stored for the same revision and text keeps its surrogate. Ends the items' holds."""
+        ...
+
+
+class IndexHolds(Protocol):
+    """Records the provider will not embed, set aside for a while."""
 
     async def hold(
         self, space_id: str, holds: Sequence[tuple[uuid.UUID, int, str]], *, first_s: float, longest_s: float
@@ -261,37 +293,59 @@ class VectorStore(Protocol):
         has a newer revision); how many went."""
         ...
 
-    async def refresh_statistics(self) -> None:
-        """Bring the query planner's view of the indexed records up to date."""
+
+class DeltaSource(Protocol):
+    """What a handle refresh reads: vectors stored after its watermark, chunks retired since."""
+
+    async def vectors_after(self, space_id: str, dimension: int, after: int, limit: int) -> VectorRows:
+        """Live chunks' vectors in the space with a surrogate above `after`, ascending, at most `limit`."""
         ...
 
-    async def change_mark(self) -> int | None:
-        """The newest committed record change (`change_seq`), or None while a transaction in
-        progress might still commit an older one: every change a later call sees is then above
-        the mark."""
-        ...
-
-    async def store_chunks(
-        self,
-        space_id: str,
-        chunker: str,
-        record: RecordToIndex,
-        texts: list[str],
-        hashes: list[str],
-        vectors: npt.NDArray[np.float32],
-    ) -> int: ...
-    async def store_batch(
-        self,
-        space_id: str,
-        chunker: str,
-        items: Sequence[tuple[RecordToIndex, list[str], list[str], npt.NDArray[np.float32]]],
-    ) -> int: ...
-    async def vectors_after(self, space_id: str, dimension: int, after: int, limit: int) -> VectorRows: ...
     async def newest_live_surrogate(self, space_id: str) -> int:
         """The highest surrogate of a live (not retired) chunk with a vector in the space; 0 if none."""
         ...
 
-    async def retired_surrogates(self, up_to: int) -> npt.NDArray[np.int64]: ...
+    async def retired_surrogates(self, up_to: int) -> npt.NDArray[np.int64]:
+        """Surrogates of retired chunks at or below `up_to` (tombstones for a handle that far)."""
+        ...
+
+
+class BuildSource(Protocol):
+    """What a generation build reads."""
+
+    async def build_snapshot(self, space_id: str, chunker: str, dimension: int) -> tuple[VectorRows, int, int, int]:
+        """In one snapshot: every live chunk's vectors in the space cut by `chunker` (surrogate
+        order), the source watermark (highest surrogate with a vector in the space), the
+        tombstone watermark (highest record change) and the records still to index."""
+        ...
+
+
+class GenerationCatalogue(Protocol):
+    """Verified generations and the pointer to the current one (compare-and-swap)."""
+
+    async def pointer(self) -> Pointer: ...
+    async def generation(self, generation_id: str) -> GenerationRow | None: ...
+    async def generations(self) -> list[GenerationRow]:
+        """Every generation row, newest build first."""
+        ...
+
+    async def add_generation(self, row: GenerationRow) -> None: ...
+    async def move_pointer(self, generation_id: str, expected_version: int) -> bool:
+        """Make `generation_id` current if the pointer is still at `expected_version`: the
+        version goes up by one, the current one becomes `previous` (unless it is the same)."""
+        ...
+
+    async def retire_generation(
+        self, generation_id: str, fence: Callable[[GenerationRow, str | None, str | None], bool]
+    ) -> bool:
+        """Mark a verified generation deleted, never the current one and only if
+        `fence(row, current, previous)` holds with the pointer locked."""
+        ...
+
+
+class RetiredChunks(Protocol):
+    """The rows retired chunks leave behind (the sweeper deletes them once unneeded)."""
+
     async def retired_chunks(self, retired_before: datetime, *, after: int, limit: int) -> npt.NDArray[np.int64]:
         """Surrogates of chunks retired before `retired_before`, above `after`, ascending, at most
         `limit` (what is left of them: the row that tombstones them in older generations)."""
@@ -302,16 +356,15 @@ class VectorStore(Protocol):
         chunk is never deleted); how many went."""
         ...
 
-    async def chunk_texts(self, surrogates: list[int]) -> dict[int, str]: ...
-    async def build_snapshot(self, space_id: str, chunker: str, dimension: int) -> tuple[VectorRows, int, int, int]: ...
-    async def pointer(self) -> Pointer: ...
-    async def generation(self, generation_id: str) -> GenerationRow | None: ...
-    async def generations(self) -> list[GenerationRow]: ...
-    async def add_generation(self, row: GenerationRow) -> None: ...
-    async def move_pointer(self, generation_id: str, expected_version: int) -> bool: ...
-    async def retire_generation(
-        self, generation_id: str, fence: Callable[[GenerationRow, str | None, str | None], bool]
-    ) -> bool: ...
+
+class SweptStore(GenerationCatalogue, IndexHolds, RetiredChunks, Protocol):
+    """What the sweeper needs: generations to retire, stale holds, retired chunks."""
+
+
+class VectorStore(
+    SpaceCatalogue, IndexBacklog, IndexHolds, DeltaSource, BuildSource, GenerationCatalogue, RetiredChunks, Protocol
+):
+    """The index manager's durable side (PostgreSQL in the daemon): every role above."""
 
 
 class BuilderLock(Protocol):

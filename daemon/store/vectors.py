@@ -1,6 +1,6 @@
 """The vector index's PostgreSQL side: chunks and surrogates, stored vectors, generations, the pointer.
 
-Implements `actors.kernel.ports.VectorStore`. Only the holder of the builder lock writes chunks
+Implements `actors.kernel.ports.VectorStore` (each of its roles). Only the holder of the builder lock writes chunks
 and vectors, one record per transaction, so surrogates are committed in increasing order:
 "every vector with a surrogate above W" is then an exact description of what a handle built up
 to W is missing.
@@ -67,6 +67,8 @@ _GENERATION_COLUMNS = ", ".join(GenerationRow.__struct_fields__)
 
 
 class PgVectorStore:
+    """Every role of `actors.kernel.ports.VectorStore` over one asyncpg pool."""
+
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
 
@@ -172,11 +174,6 @@ class PgVectorStore:
             )
         assert row is not None
         return int(row["mark"]) if row["settled"] else None
-
-    async def store_chunks(
-        self, space_id: str, chunker: str, record: RecordToIndex, texts: list[str], hashes: list[str], vectors: Any
-    ) -> int:
-        return await self.store_batch(space_id, chunker, [(record, texts, hashes, vectors)])
 
     async def store_batch(self, space_id: str, chunker: str, items: Any) -> int:
         """Store records' chunks and vectors in one transaction, set-based; returns vectors stored.
@@ -316,14 +313,6 @@ class PgVectorStore:
                 retired_before,
             )
         return int(done.split()[-1])
-
-    async def chunk_texts(self, surrogates: list[int]) -> dict[int, str]:
-        async with db.connection(self._pool) as conn:
-            rows = await conn.fetch(
-                "SELECT surrogate, text FROM chunks WHERE surrogate = ANY($1::bigint[]) AND retired_at IS NULL",
-                surrogates,
-            )
-        return {r["surrogate"]: r["text"] for r in rows}
 
     async def build_snapshot(self, space_id: str, chunker: str, dimension: int) -> tuple[VectorRows, int, int, int]:
         """Everything a new generation holds, read in one snapshot.

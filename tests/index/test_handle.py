@@ -281,26 +281,9 @@ def test_deltas_and_tombstones_make_new_handles(tmp_path: Path) -> None:
         fourth.search(np.ones(9, np.float32), k_records=1, namespace="ns")
 
 
-def test_rebase_keeps_only_what_the_new_generation_lacks(tmp_path: Path) -> None:
+def test_a_handle_refuses_a_base_generation_of_another_space(tmp_path: Path) -> None:
     rng = np.random.default_rng(10)
-    v1 = unit_vectors(rng, 50, 8)
-    first = generation(tmp_path, v1, id_map_for(np.arange(50) + 1), name="g1")
-    delta_vectors = unit_vectors(rng, 30, 8)
-    handle = (
-        Handle.of(first).with_delta(delta_vectors, id_map_for(np.arange(30) + 51)).with_tombstones([3, 60, 75, 200])
-    )
-    # The next generation absorbed surrogates up to 70 (and dropped forgotten 3 and 60).
-    keep = [s for s in range(1, 71) if s not in (3, 60)]
-    all_vectors = np.concatenate([v1, delta_vectors])
-    second = generation(tmp_path, all_vectors[np.array(keep) - 1], id_map_for(keep), name="g2")
-    rebased = handle.rebase(second)
-    assert rebased.base is second
-    kept = np.concatenate([d.id_map.surrogate for d in rebased.deltas])
-    assert sorted(kept.tolist()) == list(range(71, 81)) and rebased.seen == 80
-    assert rebased.tombstones == {75, 200}
     other_space = generation(tmp_path, unit_vectors(rng, 5, 12), id_map_for(np.arange(5)), name="g3")
-    with pytest.raises(ValueError, match="another vector space"):
-        handle.rebase(other_space)
     with pytest.raises(ValueError, match="space"):
         Handle(space(8), base=other_space)
 

@@ -49,7 +49,7 @@ async def store_for(
     texts = [f"{row['body']} part {i}" for i in range(1 + len(row["body"]) % 3)]
     hashes = [hashlib.sha256(t.encode()).hexdigest() for t in texts]
     record = RecordToIndex(rid, row["revision"], row["namespace"], row["title"], row["body"])
-    return await store.store_chunks(space.key, CHUNKER, record, texts, hashes, unit(rng, len(texts)))
+    return await store.store_batch(space.key, CHUNKER, [(record, texts, hashes, unit(rng, len(texts)))])
 
 
 async def test_id_map_properties_over_200_seeded_cases(pool: asyncpg.Pool, tmp_path: Path) -> None:
@@ -80,7 +80,7 @@ async def test_id_map_properties_over_200_seeded_cases(pool: asyncpg.Pool, tmp_p
                 await repo.forget(rid)
         # storing for a revision that is no longer live writes nothing
         stale = RecordToIndex(ids[0], 99, ns, "t", "b")
-        assert await store.store_chunks(SPACE.key, CHUNKER, stale, ["x"], ["h"], unit(rng, 1)) == 0
+        assert await store.store_batch(SPACE.key, CHUNKER, [(stale, ["x"], ["h"], unit(rng, 1))]) == 0
         # the same live chunks in a second space keep their surrogates
         for rid in ids:
             await store_for(store, OTHER, repo, rid, rng)
