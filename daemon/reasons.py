@@ -30,8 +30,8 @@ REASON_ENUMS: Final[tuple[type[StrEnum], ...]] = (
     IndexReason,  # the vector index: /readyz, degraded routes, error bodies
     ReadinessReason,  # /readyz checks of the store and the supervised actors
 )
-"""The enums whose members reach clients or operators. The index manager's problems and the
-duplicate check's skip reason are still plain strings in their modules (issue 18 item 5)."""
+"""The enums whose members reach clients or operators. The duplicate check's skip reason is
+still a plain string in its module (issue 18 item 5)."""
 
 SHARED_CODES: Final[Mapping[str, str]] = {
     "store_unavailable": "PostgreSQL did not answer: an error code, a degraded route, a failed check",

@@ -42,6 +42,12 @@ class IndexReason(StrEnum):
     """A generation's files do not match its pointer row or cannot be read: never served."""
     VECTOR_INDEX_BUILD_FAILED = "vector_index_build_failed"
     """A build was refused or failed its own verification; the previous generation keeps serving."""
+    NO_VERIFIED_GENERATION = "no_verified_generation"
+    """Nothing is searchable yet: no generation is loaded and no vector has been stored."""
+    VECTOR_SPACE_REBUILDING = "vector_space_rebuilding"
+    """The configured model cannot query the generation serving; one in its space is being built."""
+    EMBEDDER_UNAVAILABLE = "embedder_unavailable"
+    """The embedder has no vector space yet and gave no reason of its own."""
 
 
 class Corruption(StrEnum):

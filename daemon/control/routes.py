@@ -11,7 +11,7 @@ import msgspec
 from aiohttp import web
 
 from actors.index.manifest import GenerationCorrupt, is_valid_generation_id
-from actors.index_manager import IndexManager
+from actors.index_manager import GenerationNotFound, IndexManager, PointerMoved, SpaceMismatch
 from actors.kernel.ports import GenerationRow
 from actors.recall_policy import NothingAnswered
 from daemon.config import Config
@@ -368,13 +368,13 @@ async def activate(request: web.Request) -> web.Response:
         raise not_found(f"generation {generation_id[:80]!r}")
     try:
         row = await index.activate(generation_id)
-    except LookupError as exc:
+    except GenerationNotFound as exc:
         raise not_found(f"generation {generation_id!r}") from exc
     except GenerationCorrupt as exc:
         raise ApiError(409, ErrorCode.VECTOR_INDEX_CORRUPT, str(exc)) from None
-    except ValueError as exc:
+    except SpaceMismatch as exc:
         raise ApiError(409, ErrorCode.SPACE_MISMATCH, str(exc)) from None
-    except RuntimeError as exc:
+    except PointerMoved as exc:
         raise ApiError(409, ErrorCode.CONFLICT, str(exc)) from None
     return ok({"id": row.id, "current": True})
 

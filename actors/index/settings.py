@@ -1,0 +1,88 @@
+"""The index manager's settings: the one place their defaults are written.
+
+`daemon/config.py`'s `[index]` section takes its defaults from here (`defaults()`), and the
+daemon builds the settings from its config with `IndexSettings.from_config`, so a default is
+never restated (tests/pure/test_settings_from_config.py holds the two to that). `actors` cannot
+import `daemon`, hence this direction: the actor owns the meaning of its settings, the config
+file exposes them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Protocol
+
+
+class IndexSettingsSource(Protocol):
+    """The fields of `daemon.config.IndexConfig` the index manager reads (no import of daemon)."""
+
+    @property
+    def chunk_chars(self) -> int: ...
+    @property
+    def chunk_overlap(self) -> int: ...
+    @property
+    def factory(self) -> str: ...
+    @property
+    def compact_share(self) -> float: ...
+    @property
+    def index_batch(self) -> int: ...
+    @property
+    def poll_s(self) -> float: ...
+    @property
+    def recheck_s(self) -> float: ...
+    @property
+    def hold_s(self) -> float: ...
+
+
+CONFIGURED = (
+    "chunk_chars",
+    "chunk_overlap",
+    "factory",
+    "compact_share",
+    "index_batch",
+    "poll_s",
+    "recheck_s",
+    "hold_s",
+)
+"""The settings `[index]` of the config file sets, each under its own name (`root` comes from
+`[index] directory` and the data directory; the others are not configurable)."""
+
+
+@dataclass(frozen=True)
+class IndexSettings:
+    root: Path
+    """Where generation directories live (shared by every daemon on this database)."""
+    chunk_chars: int = 1000
+    chunk_overlap: int = 150
+    factory: str = "Flat"
+    """FAISS factory for generations; e.g. "HNSW32" for large corpora."""
+    compact_share: float = 0.2
+    """Build a new generation when the delta holds more than this share of the base."""
+    index_batch: int = 16
+    """Records chunked and embedded per step of the catch-up."""
+    poll_s: float = 2.0
+    recheck_s: float = 60.0
+    """Once every record is indexed, steps look only at records changed since; this often they
+    read every live record again anyway."""
+    hold_s: float = 600.0
+    """A record the provider will not embed is tried again after this long, then after twice as
+    long each time (at most a day); a new revision of it is tried at once."""
+    delta_page: int = 5000
+    quiet_s: float = 1.0
+    """An automatic build waits until no change has arrived for this long (a burst of writes
+    becomes one generation, not several)."""
+
+    @property
+    def chunker(self) -> str:
+        """Names how chunks were cut: chunks of another chunker are other chunks."""
+        return f"c1:{self.chunk_chars}:{self.chunk_overlap}"
+
+    @classmethod
+    def from_config(cls, config: IndexSettingsSource, *, root: Path) -> IndexSettings:
+        return replace(cls(root=root), **{name: getattr(config, name) for name in CONFIGURED})
+
+
+def defaults() -> IndexSettings:
+    """The settings with every default: what `[index]` of the config file starts from."""
+    return IndexSettings(root=Path())
