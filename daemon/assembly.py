@@ -84,16 +84,9 @@ def assemble(
             PgVectorStore(pool),
             PgBuilderLock(dsn),
             embedder,
-            IndexSettings(
+            IndexSettings.from_config(
+                config.index,
                 root=Path(config.index.directory) if config.index.directory else data_dir / "generations",
-                chunk_chars=config.index.chunk_chars,
-                chunk_overlap=config.index.chunk_overlap,
-                factory=config.index.factory,
-                compact_share=config.index.compact_share,
-                index_batch=config.index.index_batch,
-                poll_s=config.index.poll_s,
-                recheck_s=config.index.recheck_s,
-                hold_s=config.index.hold_s,
             ),
             new_generation_id=new_generation_id,
             on_swap=lambda why: metrics.handle_swaps.labels(why=why.split()[0]).inc(),

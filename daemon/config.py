@@ -1,8 +1,11 @@
 """recalld's configuration: one TOML file, overridable by environment, checked at start.
 
-Every default lives here and only here. `config/recalld.toml` documents the same values; a
-test keeps the two in step. Loading is pure apart from reading the file: it returns a frozen
-`Config` or raises `ConfigError` whose message names the offending field path.
+Every default lives here and only here, but for the settings an actor reads: those are the
+actor's (`EmbedderSettings`, `IndexSettings`), and the sections here take them from there, since
+`actors` cannot import `daemon` (tests/pure/test_settings_from_config.py holds each section to its settings).
+`config/recalld.toml` documents the same values; a test keeps the two in step. Loading is pure
+apart from reading the file: it returns a frozen `Config` or raises `ConfigError` whose message
+names the offending field path.
 """
 
 from __future__ import annotations
@@ -16,7 +19,9 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 
+from actors.embedding.settings import EmbedderSettings
 from actors.embedding.template import TEMPLATES
+from actors.index.settings import defaults as index_defaults
 
 ENV_PREFIX = "RECALLD_"
 # Every RECALLD_ variable that is not a config key: the CLI's socket (daemon/paths.py) and the
@@ -27,6 +32,10 @@ CLI_ENV = frozenset({"RECALLD_SOCKET", "RECALLD_CONFIG"})
 PositiveFloat = Annotated[float, Meta(gt=0)]
 Seconds = Annotated[float, Meta(gt=0, le=86_400)]
 Port = Annotated[int, Meta(ge=0, le=65_535)]
+
+# The actors' own defaults, which `[embedding]` and `[index]` take rather than restate.
+_EMBEDDER = EmbedderSettings()
+_INDEX = index_defaults()
 
 
 class _Section(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
@@ -80,14 +89,14 @@ class EmbeddingConfig(_Section, frozen=True):
     model: str = ""
     """Empty: the provider's default (the local model: all-MiniLM-L6-v2)."""
     api_key: str = ""
-    timeout_s: Seconds = 30.0
-    max_batch: Annotated[int, Meta(ge=1, le=4096)] = 32
-    max_wait_ms: Annotated[float, Meta(ge=0, le=10_000)] = 5.0
-    rate_per_s: Annotated[float, Meta(ge=0)] = 0.0
+    timeout_s: Seconds = _EMBEDDER.timeout_s
+    max_batch: Annotated[int, Meta(ge=1, le=4096)] = _EMBEDDER.max_batch
+    max_wait_ms: Annotated[float, Meta(ge=0, le=10_000)] = _EMBEDDER.max_wait_s * 1000.0
+    rate_per_s: Annotated[float, Meta(ge=0)] = _EMBEDDER.rate_per_s
     """Provider calls per second; 0 means unlimited."""
-    breaker_failures: Annotated[int, Meta(ge=1, le=1000)] = 5
-    breaker_reset_s: Seconds = 30.0
-    template_version: Annotated[int, Meta(ge=1)] = 1
+    breaker_failures: Annotated[int, Meta(ge=1, le=1000)] = _EMBEDDER.breaker_failures
+    breaker_reset_s: Seconds = _EMBEDDER.breaker_reset_s
+    template_version: Annotated[int, Meta(ge=1)] = _EMBEDDER.template_version
     # bounded, so never inf: at most a million units per 1,000 tokens
     prices: dict[str, Annotated[float, Meta(ge=0, le=1e12)]] = {}
     """Model name -> cost in micro-units per 1,000 input tokens; a model not listed costs 0."""
@@ -153,17 +162,17 @@ class RecallConfig(_Section, frozen=True):
 class IndexConfig(_Section, frozen=True):
     directory: str = ""
     """Where generations live; empty: <data_dir>/generations. Daemons sharing one PostgreSQL share it."""
-    factory: Annotated[str, Meta(pattern=r"^(Flat|HNSW[0-9]+)$")] = "Flat"
+    factory: Annotated[str, Meta(pattern=r"^(Flat|HNSW[0-9]+)$")] = _INDEX.factory
     """FAISS index type of new generations: Flat (exact) or HNSW<M> for large corpora."""
-    compact_share: Annotated[float, Meta(gt=0, le=10)] = 0.2
+    compact_share: Annotated[float, Meta(gt=0, le=10)] = _INDEX.compact_share
     """Build a new generation when the delta holds more than this share of the base."""
-    chunk_chars: Annotated[int, Meta(ge=100, le=100_000)] = 1000
-    chunk_overlap: Annotated[int, Meta(ge=0, le=10_000)] = 150
-    index_batch: Annotated[int, Meta(ge=1, le=1000)] = 16
-    poll_s: Seconds = 2.0
-    recheck_s: Seconds = 60.0
+    chunk_chars: Annotated[int, Meta(ge=100, le=100_000)] = _INDEX.chunk_chars
+    chunk_overlap: Annotated[int, Meta(ge=0, le=10_000)] = _INDEX.chunk_overlap
+    index_batch: Annotated[int, Meta(ge=1, le=1000)] = _INDEX.index_batch
+    poll_s: Seconds = _INDEX.poll_s
+    recheck_s: Seconds = _INDEX.recheck_s
     """Once every record is indexed, polls read only records changed since, and all of them this often."""
-    hold_s: Seconds = 600.0
+    hold_s: Seconds = _INDEX.hold_s
     """A record the provider will not embed waits this long before it is tried again (doubling, at most a day)."""
 
 

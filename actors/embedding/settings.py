@@ -2,6 +2,11 @@
 
 Plain data, so that the daemon can build settings from its config and encode the reports into
 /readyz and /metrics without knowing the actor's insides.
+
+`EmbedderSettings` is the one place its defaults are written: `[embedding]` of
+`daemon/config.py` takes its defaults from an `EmbedderSettings()` and the daemon builds the
+settings with `from_config` (`actors` cannot import `daemon`, hence this direction;
+tests/pure/test_settings_from_config.py holds the two to agreeing).
 """
 
 from __future__ import annotations
@@ -13,7 +18,6 @@ from typing import Literal, Protocol
 
 import msgspec
 
-from actors.embedding import template as templates
 from actors.embedding.validation import NORM_TOLERANCE
 from actors.kernel.ports import VectorSpace
 
@@ -50,7 +54,9 @@ class EmbedderSettings:
     rate_per_s: float = 0.0
     breaker_failures: int = 5
     breaker_reset_s: float = 30.0
-    template_version: int = templates.LATEST_VERSION
+    template_version: int = 1
+    """The input template a deployment starts on. Never `LATEST_VERSION`: a new template is a new
+    vector space and re-embeds every record, so an operator chooses it; an upgrade must not."""
     prices: Mapping[str, float] = field(default_factory=dict)
     builder_version: int = 1
     """Goes into the VectorSpace; the index manager's builder owns its meaning."""
