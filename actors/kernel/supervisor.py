@@ -255,13 +255,8 @@ class Supervisor:
             if run.handled:
                 continue  # stopped by us, or a crash before ready that _start already handled
             run.handled = True
-            spec = run.spec
-            self._emit(EventKind.EXITED, spec.name, run.error)
-            if not self._should_restart(spec, run.error):
-                self._states[spec.name] = ChildState.FAILED if run.error is not None else ChildState.STOPPED
+            if not self._restarts_after_exit(run):
                 continue
-            self._states[spec.name] = ChildState.RESTARTING
-            self._count_restart(spec.name, run.error)
             if self._options.strategy is Strategy.ONE_FOR_ONE:
                 await self._start(tg, exits_send, run.index, cause=run.error, restart=True)
                 continue
@@ -303,11 +298,8 @@ class Supervisor:
                 self._emit(EventKind.STARTED, spec.name)
                 return
             run.handled = True
-            self._emit(EventKind.EXITED, spec.name, run.error)
-            if not self._should_restart(spec, run.error):
-                self._states[spec.name] = ChildState.FAILED if run.error is not None else ChildState.STOPPED
+            if not self._restarts_after_exit(run):
                 return
-            self._count_restart(spec.name, run.error)
             cause, restart = run.error, True
 
     async def _run_child(self, run: _ChildRun, exits_send: MemoryObjectSendStream[_ChildRun]) -> None:
@@ -347,6 +339,19 @@ class Supervisor:
             name = self._specs[index].name
             if self._states[name] is not ChildState.FAILED:
                 self._states[name] = ChildState.STOPPED
+
+    def _restarts_after_exit(self, run: _ChildRun) -> bool:
+        """The restart decision for a child that ended on its own, whether it was running or
+        still starting: report the exit, then either settle its final state (False) or count
+        one restart against the intensity (True; SupervisorGaveUp once it is exceeded)."""
+        spec = run.spec
+        self._emit(EventKind.EXITED, spec.name, run.error)
+        if not self._should_restart(spec, run.error):
+            self._states[spec.name] = ChildState.FAILED if run.error is not None else ChildState.STOPPED
+            return False
+        self._states[spec.name] = ChildState.RESTARTING
+        self._count_restart(spec.name, run.error)
+        return True
 
     def _should_restart(self, spec: ChildSpec, error: BaseException | None) -> bool:
         if spec.restart is Restart.PERMANENT:
