@@ -56,6 +56,7 @@ class _Chunk:
 class _Hold:
     revision: int
     reason: str
+    held_at: float
     retry_at: float
     attempts: int = 1
 
@@ -218,7 +219,7 @@ class FakeVectorStore:
             earlier = self.db.holds.get((space_id, record_id))
             attempts = earlier.attempts if earlier is not None and earlier.revision == revision else 0
             wait = min(longest_s, first_s * 2**attempts)
-            self.db.holds[(space_id, record_id)] = _Hold(revision, reason, now + wait, attempts + 1)
+            self.db.holds[(space_id, record_id)] = _Hold(revision, reason, now, now + wait, attempts + 1)
 
     async def held(self, space_id: str) -> Holds:
         now = self.db.clock()

@@ -1,0 +1,383 @@
+"""The index manager on fakes: catch-up, holds and their back-off, the build trigger, a follower
+following the pointer, rollback, a crash mid-build.
+
+The store and the builder lock are the in-memory fakes of `kernel.fakes` (pinned to PostgreSQL by
+`tests/kernel/test_port_contracts.py`); the embedder is the real actor over an in-process
+provider; FAISS is real. Trio's MockClock jumps over every wait, so hours of holds and poll
+timers take no real time. While a worker thread runs (chunking, a FAISS build) the mock clock
+may still jump, so time is asserted only as bounds far from the poll interval.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Self
+
+import anyio
+import numpy as np
+import numpy.typing as npt
+import pytest
+from kernel.fakes import FakeDatabase, FakeLockServer, FakeRecords, FakeVectorStore
+from trio.testing import MockClock
+
+from actors.chunking import chunk_text
+from actors.embedder import Embedder, EmbedderSettings
+from actors.embedding.errors import EmbeddingError, Reason
+from actors.embedding.template import render_document
+from actors.index.builds import GenerationNotFound
+from actors.index.manifest import GenerationCorrupt
+from actors.index_manager import IndexManager, IndexSettings
+from actors.kernel.ports import GenerationRow, ProviderBatch, ProviderInfo, UsageRow
+
+pytestmark = pytest.mark.anyio
+
+DIM = 8
+POISON = "POISON"
+"""A chunk containing this comes back from the provider as NaN: its record's input is at fault."""
+
+
+@pytest.fixture
+def anyio_backend() -> object:
+    return ("trio", {"clock": MockClock(autojump_threshold=0)})
+
+
+class WordsProvider:
+    """An in-process embedding provider: a text's vector is a pure function of the text."""
+
+    def __init__(self) -> None:
+        self.down = False
+        """Every call fails with `provider_unavailable` while set."""
+
+    def describe(self) -> ProviderInfo:
+        return ProviderInfo(provider="test", model="words")
+
+    async def embed(self, texts: Sequence[str], *, timeout: float) -> ProviderBatch:  # noqa: ASYNC109
+        await anyio.lowlevel.checkpoint()
+        if self.down:
+            raise EmbeddingError(Reason.PROVIDER_UNAVAILABLE, "the provider is down")
+        return ProviderBatch(vectors=np.stack([vector_of(t) for t in texts]), input_tokens=len(texts))
+
+    async def aclose(self) -> None:
+        pass
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        pass
+
+
+def vector_of(text: str) -> npt.NDArray[np.float32]:
+    if POISON in text:
+        return np.full(DIM, np.nan, np.float32)
+    seed = int(hashlib.sha256(text.encode()).hexdigest()[:8], 16)
+    v = np.random.default_rng(seed).standard_normal(DIM).astype(np.float32)
+    return v / np.linalg.norm(v)
+
+
+class ListSink:
+    def __init__(self) -> None:
+        self.rows: list[UsageRow] = []
+
+    async def record(self, rows: Sequence[UsageRow]) -> None:
+        self.rows.extend(rows)
+
+
+SETTINGS = {"chunk_chars": 200, "chunk_overlap": 20, "index_batch": 4, "poll_s": 2.0, "quiet_s": 1.0}
+SETTINGS |= {"hold_s": 600.0, "recheck_s": 1e6}
+
+
+@dataclass
+class Cluster:
+    """Daemons sharing one database, one builder lock and one generations directory."""
+
+    root: Path
+    db: FakeDatabase = field(default_factory=FakeDatabase)
+    locks: FakeLockServer = field(default_factory=FakeLockServer)
+    provider: WordsProvider = field(default_factory=WordsProvider)
+    ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+
+    @property
+    def records(self) -> FakeRecords:
+        return FakeRecords(self.db)
+
+    @asynccontextmanager
+    async def daemon(self, store: FakeVectorStore | None = None, **settings: float) -> AsyncIterator[IndexManager]:
+        """An embedder and an index manager running until the block ends (a crash, if it raises)."""
+        embedder = Embedder(self.provider, usage=ListSink(), settings=EmbedderSettings(max_wait_s=0.0))
+        lock = self.locks.lock()
+        manager = IndexManager(
+            store or FakeVectorStore(self.db),
+            lock,
+            embedder,
+            IndexSettings(root=self.root, **{**SETTINGS, **settings}),
+            new_generation_id=lambda: f"g{next(self.ids)}",
+        )
+        try:
+            async with anyio.create_task_group() as tasks:
+                await tasks.start(embedder.run)
+                await tasks.start(manager.run)
+                yield manager
+                tasks.cancel_scope.cancel()
+        finally:
+            lock.drop()  # a daemon's lock goes with it, even when it dies
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Cluster:
+    return Cluster(tmp_path / "generations")
+
+
+async def until(condition: Callable[[], bool], what: str, *, real_s: float = 20.0) -> None:
+    """Wait for `condition`, re-checked every mock second; the bound is real time, since a
+    worker thread lets the mock clock run."""
+    give_up = time.monotonic() + real_s
+    while not condition():
+        assert time.monotonic() < give_up, f"never: {what}"
+        await anyio.sleep(1.0)
+
+
+def body(words: int, seed: int) -> str:
+    return " ".join(f"w{seed}x{i}" for i in range(words))
+
+
+def chunks_of(text: str) -> int:
+    return len(chunk_text(text, max_chars=int(SETTINGS["chunk_chars"]), overlap=int(SETTINGS["chunk_overlap"])))
+
+
+def current_generation(manager: IndexManager) -> str | None:
+    handle = manager.cell.current()
+    return None if handle is None or handle.base is None else handle.base.manifest.generation_id
+
+
+def live_chunks(cluster: Cluster) -> int:
+    return sum(1 for c in cluster.db.chunks.values() if c.retired_at is None)
+
+
+async def find(manager: IndexManager, text: str, namespace: str = "ns") -> uuid.UUID | None:
+    hits, _ = await manager.search(vector_of(text), namespace=namespace, k_records=1)
+    return hits[0].record_id if hits else None
+
+
+# -- catch-up and holds
+
+
+def rendered(title: str, text: str) -> str:
+    """What the model embeds for a record's first chunk."""
+    first = chunk_text(text, max_chars=int(SETTINGS["chunk_chars"]), overlap=int(SETTINGS["chunk_overlap"]))[0]
+    return render_document(title, first, version=1).text
+
+
+CATCH_UP = [
+    # (case, bodies, index_batch, vectors stored, held, pending after)
+    ("three short records, two per batch", ["a", "b", "c"], 2, 3, {}, 0),
+    ("long bodies are cut into chunks", [body(120, 1), body(60, 2), "short"], 4, 7, {}, 0),
+    ("one refused record of three is held", ["a", f"b {POISON}", "c"], 4, 2, {"embedding_not_finite": 1}, 1),
+    (
+        "refused records in batches of one are each held",
+        [f"a {POISON}", f"b {POISON}", "c"],
+        1,
+        1,
+        {"embedding_not_finite": 2},
+        2,
+    ),
+    # Two refused and none embedded says more about the provider than the inputs: nothing is
+    # held, the pass ends there, and the batch is tried again at the next step.
+    ("a whole batch refused is not held and ends the pass", [f"a {POISON}", f"b {POISON}", "c"], 2, 0, {}, 3),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "bodies", "batch", "stored", "held", "pending"), CATCH_UP, ids=[c[0] for c in CATCH_UP]
+)
+async def test_the_catch_up_stores_every_record_it_can_and_holds_refused_inputs(
+    cluster: Cluster, case: str, bodies: list[str], batch: int, stored: int, held: dict[str, int], pending: int
+) -> None:
+    ids = [await cluster.records.create("ns", f"Record {i}", text) for i, text in enumerate(bodies)]
+    async with cluster.daemon(index_batch=batch) as manager:
+        await until(lambda: manager.full_passes >= 1, "a first step")
+        await until(lambda: live_chunks(cluster) == stored and manager.pending == pending, "caught up")
+        await anyio.sleep(30)  # more steps change nothing
+        assert (live_chunks(cluster), manager.pending, manager.held) == (stored, pending, held)
+        handle = manager.cell.current()
+        assert (handle.count if handle else 0) == stored
+        for i, (record_id, text) in enumerate(zip(ids, bodies, strict=True)):
+            if stored and POISON not in text:
+                assert await find(manager, rendered(f"Record {i}", text)) == record_id
+
+
+async def test_a_held_record_is_retried_when_its_hold_ends_and_the_wait_doubles(cluster: Cluster) -> None:
+    refused = await cluster.records.create("ns", "Refused", f"nothing {POISON}")
+    await cluster.records.create("ns", "Fine", "fine")
+    async with cluster.daemon() as manager:
+        await until(lambda: manager.held == {"embedding_not_finite": 1}, "the refused record is held")
+        space = next(iter(cluster.db.spaces))
+        holds = []
+        for attempt in (1, 2, 3):
+            await until(lambda a=attempt: cluster.db.holds[(space, refused)].attempts == a, f"attempt {attempt}")
+            holds.append(cluster.db.holds[(space, refused)])
+        for earlier, later in itertools.pairwise(holds):
+            assert later.held_at >= earlier.retry_at, "not tried again before its hold ended"
+            # retried because the hold ended, not at the next full recheck (`recheck_s`); the
+            # bound is loose because the mock clock runs on while a worker thread chunks
+            assert later.held_at - earlier.retry_at < SETTINGS["recheck_s"] / 10
+        assert [round(h.retry_at - h.held_at) for h in holds] == [600, 1200, 2400]
+        assert manager.pending == 1
+
+        await cluster.records.update(refused, "Refused", "mended")  # a new revision is tried at once
+        manager.wake()
+        await until(lambda: manager.pending == 0 and manager.held == {}, "the new revision indexed")
+
+
+async def test_provider_trouble_ends_a_pass_and_the_next_step_resumes(cluster: Cluster) -> None:
+    async with cluster.daemon() as manager:
+        await until(lambda: manager.full_passes >= 1, "a first step")
+        cluster.provider.down = True
+        for i in range(3):
+            await cluster.records.create("ns", f"R{i}", f"body {i}")
+        manager.wake()
+        await until(lambda: manager.pending == 3 and manager.snapshot()["last_error"] is not None, "the failure seen")
+        assert manager.held == {} and live_chunks(cluster) == 0, "provider trouble holds nothing"
+        cluster.provider.down = False
+        await until(lambda: manager.pending == 0 and live_chunks(cluster) == 3, "resumed")
+
+
+# -- building generations
+
+
+BUILDS = [
+    # (case, first records, records added later, generations built): the delta is compacted
+    # once it holds more than `compact_share` (0.2) of the base
+    ("nothing written, nothing built", 0, 0, 0),
+    ("the first records make the first generation", 10, 0, 1),
+    ("a delta of 2 on 10 waits", 10, 2, 1),
+    ("a delta of 3 on 10 is compacted", 10, 3, 2),
+]
+
+
+@pytest.mark.parametrize(("case", "first", "later", "built"), BUILDS, ids=[b[0] for b in BUILDS])
+async def test_a_generation_is_built_when_caught_up_and_quiet_or_when_the_delta_outgrows_the_base(
+    cluster: Cluster, case: str, first: int, later: int, built: int
+) -> None:
+    for i in range(first):
+        await cluster.records.create("ns", f"First {i}", f"first {i}")
+    async with cluster.daemon() as manager:
+        await until(lambda: manager.cell.current() is not None or first == 0, "a handle")
+        await until(lambda: manager.pending == 0 and live_chunks(cluster) == first, "caught up")
+        if first:
+            await until(lambda: current_generation(manager) == "g1", "the first generation")
+        for i in range(later):
+            await cluster.records.create("ns", f"Later {i}", f"later {i}")
+        manager.wake()
+        await until(lambda: live_chunks(cluster) == first + later, "the later records stored")
+        await anyio.sleep(60)  # a minute of polls: any build due has started
+        await until(lambda: all(b.state not in ("queued", "running") for b in manager.builds()), "builds ended")
+        assert len(cluster.db.generations) == built
+        assert [b.state for b in manager.builds()] == ["done"] * built
+        handle = manager.cell.current()
+        assert (handle.count if handle else 0) == first + later
+
+
+async def test_a_requested_rebuild_runs_and_the_pointer_keeps_the_previous(cluster: Cluster) -> None:
+    for i in range(3):
+        await cluster.records.create("ns", f"R{i}", f"body {i}")
+    async with cluster.daemon() as manager:
+        await until(lambda: current_generation(manager) == "g1", "the first generation")
+        status = manager.request_rebuild()
+        await until(lambda: current_generation(manager) == "g2", "the requested one")
+        assert (status.state, status.reason, status.generation) == ("done", "requested", "g2")
+        assert (cluster.db.current, cluster.db.previous) == ("g2", "g1")
+
+
+# -- following the pointer, rolling back
+
+
+async def test_a_follower_serves_what_the_builder_builds_and_stores(cluster: Cluster) -> None:
+    for i in range(4):
+        await cluster.records.create("ns", f"R{i}", f"body {i}")
+    async with cluster.daemon() as builder:
+        await until(lambda: current_generation(builder) == "g1", "the builder's generation")
+        async with cluster.daemon() as follower:
+            assert builder.is_builder
+            await until(lambda: current_generation(follower) == "g1", "the follower follows the pointer")
+            assert not follower.is_builder
+            added = await cluster.records.create("ns", "Added", "added later")
+            builder.wake()
+            await until(lambda: live_chunks(cluster) == 5, "the builder stored it")
+            follower.wake()  # as the record notification does
+            await until(lambda: (h := follower.cell.current()) is not None and h.count == 5, "the follower's delta")
+            assert await find(follower, rendered("Added", "added later")) == added
+            assert len(cluster.db.generations) == 1, "the follower built nothing"
+
+
+async def test_activate_rolls_back_and_the_delta_since_keeps_every_record_searchable(cluster: Cluster) -> None:
+    for i in range(5):
+        await cluster.records.create("ns", f"R{i}", f"body {i}")
+    async with cluster.daemon() as manager:
+        await until(lambda: current_generation(manager) == "g1", "g1")
+        for i in range(5, 10):
+            await cluster.records.create("ns", f"R{i}", f"body {i}")
+        manager.wake()
+        await until(lambda: current_generation(manager) == "g2", "g2 compacts the delta")
+        await until(lambda: (h := manager.cell.current()) is not None and h.delta_count == 0, "g2 serving")
+        assert (cluster.db.current, cluster.db.previous) == ("g2", "g1")
+
+        row = await manager.activate("g1")
+        assert isinstance(row, GenerationRow) and row.id == "g1"
+        await until(lambda: current_generation(manager) == "g1", "g1 serving again")
+        await until(lambda: (h := manager.cell.current()) is not None and h.count == 10, "and its delta")
+        handle = manager.cell.current()
+        assert handle is not None and handle.count == 10 and handle.delta_count == 5
+        assert (cluster.db.current, cluster.db.previous) == ("g1", "g2")
+        assert await find(manager, rendered("R7", "body 7")) is not None
+
+        with pytest.raises(GenerationNotFound):
+            await manager.activate("g9")
+        (cluster.root / "g2" / "manifest.json").write_text("{}")
+        with pytest.raises(GenerationCorrupt):
+            await manager.activate("g2")
+        assert cluster.db.current == "g1"
+
+
+class StalledStore(FakeVectorStore):
+    """The store as a daemon that dies mid-build sees it: the generation's row never lands."""
+
+    def __init__(self, db: FakeDatabase) -> None:
+        super().__init__(db)
+        self.stalled = anyio.Event()
+
+    async def add_generation(self, row: GenerationRow) -> None:
+        self.stalled.set()
+        await anyio.sleep_forever()
+
+
+async def test_a_crash_mid_build_leaves_the_previous_generation_and_a_restart_builds_again(cluster: Cluster) -> None:
+    for i in range(3):
+        await cluster.records.create("ns", f"R{i}", f"body {i}")
+    async with cluster.daemon() as manager:
+        await until(lambda: current_generation(manager) == "g1", "g1")
+    stalled = StalledStore(cluster.db)
+    async with cluster.daemon(store=stalled) as manager:
+        for i in range(3, 9):
+            await cluster.records.create("ns", f"R{i}", f"body {i}")
+        manager.wake()
+        await until(stalled.stalled.is_set, "the build reached the store")
+    # the daemon died there: its build's files are written, its row never added
+    assert (cluster.root / "g2").is_dir() and "g2" not in cluster.db.generations
+    assert cluster.db.current == "g1"
+
+    async with cluster.daemon() as restarted:
+        await until(lambda: current_generation(restarted) == "g3", "a new generation beside the orphan")
+        handle = restarted.cell.current()
+        assert handle is not None and handle.count == 9 and handle.delta_count == 0
+        assert cluster.db.current == "g3" and cluster.db.previous == "g1"
