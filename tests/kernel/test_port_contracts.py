@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import inspect
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ from actors.kernel.ports import BuilderLock, GenerationRow, Holds, Pointer, Reco
 from daemon.store.records import RecordFields, RecordRepository
 from daemon.store.vectors import PgBuilderLock, PgVectorStore
 
-from .fakes import FakeDatabase, FakeLockServer, FakeRecords, FakeVectorStore
+from .fakes import FakeBuilderLock, FakeDatabase, FakeLockServer, FakeRecords, FakeVectorStore
 
 pytestmark = pytest.mark.anyio
 
@@ -420,3 +421,37 @@ async def test_one_builder_lock_holder_at_a_time(world: World) -> None:
     assert await second.try_acquire() and second.held
     assert not await first.try_acquire()
     await second.release()
+
+
+# -- the shape of the ports
+
+
+def port_methods(protocol: type) -> dict[str, inspect.Signature]:
+    names = {name for klass in protocol.__mro__ if klass not in (object, Protocol) for name in vars(klass)}
+    return {
+        name: inspect.signature(getattr(protocol, name))
+        for name in sorted(names)
+        if not name.startswith("_") and callable(getattr(protocol, name))
+    }
+
+
+@pytest.mark.parametrize(
+    ("protocol", "implementations"),
+    [(VectorStore, (FakeVectorStore, PgVectorStore)), (BuilderLock, (FakeBuilderLock, PgBuilderLock))],
+)
+def test_the_fake_and_postgresql_take_every_method_of_the_port_as_it_declares_it(
+    protocol: type, implementations: tuple[type, ...]
+) -> None:
+    declared = port_methods(protocol)
+    assert declared, "the port declares methods"
+    for implementation in implementations:
+        for name, signature in declared.items():
+            method = getattr(implementation, name, None)
+            assert method is not None, f"{implementation.__name__} lacks {name}"
+            mine = inspect.signature(method)
+            assert [(p.name, p.kind) for p in mine.parameters.values()] == [
+                (p.name, p.kind) for p in signature.parameters.values()
+            ], f"{implementation.__name__}.{name}"
+            assert inspect.iscoroutinefunction(method) == inspect.iscoroutinefunction(getattr(protocol, name)), name
+        if protocol is BuilderLock:
+            assert isinstance(vars(implementation).get("held"), property)
