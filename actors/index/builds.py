@@ -144,7 +144,9 @@ class Builds:
             return pending == 0 and handle is not None
         if handle.base is None:
             return handle.delta_count > 0 and pending == 0
-        return handle.delta_count > self._settings.compact_share * max(handle.base.count, 1)
+        # Forgotten and replaced vectors count like a delta: a build leaves them out of the files.
+        stale = handle.delta_count + handle.tombstoned_count()
+        return stale > self._settings.compact_share * max(handle.base.count, 1)
 
     async def build(self, space: VectorSpace) -> None:
         """Build a generation of every vector stored in `space` and make it current; the caller

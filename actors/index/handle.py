@@ -176,6 +176,15 @@ class Handle:
         """Vectors in the delta."""
         return sum(delta.count for delta in self._deltas)
 
+    def tombstoned_count(self) -> int:
+        """Vectors this handle holds (base or delta) that it must never return: chunks retired
+        since they were loaded, by forgets and updates. Tombstones of chunks it does not hold
+        (retired before its base was built) do not count."""
+        if not self._tombstones:
+            return 0
+        dead = np.fromiter(self._tombstones, dtype=np.int64, count=len(self._tombstones))
+        return sum(int(np.count_nonzero(part.rows_of(dead) >= 0)) for part in self._parts())
+
     @property
     def seen(self) -> int:
         """The highest surrogate this handle has taken in: the base's source watermark or the

@@ -381,3 +381,29 @@ async def test_a_crash_mid_build_leaves_the_previous_generation_and_a_restart_bu
         handle = restarted.cell.current()
         assert handle is not None and handle.count == 9 and handle.delta_count == 0
         assert cluster.db.current == "g3" and cluster.db.previous == "g1"
+
+
+FORGETS = [
+    # (case, records forgotten of 10, generations built): vectors a generation still holds for
+    # forgotten records count toward `compact_share` like a delta, so they leave its files
+    ("forgetting 2 of 10 waits", 2, 1),
+    ("forgetting 3 of 10 builds them out", 3, 2),
+]
+
+
+@pytest.mark.parametrize(("case", "forgotten", "built"), FORGETS, ids=[f[0] for f in FORGETS])
+async def test_forgotten_vectors_count_toward_compaction(cluster: Cluster, case: str, forgotten: int, built: int) -> None:
+    ids = [await cluster.records.create("ns", f"First {i}", f"first {i}") for i in range(10)]
+    async with cluster.daemon() as manager:
+        await until(lambda: current_generation(manager) == "g1", "the first generation")
+        for record_id in ids[:forgotten]:
+            assert await cluster.records.forget(record_id)
+        manager.wake()
+        await until(lambda: len(manager.cell.current().tombstones) >= forgotten, "the tombstones taken in")  # type: ignore[union-attr]
+        await anyio.sleep(60)  # a minute of polls: any build due has started
+        await until(lambda: all(b.state not in ("queued", "running") for b in manager.builds()), "builds ended")
+        assert len(cluster.db.generations) == built
+        await until(lambda: current_generation(manager) == f"g{built}", "the last generation serving")
+        handle = manager.cell.current()
+        assert handle is not None and handle.base is not None
+        assert handle.base.count == (10 - forgotten if built == 2 else 10)
