@@ -24,11 +24,54 @@ from typing import Any
 import asyncpg
 import httpx
 import pytest
+from trio.testing import MockClock
 
 from daemon.store.embedded import EmbeddedPostgres
 
 ROOT = Path(__file__).resolve().parent.parent
 RECALLD = [sys.executable, "-m", "daemon"]
+
+
+# One anyio backend fixture for the whole suite. A test runs on asyncio only unless it (or its module, via
+# `pytestmark`) carries `@pytest.mark.anyio_backends(...)`: asyncpg, aiohttp and httpx run on asyncio only,
+# so the default is the one every test can take, and trio is opted into where the code under test is pure anyio.
+# On trio the clock is trio's MockClock with autojump (timers of seconds cost no real time and are exact)
+# unless the marker says `real_clock=True`: tests that wait on worker threads or real inference must not
+# have the clock leap past their deadlines while a thread is still busy.
+ANYIO_BACKENDS = ("asyncio", "trio")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "anyio_backends(*names, real_clock=False): the anyio backends a test runs on (default: asyncio only)",
+    )
+
+
+def _backend_names(marker: pytest.Mark | None) -> tuple[str, ...]:
+    names = tuple(marker.args) if marker is not None else ("asyncio",)
+    unknown = set(names) - set(ANYIO_BACKENDS)
+    if not names or unknown:
+        raise pytest.UsageError(f"anyio_backends takes some of {ANYIO_BACKENDS}, got {names}")
+    return names
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "anyio_backend" not in metafunc.fixturenames:
+        return
+    names = _backend_names(metafunc.definition.get_closest_marker("anyio_backends"))
+    # One backend: no parameter, so the test keeps its plain id.
+    if len(names) > 1:
+        metafunc.parametrize("anyio_backend", names, indirect=True)
+
+
+@pytest.fixture
+def anyio_backend(request: pytest.FixtureRequest) -> object:
+    marker = request.node.get_closest_marker("anyio_backends")
+    name = getattr(request, "param", None) or _backend_names(marker)[0]
+    if name == "trio" and not (marker is not None and marker.kwargs.get("real_clock", False)):
+        return ("trio", {"clock": MockClock(autojump_threshold=0)})
+    return name
 
 
 def scratch_dir(prefix: str) -> Path:

@@ -14,7 +14,6 @@ import anyio
 import numpy as np
 import pytest
 from providers.loopback import EmbeddingService, serve, tokens
-from trio.testing import MockClock
 
 from actors.embedder import Embedder, EmbedderSettings, EmbedResult
 from actors.embedding.breaker import BreakerState
@@ -24,14 +23,7 @@ from actors.kernel.supervisor import ChildSpec, Supervisor
 from daemon.providers.http import HTTP_MAX_CONCURRENCY, OllamaProvider, OpenAIProvider
 from daemon.providers.local import LocalProvider
 
-pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture(params=["asyncio", "trio"])
-def anyio_backend(request: pytest.FixtureRequest) -> object:
-    if request.param == "trio":
-        return ("trio", {"clock": MockClock(autojump_threshold=0)})
-    return "asyncio"
+pytestmark = [pytest.mark.anyio, pytest.mark.anyio_backends("asyncio", "trio")]
 
 
 @pytest.fixture
@@ -568,7 +560,7 @@ def model() -> LocalProvider:
     return provider
 
 
-@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])  # real clocks: inference takes real time
+@pytest.mark.anyio_backends("asyncio", "trio", real_clock=True)  # real clocks: inference takes real time
 async def test_local_model_through_the_actor(model: LocalProvider, sink: ListSink) -> None:
     sentences = [f"Sentence number {i} about {'invoices' if i % 2 else 'refunds'}." for i in range(12)]
     embedder = Embedder(model, usage=sink, settings=EmbedderSettings(max_wait_s=0.05))

@@ -1,14 +1,6 @@
 from __future__ import annotations
 
 import pytest
-from trio.testing import MockClock
-
-
-@pytest.fixture(params=["asyncio", "trio"])
-def anyio_backend(request: pytest.FixtureRequest) -> object:
-    if request.param == "trio":
-        return ("trio", {"clock": MockClock(autojump_threshold=0)})
-    return "asyncio"
 
 
 class FakeClock:

@@ -9,6 +9,8 @@ from actors.embedding.errors import EmbeddingError, Reason
 
 from .conftest import FakeClock
 
+pytestmark = pytest.mark.anyio_backends("asyncio", "trio")
+
 
 def fail(breaker: CircuitBreaker, times: int = 1) -> None:
     for _ in range(times):

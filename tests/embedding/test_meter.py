@@ -13,7 +13,7 @@ from actors.embedding.metering import estimate_tokens
 from actors.embedding.settings import EmbedderSettings
 from actors.kernel.ports import ProviderBatch, ProviderInfo, Purpose, UsageRow
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.anyio_backends("asyncio", "trio")]
 
 
 @dataclass(frozen=True)

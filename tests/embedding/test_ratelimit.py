@@ -8,6 +8,8 @@ from actors.embedding.ratelimit import TokenBucket
 
 from .conftest import FakeClock
 
+pytestmark = pytest.mark.anyio_backends("asyncio", "trio")
+
 
 def test_burst_then_evenly_spaced_reservations(clock: FakeClock) -> None:
     bucket = TokenBucket(2.0, clock=clock)  # 2 calls/s, burst of 2

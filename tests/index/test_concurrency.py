@@ -29,7 +29,8 @@ SPACES = [space(16, model="model-a"), space(24, model="model-b")]
 # Surrogates of each space live in their own range, so a hit shows which space it came from.
 RANGE = 1_000_000
 
-pytestmark = pytest.mark.anyio
+# Real clocks on both: the index tests wait on worker threads, never on timers.
+pytestmark = [pytest.mark.anyio, pytest.mark.anyio_backends("asyncio", "trio", real_clock=True)]
 
 
 def build_and_load(root: Path, round_no: int, space_no: int, upto: int) -> Generation:

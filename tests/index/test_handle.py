@@ -18,6 +18,9 @@ from actors.index.vectors import SurrogateSet, _record_keys
 
 from .common import build, id_map_for, record_uuid, space, unit_vectors
 
+# Real clocks on both: the index tests wait on worker threads, never on timers.
+pytestmark = pytest.mark.anyio_backends("asyncio", "trio", real_clock=True)
+
 
 def generation(
     root: Path,

@@ -26,7 +26,6 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 from kernel.fakes import FakeDatabase, FakeLockServer, FakeRecords, FakeVectorStore
-from trio.testing import MockClock
 
 from actors.chunking import chunk_text
 from actors.embedder import Embedder, EmbedderSettings
@@ -37,16 +36,11 @@ from actors.index.manifest import GenerationCorrupt
 from actors.index_manager import IndexManager, IndexSettings
 from actors.kernel.ports import GenerationRow, ProviderBatch, ProviderInfo, UsageRow
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.anyio_backends("trio")]
 
 DIM = 8
 POISON = "POISON"
 """A chunk containing this comes back from the provider as NaN: its record's input is at fault."""
-
-
-@pytest.fixture
-def anyio_backend() -> object:
-    return ("trio", {"clock": MockClock(autojump_threshold=0)})
 
 
 class WordsProvider:
@@ -392,7 +386,9 @@ FORGETS = [
 
 
 @pytest.mark.parametrize(("case", "forgotten", "built"), FORGETS, ids=[f[0] for f in FORGETS])
-async def test_forgotten_vectors_count_toward_compaction(cluster: Cluster, case: str, forgotten: int, built: int) -> None:
+async def test_forgotten_vectors_count_toward_compaction(
+    cluster: Cluster, case: str, forgotten: int, built: int
+) -> None:
     ids = [await cluster.records.create("ns", f"First {i}", f"first {i}") for i in range(10)]
     async with cluster.daemon() as manager:
         await until(lambda: current_generation(manager) == "g1", "the first generation")

@@ -1,16 +1,6 @@
 from __future__ import annotations
 
 import pytest
-from trio.testing import MockClock
-
-
-@pytest.fixture(params=["asyncio", "trio"])
-def anyio_backend(request: pytest.FixtureRequest) -> object:
-    if request.param == "trio":
-        # Autojump: once every task is blocked the clock leaps to the next deadline, so restart
-        # windows and shutdown timeouts of seconds cost no real time and are exact.
-        return ("trio", {"clock": MockClock(autojump_threshold=0)})
-    return "asyncio"
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import pytest
 from actors.kernel import ChildSpec, Supervisor
 from actors.kernel.batching import WriteBehind
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.anyio_backends("asyncio", "trio")]
 
 
 class StoreDown(Exception):

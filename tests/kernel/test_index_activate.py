@@ -21,7 +21,7 @@ from actors.kernel.ports import GenerationRow, Pointer, VectorSpace
 
 from .fakes import FakeVectorStore
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.anyio_backends("asyncio", "trio")]
 
 DIM = 4
 BUILT_IN = VectorSpace(provider="test", model="a", dimension=DIM, normalized=True, template_version=1)

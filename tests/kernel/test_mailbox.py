@@ -17,7 +17,7 @@ from actors.kernel import (
     serve,
 )
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.anyio_backends("asyncio", "trio")]
 
 
 async def double(request: int) -> int:

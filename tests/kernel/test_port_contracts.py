@@ -32,11 +32,6 @@ OTHER = VectorSpace(provider="test", model="b", dimension=DIM, normalized=True, 
 CHUNKER = "c1:1000:150"
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"  # asyncpg
-
-
 class Records(Protocol):
     async def create(self, namespace: str, title: str, body: str) -> uuid.UUID: ...
     async def update(self, record_id: uuid.UUID, title: str, body: str) -> int | None: ...

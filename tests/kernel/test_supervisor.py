@@ -19,7 +19,7 @@ from actors.kernel import (
     stop_requested,
 )
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.anyio_backends("asyncio", "trio")]
 
 
 class Boom(Exception):

@@ -7,12 +7,6 @@ import pytest
 from daemon.providers.local import LocalProvider
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    # httpx + aiohttp (the loopback servers) need asyncio, as the daemon itself does.
-    return "asyncio"
-
-
 @pytest.fixture(scope="session")
 def local_model() -> Iterator[LocalProvider]:
     """The real local model, loaded once for the whole session (about 0.3 s)."""

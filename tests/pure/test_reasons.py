@@ -89,6 +89,7 @@ async def actors_given_up() -> CheckFn:
 
 
 @pytest.mark.anyio
+@pytest.mark.anyio_backends("asyncio", "trio", real_clock=True)
 @pytest.mark.parametrize(
     ("make_check", "reason"),
     [

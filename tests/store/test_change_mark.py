@@ -17,11 +17,6 @@ from daemon.store.vectors import PgVectorStore
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"  # asyncpg
-
-
 def fields(title: str) -> RecordFields:
     return RecordFields("marks", "doc", title, f"{title}, told at length.", {}, None)
 

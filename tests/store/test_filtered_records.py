@@ -12,11 +12,6 @@ from daemon.store.search import Filters, filtered_records
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"  # asyncpg
-
-
 async def test_filters_pick_live_records_of_the_namespace_up_to_the_limit(pool: asyncpg.Pool) -> None:
     repository = RecordRepository(pool)
     rules = []

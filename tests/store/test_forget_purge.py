@@ -24,11 +24,6 @@ SPACES = [
 CHUNKER = "test-chunker"
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"  # asyncpg
-
-
 def fields(title: str, body: str) -> RecordFields:
     return RecordFields("purge", "doc", title, body, {"topic": "secrets"}, "notes/secret.md")
 

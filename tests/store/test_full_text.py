@@ -15,11 +15,6 @@ from daemon.store.search import Filters, full_text
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"  # asyncpg
-
-
 NS = "keys"
 # The all-terms record repeats the words, so by ts_rank alone it would come first.
 RECORDS = {

@@ -30,11 +30,6 @@ SPACE = VectorSpace(provider="test", model="a", dimension=DIM, normalized=True, 
 OTHER = VectorSpace(provider="test", model="b", dimension=DIM, normalized=True, template_version=1)
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def unit(rng: random.Random, n: int) -> np.ndarray:
     v = np.array([[rng.gauss(0, 1) for _ in range(DIM)] for _ in range(n)], dtype=np.float32)
     return v / np.linalg.norm(v, axis=1, keepdims=True)

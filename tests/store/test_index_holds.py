@@ -23,11 +23,6 @@ SPACE = VectorSpace(provider="openai", model="m", dimension=4, normalized=True, 
 CHUNKER = "test-chunker"
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"  # asyncpg
-
-
 def fields(title: str) -> RecordFields:
     return RecordFields("holds", "doc", title, f"{title}, told at length.", {}, None)
 

@@ -13,11 +13,6 @@ from daemon.store.migrations import Migration, SchemaTooNew, available, current_
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"  # asyncpg runs on asyncio only
-
-
 async def test_fresh_database_gets_every_migration_once(fresh_dsn: str) -> None:
     conn = await asyncpg.connect(fresh_dsn)
     try:

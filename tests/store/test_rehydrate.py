@@ -16,11 +16,6 @@ from daemon.store.search import REHYDRATE_SQL, Filters, rehydrate
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"  # asyncpg
-
-
 NS = "manuals"
 CHUNKS = [
     "The archive tool reads its options from the command line.",

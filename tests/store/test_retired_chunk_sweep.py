@@ -29,11 +29,6 @@ CHUNKER = "test-chunker"
 WINDOW_S = 3600.0
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"  # asyncpg
-
-
 class Corpus:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self.pool = pool

@@ -15,11 +15,6 @@ from daemon.store.search import SearchRecorder
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"  # asyncpg
-
-
 def row(namespace: str = "ns") -> dict[str, Any]:
     return {
         "id": uuid.uuid4(),

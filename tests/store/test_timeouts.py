@@ -24,11 +24,6 @@ TIMEOUT_S = 1.0
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"  # asyncpg
-
-
-@pytest.fixture
 async def pool(fresh_dsn: str) -> AsyncIterator[asyncpg.Pool]:
     pool = await db.open_pool(fresh_dsn, StoreConfig(statement_timeout_s=TIMEOUT_S, pool_min=1, pool_max=2))
     await pool.execute("CREATE TABLE notes (body text)")

@@ -15,11 +15,6 @@ from daemon.store.usage import UsageStore
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"  # asyncpg
-
-
 def usage_row() -> UsageRow:
     return UsageRow(
         purpose="query",
