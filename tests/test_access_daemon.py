@@ -7,11 +7,11 @@ import json
 import os
 import subprocess
 import sys
-import time
 import uuid
 from typing import Any
 
 import pytest
+from support.waits import wait_for_generation
 
 from conftest import ROOT, Daemon, namespace
 
@@ -182,10 +182,7 @@ def test_generations_show_a_user_no_paths_and_an_administrator_everything(make_d
     mine = namespace()
     daemon = _readers_and_writers(make_daemon, mine)
     _create(daemon, mine, "Keys")
-    deadline = time.monotonic() + 120
-    while not ((full := daemon.call("GET", "/v1/generations")[1])["current"] and full["pending"] == 0):
-        assert time.monotonic() < deadline, full
-        time.sleep(0.2)
+    full = wait_for_generation(daemon)
     assert full["current"]["directory"].startswith(str(daemon.data_dir)), "an administrator sees everything"
 
     answer = as_user(daemon, 65534, "GET", "/v1/generations")

@@ -8,12 +8,12 @@ everything after that — chunking, embedding, storing, building, searching — 
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 from typing import Any
 
 import asyncpg
 import pytest
+from support.waits import wait_for_generation
 
 from actors.records import content_hash, normalise_title
 from conftest import Daemon
@@ -58,13 +58,7 @@ def test_a_small_namespace_crowded_by_a_large_one_still_fills_k(make_daemon: Any
         rows = [row("crowd", "doc", i) for i in range(CROWD)]
         rows += [row("small", "rule" if i < RULES else "doc", i) for i in range(TARGET)]
         insert(fresh_dsn, rows)
-        deadline = time.monotonic() + 600
-        while True:
-            status, body = daemon.call("GET", "/v1/generations")
-            if body["current"] and body["current"]["count"] >= CROWD + TARGET and body["pending"] == 0:
-                break
-            assert time.monotonic() < deadline, body
-            time.sleep(1)
+        wait_for_generation(daemon, lambda current: current["count"] >= CROWD + TARGET, timeout=600)
         for k in (10, 100):
             status, answer = daemon.call(
                 "POST", "/v1/recall", {"namespace": "small", "query": "q", "routes": ["vector"], "k": k}

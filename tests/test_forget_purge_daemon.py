@@ -9,6 +9,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from support.waits import wait_for_generation
+
 from conftest import Daemon, scratch_dir, sql
 
 NS = "purge"
@@ -22,16 +24,9 @@ def generations(daemon: Daemon) -> dict[str, Any]:
     return body
 
 
-def wait_indexed(daemon: Daemon, *, previous: str | None = None) -> str:
-    """Every record searchable; with `previous`, on a generation other than it."""
-    deadline = time.monotonic() + 120
-    while True:
-        body = generations(daemon)
-        current = body["current"]
-        if current and current["id"] != previous and body["pending"] == 0:
-            return str(current["id"])
-        assert time.monotonic() < deadline, body
-        time.sleep(0.2)
+def indexed(daemon: Daemon, *, previous: str | None = None) -> str:
+    """Every record searchable; with `previous`, on a generation other than it. The generation's id."""
+    return str(wait_for_generation(daemon, lambda current: current["id"] != previous)["current"]["id"])
 
 
 def put(daemon: Daemon, title: str, body: str) -> str:
@@ -84,7 +79,7 @@ def test_forget_purges_vectors_and_a_rollback_never_returns_the_record(make_daem
     launch = put(daemon, "Launch codes", LAUNCH)
     door = put(daemon, "Door code", DOOR)
     put(daemon, "Lunch menu", "The canteen serves soup on Mondays and fish on Fridays.")
-    first = wait_indexed(daemon)
+    first = indexed(daemon)
     assert launch in [r["id"] for r in recall(daemon, "rocket launch codes")["results"]]
 
     assert daemon.call("DELETE", f"/v1/records/{launch}")[0] == 200
@@ -107,9 +102,9 @@ def test_forget_purges_vectors_and_a_rollback_never_returns_the_record(make_daem
     assert dict(leftovers) == {"texts": 0, "chunk_words": 0, "record_words": 0, "text": ""}
     assert chunk_rows(fresh_dsn, launch, 1) >= 1, "the surrogate rows stay: `first` still holds them"
 
-    assert wait_indexed(daemon) == first  # the new revision is searchable, as a delta on `first`
+    assert indexed(daemon) == first  # the new revision is searchable, as a delta on `first`
     assert daemon.call("POST", "/admin/generations/rebuild", {})[0] == 202
-    second = wait_indexed(daemon, previous=first)
+    second = indexed(daemon, previous=first)
 
     # roll back to the generation built before the forget: its own file still holds the record's
     # vectors, and the tombstones (retired surrogate rows) keep excluding it
@@ -122,12 +117,12 @@ def test_forget_purges_vectors_and_a_rollback_never_returns_the_record(make_daem
 
     # a record changed after both builds: its first revision is in no generation's file
     memo = put(daemon, "Memo", "Parking spaces are assigned by the facilities desk.")
-    wait_indexed(daemon)
+    indexed(daemon)
     status, _ = daemon.call(
         "PUT", f"/v1/records/{memo}", {"namespace": NS, "kind": "doc", "title": "Memo", "body": "No more parking."}
     )
     assert status == 200
-    wait_indexed(daemon)
+    indexed(daemon)
     sql(fresh_dsn, "UPDATE chunks SET retired_at = now() - interval '2 hours' WHERE retired_at IS NOT NULL")
     deadline = time.monotonic() + 30
     while chunk_rows(fresh_dsn, memo, 1):

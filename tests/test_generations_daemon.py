@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from support.waits import wait_for_generation
 
 from actors.embedding import template
 from actors.index.generation import load_generation
@@ -19,17 +20,7 @@ from conftest import Daemon, scratch_dir, sql
 from fake_openai import FakeOpenAI, unit_vector
 
 RECORDS = 1000
-
-
-def wait_current(daemon: Daemon, accept: Any, timeout: float = 240) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while True:
-        status, body = daemon.call("GET", "/v1/generations")
-        assert status == 200, body
-        if body["current"] and body["pending"] == 0 and accept(body["current"]):
-            return body
-        assert time.monotonic() < deadline, f"no matching generation in {timeout}s: {body}"
-        time.sleep(0.5)
+WAIT_S = 240  # a thousand records embedded, or a whole space rebuilt
 
 
 def check_mapping(dsn: str, root: Path, current: dict[str, Any], sample: list[str]) -> None:
@@ -89,7 +80,7 @@ def test_template_change_then_model_change_over_1000_records(make_daemon: Any, f
         )
         assert status == 201
         ids.append(created["id"])
-    first = wait_current(daemon, lambda c: c["count"] >= RECORDS)["current"]
+    first = wait_for_generation(daemon, lambda c: c["count"] >= RECORDS, timeout=WAIT_S)["current"]
     assert first["space"]["template_version"] == 1 and first["space"]["dimension"] == 384
     sample = ids[:: RECORDS // 40]
     check_mapping(fresh_dsn, shared, first, sample)
@@ -101,7 +92,9 @@ def test_template_change_then_model_change_over_1000_records(make_daemon: Any, f
         "POST", "/v1/recall", {"namespace": ns, "query": "pump pressure", "routes": ["vector"]}
     )
     assert status == 200 and answer["results"] and not answer["degraded_routes"]
-    second = wait_current(daemon, lambda c: c["space"]["template_version"] == 2 and c["count"] >= RECORDS)["current"]
+    second = wait_for_generation(
+        daemon, lambda c: c["space"]["template_version"] == 2 and c["count"] >= RECORDS, timeout=WAIT_S
+    )["current"]
     assert second["space_id"] != first["space_id"]
     check_mapping(fresh_dsn, shared, second, sample)
     surrogates = sql(fresh_dsn, "SELECT space_id, count(*) FROM chunk_vectors GROUP BY space_id ORDER BY space_id")
@@ -122,7 +115,7 @@ def test_template_change_then_model_change_over_1000_records(make_daemon: Any, f
             assert time.monotonic() < deadline, reasons
             time.sleep(0.05)
         fake.delay_s = 0.0
-        third = wait_current(daemon, lambda c: c["space"]["model"] == "fake-embedder")["current"]
+        third = wait_for_generation(daemon, lambda c: c["space"]["model"] == "fake-embedder", timeout=WAIT_S)["current"]
         assert third["space"]["dimension"] == 64 and third["count"] >= RECORDS
         check_mapping(fresh_dsn, shared, third, sample)
         rows = sql(
@@ -159,8 +152,8 @@ def test_several_daemons_one_builder_the_others_follow(make_daemon: Any, fresh_d
             )[0]
             == 201
         )
-    built = wait_current(builder, lambda c: c["count"] >= 5)
-    followed = wait_current(follower, lambda c: c["id"] == built["current"]["id"], timeout=30)
+    built = wait_for_generation(builder, lambda c: c["count"] >= 5, timeout=WAIT_S)
+    followed = wait_for_generation(follower, lambda c: c["id"] == built["current"]["id"], timeout=30)
     roles = sorted([built["index"]["builder"], followed["index"]["builder"]])
     assert roles == [False, True], "exactly one daemon holds the builder lock"
     deadline = time.monotonic() + 30
@@ -195,9 +188,9 @@ def test_a_corrupt_current_generation_falls_back_and_is_rebuilt(make_daemon: Any
             "/v1/records",
             {"namespace": ns, "kind": "doc", "title": f"Orchard {i}", "body": "Prune apple trees."},
         )
-    first = wait_current(daemon, lambda c: c["count"] >= 8)["current"]
+    first = wait_for_generation(daemon, lambda c: c["count"] >= 8, timeout=WAIT_S)["current"]
     assert daemon.call("POST", "/admin/generations/rebuild", {})[0] == 202
-    second = wait_current(daemon, lambda c: c["id"] != first["id"])["current"]
+    second = wait_for_generation(daemon, lambda c: c["id"] != first["id"], timeout=WAIT_S)["current"]
     assert daemon.stop() == 0
     index_file = shared / second["id"] / "index.faiss"
     data = bytearray(index_file.read_bytes())
@@ -210,7 +203,7 @@ def test_a_corrupt_current_generation_falls_back_and_is_rebuilt(make_daemon: Any
     assert status == 200 and answer["generation"] == first["id"] and len(answer["results"]) == 8, answer
     ready = daemon.call("GET", "/readyz")[1]
     assert ready["checks"]["vector"]["status"] == "pass"
-    third = wait_current(daemon, lambda c: c["id"] not in (first["id"], second["id"]))["current"]
+    third = wait_for_generation(daemon, lambda c: c["id"] not in (first["id"], second["id"]), timeout=WAIT_S)["current"]
     assert third["count"] >= 8, "the builder replaced the corrupt generation"
 
 
@@ -229,7 +222,7 @@ def test_forgetting_the_newest_records_leaves_nothing_pending_after_a_restart(ma
 
     for i in range(10):
         add(f"Garden {i}")
-    base = wait_current(daemon, lambda c: c["count"] >= 10)["current"]
+    base = wait_for_generation(daemon, lambda c: c["count"] >= 10, timeout=WAIT_S)["current"]
     newest = add("Garden, the newest")  # a delta of one: too small to rebuild the generation
     deadline = time.monotonic() + 60
     while (body := daemon.call("GET", "/v1/generations")[1])["pending"] or body["index"]["handle"]["delta"] < 1:
@@ -241,5 +234,5 @@ def test_forgetting_the_newest_records_leaves_nothing_pending_after_a_restart(ma
     # The handle reloads the generation and the live vectors after it; the forgotten newest one
     # is not among them, and must not count as stored but unloaded ("pending") for ever.
     daemon = make_daemon(dsn=fresh_dsn, env=env)
-    body = wait_current(daemon, lambda c: c["id"] == base["id"], timeout=30)
+    body = wait_for_generation(daemon, lambda c: c["id"] == base["id"], timeout=30)
     assert body["pending"] == 0

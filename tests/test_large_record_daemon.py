@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 import httpx
 import pytest
+from support.waits import wait_for_generation
 
 from actors.chunking import chunk_text
 from conftest import Daemon
@@ -29,20 +29,6 @@ def body_of(length: int) -> str:
     words = [f"{stem * 20}{n}" for n, stem in enumerate(["quokka", "lantern", "harbour", "meadow", "copper", "willow"])]
     paragraph = " ".join(f"{' '.join(words[i:] + words[:i])}." for i in range(6)) + "\n\n"
     return (paragraph * (length // len(paragraph) + 1))[:length]
-
-
-def wait_indexed(daemon: Daemon, chunks: int, timeout: float, check: Callable[[], None] = lambda: None) -> None:
-    """Until every chunk of the record is in the current generation and nothing is pending."""
-    deadline = time.monotonic() + timeout
-    while True:
-        status, generations = daemon.call("GET", "/v1/generations")
-        assert status == 200, generations
-        current = generations["current"]
-        if generations["pending"] == 0 and current and current["count"] == chunks:
-            return
-        assert time.monotonic() < deadline, f"not indexed in {timeout:.0f} s: {generations}"
-        check()
-        time.sleep(0.5)  # polling for the condition above, not a barrier
 
 
 def found_by_the_vector_route(daemon: Daemon, namespace: str, record_id: str) -> None:
@@ -106,7 +92,7 @@ def test_livez_answers_while_the_largest_record_is_indexed(make_daemon: Any) -> 
         def live() -> None:
             assert max(probe.latencies, default=0) < LIVEZ_BOUND_S, f"/livez took {max(probe.latencies):.1f} s"
 
-        wait_indexed(daemon, chunks, INDEXED_WITHIN_S, live)
+        wait_for_generation(daemon, lambda current: current["count"] == chunks, timeout=INDEXED_WITHIN_S, check=live)
 
     assert probe.failures == []
     assert len(probe.latencies) > 10
@@ -124,5 +110,5 @@ def test_a_record_longer_to_embed_than_one_call_may_take_is_indexed(make_daemon:
         "POST", "/v1/records", {"namespace": "long", "kind": "doc", "title": "A long record", "body": body}
     )
     assert status == 201, created
-    wait_indexed(daemon, chunks, 240)
+    wait_for_generation(daemon, lambda current: current["count"] == chunks, timeout=240)
     found_by_the_vector_route(daemon, "long", created["id"])

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from support.waits import wait_for_generation
 
 from conftest import Daemon, search_rows, sql
 
@@ -32,18 +33,6 @@ QUERIES = {
 }
 
 
-def wait_indexed(daemon: Daemon, *, min_count: int = 1, timeout: float = 120) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while True:
-        status, body = daemon.call("GET", "/v1/generations")
-        assert status == 200, body
-        current = body["current"]
-        if current and current["count"] >= min_count and body["pending"] == 0:
-            return body
-        assert time.monotonic() < deadline, f"not indexed in {timeout}s: {body}"
-        time.sleep(0.3)
-
-
 def vector(daemon: Daemon, ns: str, query: str, **extra: Any) -> dict[str, Any]:
     status, body = daemon.call("POST", "/v1/recall", {"namespace": ns, "query": query, "routes": ["vector"], **extra})
     assert status == 200, body
@@ -60,7 +49,7 @@ def corpus(daemon: Daemon) -> tuple[str, dict[str, str]]:
         )
         assert status == 201
         ids[key] = created["id"]
-    wait_indexed(daemon, min_count=len(RECORDS))
+    wait_for_generation(daemon, lambda current: current["count"] >= len(RECORDS))
     return ns, ids
 
 
@@ -79,7 +68,7 @@ def test_paraphrases_are_found_by_the_vector_route_and_by_fusion(
 
 
 def test_generation_is_reported_with_its_space(daemon: Daemon, corpus: tuple[str, dict[str, str]]) -> None:
-    body = wait_indexed(daemon, min_count=len(RECORDS))
+    body = wait_for_generation(daemon, lambda current: current["count"] >= len(RECORDS))
     current = body["current"]
     assert current["space"]["dimension"] == 384 and current["space"]["normalized"] is True
     assert current["index_type"] == "Flat" and current["state"] == "verified"
@@ -104,7 +93,7 @@ def test_a_forgotten_record_is_never_returned_even_a_moment_later(daemon: Daemon
             },
         )
         ids.append(created["id"])
-    wait_indexed(daemon)
+    wait_for_generation(daemon)
     deadline = time.monotonic() + 60
     while len(vector(daemon, ns, "growing vegetables", k=5)["results"]) < 3:
         assert time.monotonic() < deadline
@@ -154,7 +143,7 @@ def test_kind_filter_on_the_vector_route_still_fills_k(daemon: Daemon) -> None:
             "/v1/records",
             {"namespace": ns, "kind": "rule", "title": f"Lake rule {i}", "body": "Life vests on boats."},
         )
-    wait_indexed(daemon, min_count=45)
+    wait_for_generation(daemon, lambda current: current["count"] >= 45)
     deadline = time.monotonic() + 60
     while True:
         found = vector(daemon, ns, "sailing on the lake", k=5, kinds=["rule"])["results"]
@@ -172,7 +161,7 @@ def put_all(daemon: Daemon, ns: str, records: list[dict[str, Any]]) -> dict[str,
         status, created = daemon.call("POST", "/v1/records", {"namespace": ns, **record})
         assert status == 201, created
         ids[record["title"]] = created["id"]
-    wait_indexed(daemon)
+    wait_for_generation(daemon)
     return ids
 
 
@@ -330,7 +319,7 @@ def test_filters_far_from_the_query_still_return_k(make_daemon: Any) -> None:
 
 
 def test_rebuild_swaps_and_activate_rolls_back(daemon: Daemon, corpus: tuple[str, dict[str, str]]) -> None:
-    before = wait_indexed(daemon)["current"]["id"]
+    before = wait_for_generation(daemon)["current"]["id"]
 
     def index_calls() -> int:
         usage = daemon.call("GET", "/v1/usage")[1]["usage"]
@@ -427,7 +416,7 @@ def test_a_long_record_is_chunked_and_the_snippet_is_its_best_chunk(daemon: Daem
         daemon, ns, "The replica streams write-ahead log records from the primary and can take over after a failure."
     )
     daemon.call("POST", "/v1/records", {"namespace": ns, "kind": "doc", "title": "Other", "body": "Bread needs flour."})
-    wait_indexed(daemon)
+    wait_for_generation(daemon)
     deadline = time.monotonic() + 60
     while True:
         hits = vector(daemon, ns, "standby server takes over when the main one dies", k=1)["results"]
@@ -444,7 +433,7 @@ def test_a_full_text_hit_shows_its_best_matching_chunk(daemon: Daemon) -> None:
     created = create_notes(
         daemon, ns, "Writes are acknowledged once a quorum of three replicas has persisted the entry."
     )
-    wait_indexed(daemon)
+    wait_for_generation(daemon)
     chunks = sql(
         daemon.env["RECALLD_STORE_DSN"],
         "SELECT count(*) FROM chunks WHERE record_id = $1 AND retired_at IS NULL",
@@ -503,7 +492,7 @@ def full_passes(daemon: Daemon) -> int:
 def test_once_all_is_indexed_only_changed_records_are_read_and_a_change_counts_at_once(daemon: Daemon, ns: str) -> None:
     status, _ = daemon.call("POST", "/v1/records", {"namespace": ns, "kind": "doc", "title": "Quiet", "body": "Calm."})
     assert status == 201
-    wait_indexed(daemon)
+    wait_for_generation(daemon)
     # Finding unindexed records reads every live record it looks at. Once all are indexed the
     # index manager's polls (every 2 s) look only at records changed since.
     deadline = time.monotonic() + 30
