@@ -11,9 +11,9 @@ import uuid
 from typing import Any
 
 import pytest
-from support.waits import wait_for_generation
 
-from conftest import ROOT, Daemon, namespace
+from tests.support import ROOT, Daemon, namespace
+from tests.support.waits import wait_for_generation
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="switching to another user needs root")
 

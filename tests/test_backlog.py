@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from conftest import Daemon
 from daemon.client import Client
+from tests.support import Daemon
 
 SOMAXCONN = Path("/proc/sys/net/core/somaxconn")
 

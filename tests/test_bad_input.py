@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from conftest import Daemon, sql
+from tests.support import Daemon, sql
 
 NS = "bad-input"
 GOOD = {"namespace": NS, "kind": "doc", "title": "A title", "body": "A body"}

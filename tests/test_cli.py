@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from urllib.parse import quote
 
-from conftest import ROOT, Daemon
+from tests.support import ROOT, Daemon
 
 
 def recalld(daemon: Daemon, *args: str) -> subprocess.CompletedProcess[str]:

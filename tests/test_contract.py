@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT
+from tests.support import ROOT
 
 CHECK = ROOT.parent / "shared" / "tools" / "contract_check.py"
 

@@ -13,11 +13,11 @@ from typing import Any
 
 import asyncpg
 import pytest
-from support.waits import wait_for_generation
 
 from actors.records import content_hash, normalise_title
-from conftest import Daemon
-from fake_openai import FakeOpenAI
+from tests.fake_openai import FakeOpenAI
+from tests.support import Daemon
+from tests.support.waits import wait_for_generation
 
 CROWD, TARGET, RULES = 100_000, 1_000, 20
 

@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from conftest import ROOT, Daemon, scratch_dir
 from daemon.store.embedded import SERVICE_HOME, SERVICE_USER, useradd_command
+from tests.support import ROOT, Daemon, scratch_dir
 
 
 def mode_of(path: Path) -> int:

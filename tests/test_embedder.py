@@ -13,7 +13,6 @@ from typing import Any
 import anyio
 import numpy as np
 import pytest
-from providers.loopback import EmbeddingService, serve, tokens
 
 from actors.embedder import Embedder, EmbedderSettings, EmbedResult
 from actors.embedding.breaker import BreakerState
@@ -22,6 +21,7 @@ from actors.kernel.ports import EmbeddingProvider, SinkUnavailable, UsageRow, Us
 from actors.kernel.supervisor import ChildSpec, Supervisor
 from daemon.providers.http import HTTP_MAX_CONCURRENCY, OllamaProvider, OpenAIProvider
 from daemon.providers.local import LocalProvider
+from tests.providers.loopback import EmbeddingService, serve, tokens
 
 pytestmark = [pytest.mark.anyio, pytest.mark.anyio_backends("asyncio", "trio")]
 

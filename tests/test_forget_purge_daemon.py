@@ -9,9 +9,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from support.waits import wait_for_generation
-
-from conftest import Daemon, scratch_dir, sql
+from tests.support import Daemon, scratch_dir, sql
+from tests.support.waits import wait_for_generation
 
 NS = "purge"
 LAUNCH = "The launch codes for the rocket are zebra nine tango; keep them in the safe."

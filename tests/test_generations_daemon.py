@@ -11,13 +11,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-from support.waits import wait_for_generation
 
 from actors.embedding import template
 from actors.index.generation import load_generation
 from actors.index.manifest import Expected
-from conftest import Daemon, scratch_dir, sql
-from fake_openai import FakeOpenAI, unit_vector
+from tests.fake_openai import FakeOpenAI, unit_vector
+from tests.support import Daemon, scratch_dir, sql
+from tests.support.waits import wait_for_generation
 
 RECORDS = 1000
 WAIT_S = 240  # a thousand records embedded, or a whole space rebuilt

@@ -10,11 +10,11 @@ from typing import Any
 
 import httpx
 import pytest
-from support.waits import wait_for_generation
 
 from actors.chunking import chunk_text
-from conftest import Daemon
 from daemon.config import RecordsConfig, ServerConfig
+from tests.support import Daemon
+from tests.support.waits import wait_for_generation
 
 # What a liveness probe must answer within (SPEC §10); systemd's watchdog allows 30 s.
 LIVEZ_BOUND_S = 1.0

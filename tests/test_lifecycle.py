@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from conftest import RECALLD, ROOT, Daemon, create_database, scratch_dir, sql
 from daemon.store.embedded import EmbeddedPostgres, binaries, default_shared_buffers_mb
 from daemon.store.migrations import MIGRATION_LOCK_KEY
+from tests.support import RECALLD, ROOT, Daemon, create_database, scratch_dir, sql
 
 
 def postgres_processes(data_dir: Path) -> list[str]:

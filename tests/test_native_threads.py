@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from conftest import Daemon
+from tests.support import Daemon
 
 RECORDS = 3000  # ~3,000 chunks: large enough for OpenBLAS to split one product across threads
 TOPICS = ["backup", "rotation", "billing", "invoices", "shipping", "refunds", "search", "login", "alerts", "quotas"]

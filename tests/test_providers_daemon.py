@@ -16,8 +16,8 @@ from typing import Any
 import asyncpg
 import pytest
 
-from conftest import Daemon, search_rows
-from fake_openai import FakeOpenAI
+from tests.fake_openai import FakeOpenAI
+from tests.support import Daemon, search_rows
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from typing import Any
 
 from actors.fusion import RRF_VERSION
 from actors.records import query_hash
-from conftest import Daemon, search_rows
+from tests.support import Daemon, search_rows
 
 DOCS = [
     (

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import uuid
 
-from conftest import Daemon, sql
+from tests.support import Daemon, sql
 
 
 def record(ns: str, title: str = "Rotate the signing keys every ninety days", **extra: object) -> dict[str, object]:

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from aiohttp.http_exceptions import BadHttpMethod
 
-from conftest import Daemon
 from daemon.config import ServerConfig
 from daemon.log import rejected_requests_logged
+from tests.support import Daemon
 
 LINE_BYTES = 1000
 """A generous bound on one log line about a rejected request (they are about 250 bytes)."""

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, scratch_dir
 from daemon.control.server import bind_unix_socket
 from daemon.paths import SOCKET_NAME, UnsafeRuntimeDirectory
+from tests.support import ROOT, scratch_dir
 
 PUT = ["put", "-n", "notes", "--title", "salary review", "--body", "SECRET-BODY"]
 

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from conftest import Daemon, scratch_dir, sql
+from tests.support import Daemon, scratch_dir, sql
 
 
 def current_id(daemon: Daemon) -> str | None:

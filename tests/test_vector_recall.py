@@ -10,9 +10,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from support.waits import wait_for_generation
 
-from conftest import Daemon, search_rows, sql
+from tests.support import Daemon, search_rows, sql
+from tests.support.waits import wait_for_generation
 
 # Paraphrase pairs: the query shares no content word with its record.
 RECORDS = {

@@ -7,7 +7,7 @@ import pytest
 from actors.embedding.breaker import BreakerState, CircuitBreaker
 from actors.embedding.errors import EmbeddingError, Reason
 
-from .conftest import FakeClock
+from .clock import FakeClock
 
 pytestmark = pytest.mark.anyio_backends("asyncio", "trio")
 

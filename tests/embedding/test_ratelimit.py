@@ -6,7 +6,7 @@ import pytest
 from actors.embedding.errors import EmbeddingError, Reason
 from actors.embedding.ratelimit import TokenBucket
 
-from .conftest import FakeClock
+from .clock import FakeClock
 
 pytestmark = pytest.mark.anyio_backends("asyncio", "trio")
 

@@ -25,7 +25,6 @@ import anyio
 import numpy as np
 import numpy.typing as npt
 import pytest
-from kernel.fakes import FakeDatabase, FakeLockServer, FakeRecords, FakeVectorStore
 
 from actors.chunking import chunk_text
 from actors.embedder import Embedder, EmbedderSettings
@@ -35,6 +34,7 @@ from actors.index.builds import GenerationNotFound
 from actors.index.manifest import GenerationCorrupt
 from actors.index_manager import IndexManager, IndexSettings
 from actors.kernel.ports import GenerationRow, ProviderBatch, ProviderInfo, UsageRow
+from tests.kernel.fakes import FakeDatabase, FakeLockServer, FakeRecords, FakeVectorStore
 
 pytestmark = [pytest.mark.anyio, pytest.mark.anyio_backends("trio")]
 

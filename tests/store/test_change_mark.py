@@ -9,10 +9,10 @@ import uuid
 import asyncpg
 import pytest
 
-from conftest import database_dsn
 from daemon.store.embedded import EmbeddedPostgres
 from daemon.store.records import RecordFields, RecordRepository
 from daemon.store.vectors import PgVectorStore
+from tests.support import database_dsn
 
 pytestmark = pytest.mark.anyio
 

@@ -79,7 +79,7 @@ def test_daemon_refuses_to_start_on_a_newer_schema(fresh_dsn: str) -> None:
             await conn.close()
 
     anyio.run(prepare)
-    from conftest import ROOT, scratch_dir
+    from tests.support import ROOT, scratch_dir
 
     home = scratch_dir("recalld-test-")
     done = subprocess.run(

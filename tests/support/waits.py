@@ -9,20 +9,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
+
+from tests.support import Daemon
 
 POLL_S = 0.3
 """How often to ask again: a cheap request, and well under any indexing time measured."""
 
 
-class Client(Protocol):
-    """What a wait needs of a daemon: its JSON client (tests' `Daemon`)."""
-
-    def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]: ...
-
-
 def wait_for_generation(
-    daemon: Client,
+    daemon: Daemon,
     accept: Callable[[dict[str, Any]], bool] = lambda current: True,
     *,
     timeout: float = 120.0,
