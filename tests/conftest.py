@@ -1,5 +1,7 @@
 """Shared fixtures: a real PostgreSQL started by the suite, and real daemons over real sockets.
 
+Layout: tests/<part> tests actors/<part> or daemon/<part>; daemon/ whole daemons; pure/ pure modules; support/ helpers.
+
 The suite starts one embedded PostgreSQL (the same code path `recalld serve` uses with no
 DSN) for the whole session; each daemon fixture gets a fresh database in it, so tests never
 see each other's rows. Daemons are real `recalld serve` processes driven over their Unix

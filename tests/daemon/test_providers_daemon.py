@@ -16,8 +16,8 @@ from typing import Any
 import asyncpg
 import pytest
 
-from tests.fake_openai import FakeOpenAI
 from tests.support import Daemon, search_rows
+from tests.support.fake_openai import FakeOpenAI
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """The socket's directory: neither the CLI nor the daemon trusts one another user could control.
 
 Without $XDG_RUNTIME_DIR a user's socket is /tmp/recalld-$UID/recalld.sock, in a directory anyone
-could have made first. The CLI runs as a real other uid here (tests/as_user.py), against a real
+could have made first. The CLI runs as a real other uid here (tests/support/as_user.py), against a real
 listener standing in for an impostor, which records whatever reaches it.
 """
 
@@ -111,7 +111,7 @@ def as_user(
 ) -> subprocess.CompletedProcess[str]:
     """`recalld ARGS` run by `uid` with a login's environment: no $XDG_RUNTIME_DIR, no $RECALLD_SOCKET."""
     env = {"PATH": os.environ["PATH"], "HOME": "/nonexistent", "LANG": "C.UTF-8", **(env or {})}
-    command = [sys.executable, str(ROOT / "tests" / "as_user.py"), str(uid), groups, *args]
+    command = [sys.executable, str(ROOT / "tests" / "support" / "as_user.py"), str(uid), groups, *args]
     return subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
 
 

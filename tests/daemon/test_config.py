@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 
 from daemon.config import Config, ConfigError, build, load, to_toml_defaults
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support import ROOT
 
 
 def test_documented_default_file_matches_the_code_defaults() -> None:

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from daemon.systemd import Notifier, listen_fds, watchdog_interval
+from tests.support import ROOT
 
-REPO = Path(__file__).resolve().parent.parent
-UNITS = REPO / "systemd"
+UNITS = ROOT / "systemd"
 INSTALLED_EXEC = "ExecStart=/usr/local/bin/recalld "
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="AF_UNIX abstract names are Linux")
@@ -277,8 +277,8 @@ def test_listen_fds_hands_over_the_inherited_socket() -> None:
             child = subprocess.Popen(
                 [sys.executable, "-c", _ACTIVATED_CHILD, str(listener.fileno())],
                 pass_fds=[listener.fileno()],
-                cwd=REPO,
-                env={**os.environ, "PYTHONPATH": str(REPO)},
+                cwd=ROOT,
+                env={**os.environ, "PYTHONPATH": str(ROOT)},
                 stdout=subprocess.PIPE,
             )
             # The child accepts on its copy of the socket: the connection proves fd 3 is ours.

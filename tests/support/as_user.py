@@ -1,4 +1,4 @@
-"""Run a `recalld` command as another user: `python tests/as_user.py UID GROUPS ARGS...`.
+"""Run a `recalld` command as another user: `python tests/support/as_user.py UID GROUPS ARGS...`.
 
 The suite runs as root and its interpreter lives under root's 0700 home, which another uid cannot
 read: so everything the command needs is imported while still root, and only then does the

@@ -15,8 +15,8 @@ import asyncpg
 import pytest
 
 from actors.records import content_hash, normalise_title
-from tests.fake_openai import FakeOpenAI
 from tests.support import Daemon
+from tests.support.fake_openai import FakeOpenAI
 from tests.support.waits import wait_for_generation
 
 CROWD, TARGET, RULES = 100_000, 1_000, 20

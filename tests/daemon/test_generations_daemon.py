@@ -15,8 +15,8 @@ import pytest
 from actors.embedding import template
 from actors.index.generation import load_generation
 from actors.index.manifest import Expected
-from tests.fake_openai import FakeOpenAI, unit_vector
 from tests.support import Daemon, scratch_dir, sql
+from tests.support.fake_openai import FakeOpenAI, unit_vector
 from tests.support.waits import wait_for_generation
 
 RECORDS = 1000
