@@ -164,7 +164,11 @@ class CatchUp:
         render, settings = self._embedder.render_document, self._settings
         prepared = []
         for record in batch:
-            texts = chunk_text(record.body, max_chars=settings.chunk_chars, overlap=settings.chunk_overlap)
+            # A chunk that repeats one of the record's earlier chunks word for word adds nothing to
+            # find the record by: it is embedded and indexed once. (A body of one sentence repeated
+            # made thousands of identical vectors, which an HNSW graph cannot keep reachable.)
+            chunks = chunk_text(record.body, max_chars=settings.chunk_chars, overlap=settings.chunk_overlap)
+            texts = list(dict.fromkeys(chunks))
             prepared.append(
                 _Chunks(
                     texts=texts,

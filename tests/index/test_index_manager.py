@@ -403,3 +403,16 @@ async def test_forgotten_vectors_count_toward_compaction(
         handle = manager.cell.current()
         assert handle is not None and handle.base is not None
         assert handle.base.count == (10 - forgotten if built == 2 else 10)
+
+
+async def test_chunks_a_record_repeats_word_for_word_are_stored_once(cluster: Cluster) -> None:
+    sentence = "The operator rotates the signing keys and restores the ledger from the nightly dump. "
+    body = sentence * 100  # ~8,500 characters: dozens of chunks, most of them the same text
+    chunks = chunk_text(body, max_chars=int(SETTINGS["chunk_chars"]), overlap=int(SETTINGS["chunk_overlap"]))
+    distinct = set(chunks)
+    assert len(chunks) > 2 * len(distinct), "the body repeats its chunks"
+    record_id = await cluster.records.create("ns", "A repetitive manual", body)
+    async with cluster.daemon() as manager:
+        await until(lambda: manager.pending == 0 and live_chunks(cluster) > 0, "caught up")
+        assert sorted(c.text for c in cluster.db.chunks.values()) == sorted(distinct)
+        assert await find(manager, rendered("A repetitive manual", sentence.strip())) == record_id
