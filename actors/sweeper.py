@@ -34,7 +34,7 @@ from anyio.abc import TaskStatus
 
 from actors.index.generation import list_generation_dirs, orphaned_temp_dirs
 from actors.index.manifest import ID_MAP_FILE, TEMP_PREFIX
-from actors.kernel.ports import GenerationRow, VectorStore
+from actors.kernel.ports import GenerationRow, SweptStore
 from actors.kernel.supervisor import stop_requested
 
 log = logging.getLogger("recalld.sweeper")
@@ -94,9 +94,18 @@ def _remove(path: Path) -> None:
 
 
 class Sweeper:
+    """The GC actor: every `interval_s`, one pass of `sweep_once` over what the module docstring
+    lists.
+
+    Guarantees: it deletes only what nothing references (a generation that is current, the
+    rollback target inside the window, or leased here is never touched, and its row goes before
+    its directory); a pass that fails is logged and the next one starts afresh. Every kind of
+    deletion is reported through `on_delete`.
+    """
+
     def __init__(
         self,
-        store: VectorStore,
+        store: SweptStore,
         retention: RetentionStore,
         root: Path,
         *,

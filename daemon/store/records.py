@@ -91,6 +91,15 @@ async def _changed(conn: asyncpg.Connection, record_id: uuid.UUID, *, retire_chu
 
 
 class RecordRepository:
+    """The canonical records, read and written over one asyncpg pool.
+
+    Guarantees: each write is atomic (nothing half-written on any error); a live record's
+    normalised title is unique in its namespace and kind (`ExactDuplicate` names the holder);
+    an update or a forget retires the record's chunks and purges their text and vectors in the
+    same transaction, and tells the indexers (NOTIFY) when it commits; a forgotten record keeps
+    its id, namespace, kind and revision only (`FORGOTTEN_CONTENT`), and no read returns it.
+    """
+
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
 
