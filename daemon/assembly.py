@@ -31,8 +31,9 @@ from actors.sweeper import Sweeper, SweepSettings
 from daemon.bringup import heartbeat
 from daemon.config import Config
 from daemon.control.access import AccessPolicy
+from daemon.control.context import Services
 from daemon.control.health import Health, actors_check, embedding_check, store_check, vector_check
-from daemon.control.server import Listener, Services, run_control_server
+from daemon.control.server import Listener, run_control_server
 from daemon.metrics import Metrics
 from daemon.notifications import listen
 from daemon.providers import make_provider

@@ -19,6 +19,7 @@ from pathlib import Path
 import anyio
 import asyncpg
 
+from daemon import paths
 from daemon.config import Config
 from daemon.control.server import Listener, SocketInUse
 from daemon.store import db
@@ -76,10 +77,7 @@ def _make_data_dir(data_dir: Path) -> None:
     """Make the data directory, and its missing parents as `mkdir -p` would under the usual
     umask (0755): the parents hold nothing of ours, and the embedded server's account has to
     pass through them; the data directory alone is private."""
-    for parent in [p for p in reversed(data_dir.parents) if not p.exists()]:
-        with contextlib.suppress(FileExistsError):
-            parent.mkdir()
-            parent.chmod(0o755)  # exactly: mkdir's mode went through our private umask
+    paths.make_parents(data_dir)
     data_dir.mkdir(exist_ok=True)
 
 

@@ -61,9 +61,10 @@ class Client:
             return
         try:
             paths.check_socket_dir(self.socket_path.parent, binding=False)
+            paths.check_socket_file(self.socket_path)
         except FileNotFoundError:
             # connect nowhere rather than into a directory someone might create meanwhile
-            raise ConnectionError(f"recalld is not reachable at {self.socket_path}: no such directory") from None
+            raise ConnectionError(f"recalld is not reachable at {self.socket_path}: no such socket") from None
         except paths.UnsafeRuntimeDirectory as exc:
             raise ConnectionError(str(exc)) from exc
         self._directory_checked = True

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 from collections.abc import Mapping
@@ -18,7 +19,12 @@ def default_socket(environ: Mapping[str, str] = os.environ) -> Path:
         return Path(environ["XDG_RUNTIME_DIR"]) / "recalld" / SOCKET_NAME
     if os.geteuid() == 0:
         return Path("/run/recalld") / SOCKET_NAME
-    return Path(f"/tmp/recalld-{os.geteuid()}") / SOCKET_NAME
+    return _tmp_runtime_dir() / SOCKET_NAME
+
+
+def _tmp_runtime_dir() -> Path:
+    """A user's runtime directory when the session manager gives none."""
+    return Path(f"/tmp/recalld-{os.geteuid()}")
 
 
 def default_data_dir(environ: Mapping[str, str] = os.environ) -> Path:
@@ -52,7 +58,7 @@ class UnsafeRuntimeDirectory(PermissionError):
 def private_runtime_dirs(environ: Mapping[str, str] = os.environ) -> set[Path]:
     """The per-user directories recalld makes for itself, 0700, in places others can write to
     (/tmp) or that the session manager gives each user: only their owner may use them."""
-    private = {Path(f"/tmp/recalld-{os.geteuid()}")}
+    private = {_tmp_runtime_dir()}
     if environ.get("XDG_RUNTIME_DIR"):
         private.add(Path(environ["XDG_RUNTIME_DIR"]) / "recalld")
     return private
@@ -66,9 +72,10 @@ def check_socket_dir(directory: Path, *, binding: bool, environ: Mapping[str, st
       symbolic links, owned by the caller and writable by no one else, as ssh-agent and tmux
       demand of theirs: anyone may have created /tmp/recalld-$UID first.
     - Any other directory (systemd's /run/recalld, an explicit --socket or RECALLD_SOCKET) is
-      the operator's choice and may belong to the daemon's account; but no one except its owner,
-      and then only if that owner is the caller or root, may write to it, for whoever can write
-      there can replace the socket. The daemon also binds only in a directory that it or root owns.
+      the operator's choice and may belong to the daemon's account; but no one except its owner
+      may write to it (whoever can write there can replace the socket), unless it is sticky and
+      owned by the caller or root, like /tmp; then `check_socket_file` checks the socket's owner.
+      The daemon also binds only in a directory that it or root owns.
 
     FileNotFoundError when `directory` does not exist.
     """
@@ -92,12 +99,37 @@ def check_socket_dir(directory: Path, *, binding: bool, environ: Mapping[str, st
         raise refuse(f"it is owned by uid {st.st_uid}, not by you (uid {euid})")
     if private and st.st_mode & 0o022:
         raise refuse("group or others can write to it")
+    if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
+        # without the sticky bit, whoever may write to the directory may replace the socket
+        raise refuse("group or others can write to it and replace the socket")
     if st.st_mode & 0o022 and not trusted:
         raise refuse(f"it is owned by uid {st.st_uid} and group or others can write to it")
-    if st.st_mode & 0o002 and not st.st_mode & stat.S_ISVTX:
-        raise refuse("anyone can write to it and replace the socket")
     if binding and not trusted:
         raise refuse(f"it is owned by uid {st.st_uid}, who could replace the daemon's socket")
+
+
+def check_socket_file(socket_path: Path) -> None:
+    """Raise `UnsafeRuntimeDirectory` unless `socket_path` is a socket owned by the caller, root
+    or the owner of its directory: in a sticky directory such as /tmp anyone may create the name
+    while the daemon is down. FileNotFoundError when there is no socket."""
+    st = os.lstat(socket_path)
+    owner = os.stat(socket_path.parent).st_uid
+    if not stat.S_ISSOCK(st.st_mode) or st.st_uid not in (os.geteuid(), 0, owner):
+        raise UnsafeRuntimeDirectory(
+            f"refusing {socket_path}: it is {'a socket' if stat.S_ISSOCK(st.st_mode) else 'no socket'} "
+            f"owned by uid {st.st_uid}, neither you, root nor the owner of its directory; another user could "
+            "stand in for recalld there"
+        )
+
+
+def make_parents(path: Path) -> None:
+    """Make the missing directories above `path` as `mkdir -p` would under the usual umask
+    (0755): they hold nothing of ours, and whoever may use `path` has to pass through them
+    (under the daemon's own umask they would be 0700)."""
+    for parent in [p for p in reversed(path.parents) if not p.exists()]:
+        with contextlib.suppress(FileExistsError):
+            parent.mkdir()
+            parent.chmod(0o755)
 
 
 def make_socket_dir(directory: Path, socket_mode: int, environ: Mapping[str, str] = os.environ) -> None:
@@ -107,7 +139,7 @@ def make_socket_dir(directory: Path, socket_mode: int, environ: Mapping[str, str
         mode = 0o700
     else:
         mode = 0o700 | (0o050 if socket_mode & 0o070 else 0) | (0o005 if socket_mode & 0o007 else 0)
-    directory.parent.mkdir(parents=True, exist_ok=True)
+    make_parents(directory)
     try:
         directory.mkdir(mode=mode)
     except FileExistsError:

@@ -104,12 +104,16 @@ def store_check(pool: asyncpg.Pool, config: Config, metrics: Metrics) -> CheckFn
     return check
 
 
+NO_PROVIDER_MESSAGE = "[embedding] provider = none"
+"""Why the embedding and vector checks fail in a daemon configured without a provider."""
+
+
 def embedding_check(embedder: Embedder | None) -> CheckFn:
     """The embedder's own verdict (breaker, vector space, last probe); fails without a provider."""
 
     async def check() -> Check:
         if embedder is None:
-            return Check(status="fail", reason=Reason.NO_PROVIDER, detail={"message": "[embedding] provider = none"})
+            return Check(status="fail", reason=Reason.NO_PROVIDER, detail={"message": NO_PROVIDER_MESSAGE})
         health = embedder.health()
         detail: dict[str, object] = {"message": health.message, "breaker": health.breaker}
         if health.space is not None:
@@ -142,7 +146,7 @@ def vector_check(index: IndexManager | None) -> CheckFn:
 
     async def check() -> Check:
         if index is None:
-            return Check(status="fail", reason=Reason.NO_PROVIDER, detail={"message": "provider = none"})
+            return Check(status="fail", reason=Reason.NO_PROVIDER, detail={"message": NO_PROVIDER_MESSAGE})
         problem = index.problem()
         detail = index.snapshot()
         if problem is None:

@@ -22,8 +22,7 @@ from aiohttp import web
 from daemon import paths
 from daemon.control import routes
 from daemon.control.access import peer_of
-from daemon.control.context import PEER, SERVICES, error_response
-from daemon.control.context import Services as Services  # re-exported: daemon.app imports it from here
+from daemon.control.context import PEER, SERVICES, Services, error_response
 from daemon.control.errors import ApiError, ErrorCode
 from daemon.log import rejected_requests_logged
 from daemon.store.db import STORE_DOWN_ERRORS, STORE_LIMIT_ERRORS

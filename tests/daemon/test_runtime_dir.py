@@ -198,6 +198,56 @@ def test_an_explicit_socket_in_a_dir_others_can_write_is_refused(users: Users, m
     assert str(shared) in done.stderr and "can write" in done.stderr
 
 
+def test_a_root_owned_dir_its_group_can_write_is_refused(users: Users) -> None:
+    """root:users 0775: every member of the group could replace the daemon's socket."""
+    home = scratch_dir("recalld-run-")
+    shared = make_dir(home / "shared", owner=0, mode=0o775, group=users.group)
+    impostor = Impostor(shared / SOCKET_NAME)
+    os.chown(impostor.path, users.other, users.group)
+    try:
+        done = as_user(users.caller, "--socket", str(impostor.path), *PUT, groups=str(users.group))
+    finally:
+        impostor.close()
+        shutil.rmtree(home)
+    assert impostor.arrived == []
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "can write" in done.stderr
+
+
+def test_a_socket_another_user_made_in_a_sticky_dir_is_refused(users: Users) -> None:
+    """A sticky, root-owned directory like /tmp: anyone may take the socket's name while the
+    daemon is down, so the socket's own owner decides."""
+    home = scratch_dir("recalld-run-")
+    sticky = make_dir(home / "tmp", owner=0, mode=0o1777)
+    impostor = Impostor(sticky / SOCKET_NAME)
+    os.chown(impostor.path, users.other, users.other)
+    try:
+        done = as_user(users.caller, "--socket", str(impostor.path), *PUT)
+    finally:
+        impostor.close()
+        shutil.rmtree(home)
+    assert impostor.arrived == []
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"owned by uid {users.other}" in done.stderr
+
+
+def test_parents_made_for_the_daemons_socket_are_ordinary_directories(tmp_path: Path) -> None:
+    from daemon.paths import make_socket_dir
+
+    home = scratch_dir("recalld-run-")
+    try:
+        previous = os.umask(0o077)  # the daemon's own
+        try:
+            make_socket_dir(home / "a" / "b" / "run", socket_mode=0o660)
+        finally:
+            os.umask(previous)
+        assert stat.S_IMODE((home / "a").stat().st_mode) == 0o755
+        assert stat.S_IMODE((home / "a" / "b").stat().st_mode) == 0o755
+        assert stat.S_IMODE((home / "a" / "b" / "run").stat().st_mode) == 0o750
+    finally:
+        shutil.rmtree(home)
+
+
 def test_the_daemon_will_not_listen_in_a_default_runtime_dir_another_user_made(users: Users) -> None:
     # world-writable, so the daemon could bind there, and the owner could swap the socket later
     make_dir(users.default_dir, owner=users.other, mode=0o777)
