@@ -22,6 +22,7 @@ from actors.index.manifest import IndexReason
 from actors.recall_policy import DegradedReason
 from daemon.control.errors import ErrorCode
 from daemon.control.health import ReadinessReason
+from daemon.control.wire import DuplicateSkipReason
 
 REASON_ENUMS: Final[tuple[type[StrEnum], ...]] = (
     ErrorCode,  # error bodies of the control socket
@@ -29,9 +30,9 @@ REASON_ENUMS: Final[tuple[type[StrEnum], ...]] = (
     Reason,  # the embedding path: degraded routes, skipped work, the embedding check
     IndexReason,  # the vector index: /readyz, degraded routes, error bodies
     ReadinessReason,  # /readyz checks of the store and the supervised actors
+    DuplicateSkipReason,  # a create's `duplicate_check.reason` when the check did not run
 )
-"""The enums whose members reach clients or operators. The duplicate check's skip reason is
-still a plain string in its module (issue 18 item 5)."""
+"""The enums whose members reach clients or operators."""
 
 SHARED_CODES: Final[Mapping[str, str]] = {
     "store_unavailable": "PostgreSQL did not answer: an error code, a degraded route, a failed check",

@@ -20,6 +20,7 @@ from daemon.control.errors import ApiError, ErrorCode, bad_value, not_found, rou
 from daemon.control.wire import (
     SOURCE_PATH_MAX_BYTES,
     DuplicateCheck,
+    DuplicateSkipReason,
     Feedback,
     RecallRequest,
     RecordCreated,
@@ -151,7 +152,7 @@ async def create_record(request: web.Request) -> web.Response:
         raise ApiError(409, ErrorCode.ID_CONFLICT, f"id {record.id} is already taken") from None
     services.metrics.records_written.labels(operation="create").inc()
     # Semantic duplicate checks need the embedder; until it is wired the answer says so.
-    check = DuplicateCheck(status="skipped", reason="duplicate_check_unavailable", threshold=0.8, compared=0, of=0)
+    check = DuplicateCheck(status="skipped", reason=DuplicateSkipReason.UNAVAILABLE, threshold=0.8, compared=0, of=0)
     return ok(RecordCreated(id=record_id, revision=revision, duplicate_check=check), 201)
 
 

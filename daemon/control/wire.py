@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
+from enum import StrEnum
 from typing import Any, Literal, TypeVar
 
 import msgspec
@@ -78,6 +79,13 @@ class RecordOut(msgspec.Struct, kw_only=True):
     content_hash: str
     created_at: dt.datetime
     updated_at: dt.datetime
+
+
+class DuplicateSkipReason(StrEnum):
+    """Why a create's duplicate check was skipped (`duplicate_check.reason`)."""
+
+    UNAVAILABLE = "duplicate_check_unavailable"
+    """The daemon has no duplicate check yet (SPEC §5)."""
 
 
 class DuplicateCheck(msgspec.Struct, kw_only=True, omit_defaults=True):
