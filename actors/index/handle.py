@@ -104,7 +104,18 @@ class Handle:
     a search started after `close()` raises `HandleClosed`.
     """
 
-    __slots__ = ("_active", "_base", "_closed", "_deltas", "_lock", "_space", "_space_id", "_tomb_set", "_tombstones")
+    __slots__ = (
+        "_active",
+        "_base",
+        "_closed",
+        "_deltas",
+        "_lock",
+        "_space",
+        "_space_id",
+        "_tomb_set",
+        "_tombstoned",
+        "_tombstones",
+    )
 
     def __init__(
         self,
@@ -125,6 +136,7 @@ class Handle:
         self._deltas = tuple(delta for delta in deltas if delta.count)
         self._tombstones = frozenset(int(s) for s in tombstones)
         self._tomb_set = SurrogateSet(self._tombstones) if self._tombstones else None
+        self._tombstoned: int | None = None  # tombstoned_count(), once asked
         self._lock = threading.Lock()
         self._active = 0
         self._closed = False
@@ -179,11 +191,12 @@ class Handle:
     def tombstoned_count(self) -> int:
         """Vectors this handle holds (base or delta) that it must never return: chunks retired
         since they were loaded, by forgets and updates. Tombstones of chunks it does not hold
-        (retired before its base was built) do not count."""
-        if not self._tombstones:
-            return 0
-        dead = np.fromiter(self._tombstones, dtype=np.int64, count=len(self._tombstones))
-        return sum(int(np.count_nonzero(part.rows_of(dead) >= 0)) for part in self._parts())
+        (retired before its base was built) do not count. Counted once per handle: the builder
+        asks on every step of its loop, and a handle never changes."""
+        if self._tombstoned is None:
+            dead = np.fromiter(self._tombstones, dtype=np.int64, count=len(self._tombstones))
+            self._tombstoned = sum(int(np.count_nonzero(part.rows_of(dead) >= 0)) for part in self._parts())
+        return self._tombstoned
 
     @property
     def seen(self) -> int:
