@@ -175,6 +175,16 @@ _PID_LINE = 0
 _DATA_DIR_LINE = 1
 
 
+def _pid_file_lines(pgdata: Path) -> tuple[int, list[str]] | None:
+    """The pid `pgdata/postmaster.pid` names and the file's lines; None without a readable pid."""
+    try:
+        lines = (pgdata / "postmaster.pid").read_text().split("\n")
+        pid = abs(int(lines[_PID_LINE]))  # negative: a single-user backend holds the directory
+    except (OSError, ValueError, IndexError):
+        return None
+    return (pid, lines) if pid else None
+
+
 def postmaster_of(pgdata: Path, uid: int) -> int | None:
     """The pid of the live postmaster of `pgdata` that `pgdata/postmaster.pid` names, or None.
 
@@ -183,10 +193,12 @@ def postmaster_of(pgdata: Path, uid: int) -> int | None:
     signals it, the named process must run as `uid`, be a `postgres` binary and have `pgdata`
     as its working directory (the postmaster chdirs into its data directory; its backends are
     renamed "postgres: ..."), and the file's own data-directory line must name `pgdata`."""
+    named = _pid_file_lines(pgdata)
+    if named is None:
+        return None
+    pid, lines = named
     try:
-        lines = (pgdata / "postmaster.pid").read_text().split("\n")
-        pid = abs(int(lines[_PID_LINE]))  # negative: a single-user backend holds the directory
-        if pid == 0 or not os.path.samefile(lines[_DATA_DIR_LINE], pgdata):
+        if not os.path.samefile(lines[_DATA_DIR_LINE], pgdata):
             return None
         proc = Path(f"/proc/{pid}")
         if proc.stat().st_uid != uid:
@@ -281,12 +293,10 @@ class EmbeddedPostgres:
         and pg_ctl would signal that process. A file naming a dead pid is left for PostgreSQL,
         which then also checks that no orphaned backend still holds the shared memory."""
         pid_file = self.pgdata / "postmaster.pid"
-        try:
-            named = abs(int(pid_file.read_text().split("\n", 1)[0]))
-        except (OSError, ValueError):
+        found = _pid_file_lines(self.pgdata)
+        if found is None or not Path(f"/proc/{found[0]}").exists() or self.postmaster() is not None:
             return
-        if named == 0 or not Path(f"/proc/{named}").exists() or self.postmaster() is not None:
-            return
+        named = found[0]
         pid_file.unlink(missing_ok=True)
         log.warning(
             "removed a stale %s: it named pid %d, a live process that is not this data directory's postmaster "
