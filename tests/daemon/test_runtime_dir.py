@@ -182,34 +182,38 @@ def test_an_explicit_socket_in_the_daemons_own_group_readable_dir_is_used(users:
     assert len(daemon.arrived) == 1
 
 
-@pytest.mark.parametrize("mode", [0o777, 0o1777, 0o775])
-def test_an_explicit_socket_in_a_dir_others_can_write_is_refused(users: Users, mode: int) -> None:
-    """Whoever can write to the directory can put their own socket in the daemon's place."""
+def put_to_explicit_socket(
+    users: Users, *, owner: int, mode: int, group: int | None = None, socket_owner: int | None = None
+) -> tuple[Path, list[bytes], subprocess.CompletedProcess[str]]:
+    """A directory of `owner` and `mode` holding an impostor's socket (of `socket_owner`), and the
+    caller's `recalld --socket ... put` to it: (the directory, what reached the socket, the run)."""
     home = scratch_dir("recalld-run-")
-    shared = make_dir(home / "shared", owner=users.other, mode=mode, group=users.group)
-    impostor = Impostor(shared / SOCKET_NAME)
+    directory = make_dir(home / "shared", owner=owner, mode=mode, group=group)
+    impostor = Impostor(directory / SOCKET_NAME)
+    if socket_owner is not None:
+        os.chown(impostor.path, socket_owner, socket_owner if group is None else group)
+    groups = "-" if group is None else str(group)
     try:
-        done = as_user(users.caller, "--socket", str(impostor.path), *PUT, groups=str(users.group))
+        done = as_user(users.caller, "--socket", str(impostor.path), *PUT, groups=groups)
     finally:
         impostor.close()
         shutil.rmtree(home)
-    assert impostor.arrived == []
+    return directory, impostor.arrived, done
+
+
+@pytest.mark.parametrize("mode", [0o777, 0o1777, 0o775])
+def test_an_explicit_socket_in_a_dir_others_can_write_is_refused(users: Users, mode: int) -> None:
+    """Whoever can write to the directory can put their own socket in the daemon's place."""
+    shared, arrived, done = put_to_explicit_socket(users, owner=users.other, mode=mode, group=users.group)
+    assert arrived == []
     assert done.returncode == 1, done.stdout + done.stderr
     assert str(shared) in done.stderr and "can write" in done.stderr
 
 
 def test_a_root_owned_dir_its_group_can_write_is_refused(users: Users) -> None:
     """root:users 0775: every member of the group could replace the daemon's socket."""
-    home = scratch_dir("recalld-run-")
-    shared = make_dir(home / "shared", owner=0, mode=0o775, group=users.group)
-    impostor = Impostor(shared / SOCKET_NAME)
-    os.chown(impostor.path, users.other, users.group)
-    try:
-        done = as_user(users.caller, "--socket", str(impostor.path), *PUT, groups=str(users.group))
-    finally:
-        impostor.close()
-        shutil.rmtree(home)
-    assert impostor.arrived == []
+    _, arrived, done = put_to_explicit_socket(users, owner=0, mode=0o775, group=users.group, socket_owner=users.other)
+    assert arrived == []
     assert done.returncode == 1, done.stdout + done.stderr
     assert "can write" in done.stderr
 
@@ -217,21 +221,13 @@ def test_a_root_owned_dir_its_group_can_write_is_refused(users: Users) -> None:
 def test_a_socket_another_user_made_in_a_sticky_dir_is_refused(users: Users) -> None:
     """A sticky, root-owned directory like /tmp: anyone may take the socket's name while the
     daemon is down, so the socket's own owner decides."""
-    home = scratch_dir("recalld-run-")
-    sticky = make_dir(home / "tmp", owner=0, mode=0o1777)
-    impostor = Impostor(sticky / SOCKET_NAME)
-    os.chown(impostor.path, users.other, users.other)
-    try:
-        done = as_user(users.caller, "--socket", str(impostor.path), *PUT)
-    finally:
-        impostor.close()
-        shutil.rmtree(home)
-    assert impostor.arrived == []
+    _, arrived, done = put_to_explicit_socket(users, owner=0, mode=0o1777, socket_owner=users.other)
+    assert arrived == []
     assert done.returncode == 1, done.stdout + done.stderr
     assert f"owned by uid {users.other}" in done.stderr
 
 
-def test_parents_made_for_the_daemons_socket_are_ordinary_directories(tmp_path: Path) -> None:
+def test_parents_made_for_the_daemons_socket_are_ordinary_directories() -> None:
     from daemon.paths import make_socket_dir
 
     home = scratch_dir("recalld-run-")
