@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import uuid
 from pathlib import Path
@@ -13,7 +14,7 @@ import numpy.typing as npt
 from actors.index.generation import build_generation, manifest_sha256
 from actors.index.idmap import IdMap
 from actors.index.manifest import MANIFEST_FILE, Expected, FileEntry, Manifest, encode_manifest
-from actors.kernel.ports import VectorSpace
+from actors.kernel.ports import GenerationRow, VectorSpace
 
 
 def space(dimension: int = 16, model: str = "test-model", template_version: int = 1) -> VectorSpace:
@@ -78,3 +79,18 @@ def rebless(directory: Path, **changes: object) -> Expected:
     manifest = msgspec.structs.replace(manifest, files=files, **changes)
     (directory / MANIFEST_FILE).write_bytes(encode_manifest(manifest))
     return Expected.from_manifest(manifest, manifest_sha256(directory))
+
+
+def generation_row(root: Path, manifest: Manifest) -> GenerationRow:
+    """The catalogue row of a generation just built under `root`, as the builder records it."""
+    return GenerationRow(
+        id=manifest.generation_id,
+        space_id=manifest.space_id,
+        directory=str(root / manifest.generation_id),
+        manifest_sha256=manifest_sha256(root / manifest.generation_id),
+        index_type=manifest.index_type,
+        count=manifest.count,
+        source_watermark=manifest.source_watermark,
+        tombstone_watermark=manifest.tombstone_watermark,
+        built_at=dt.datetime.now(dt.UTC),
+    )

@@ -4,7 +4,6 @@ vector_space_mismatch, conflict), and the pointer moves only when every check pa
 
 from __future__ import annotations
 
-import datetime as dt
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -13,11 +12,12 @@ import numpy as np
 import pytest
 
 from actors.index.builds import Builds, GenerationNotFound, PointerMoved, SpaceMismatch
-from actors.index.generation import build_generation, manifest_sha256
+from actors.index.generation import build_generation
 from actors.index.idmap import IdMap
 from actors.index.manifest import GenerationCorrupt
 from actors.index.settings import IndexSettings
 from actors.kernel.ports import GenerationRow, Pointer, VectorSpace
+from tests.index.common import generation_row
 
 from .fakes import FakeVectorStore
 
@@ -52,17 +52,7 @@ async def add_generation(store: FakeVectorStore, root: Path, generation_id: str)
         source_watermark=DIM,
         tombstone_watermark=0,
     )
-    row = GenerationRow(
-        id=generation_id,
-        space_id=BUILT_IN.key,
-        directory=str(root / generation_id),
-        manifest_sha256=manifest_sha256(root / generation_id),
-        index_type=manifest.index_type,
-        count=manifest.count,
-        source_watermark=DIM,
-        tombstone_watermark=0,
-        built_at=dt.datetime.now(dt.UTC),
-    )
+    row = generation_row(root, manifest)
     await store.add_generation(row)
     return row
 

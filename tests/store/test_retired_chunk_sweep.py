@@ -5,7 +5,6 @@ on disk; a build in progress, or a generation whose id map cannot be read, keeps
 
 from __future__ import annotations
 
-import datetime as dt
 import itertools
 import uuid
 from pathlib import Path
@@ -14,13 +13,14 @@ import asyncpg
 import numpy as np
 import pytest
 
-from actors.index.generation import IdMap, build_generation, manifest_sha256
+from actors.index.generation import IdMap, build_generation
 from actors.index.manifest import ID_MAP_FILE
-from actors.kernel.ports import GenerationRow, RecordToIndex, VectorSpace
+from actors.kernel.ports import RecordToIndex, VectorSpace
 from actors.sweeper import Sweeper, SweepSettings
 from daemon.store.records import RecordFields, RecordRepository
 from daemon.store.search import SearchLog
 from daemon.store.vectors import PgVectorStore
+from tests.index.common import generation_row
 
 pytestmark = pytest.mark.anyio
 
@@ -60,19 +60,7 @@ class Corpus:
             source_watermark=source,
             tombstone_watermark=tombstone,
         )
-        await self.store.add_generation(
-            GenerationRow(
-                id=generation_id,
-                space_id=SPACE.key,
-                directory=str(root / generation_id),
-                manifest_sha256=manifest_sha256(root / generation_id),
-                index_type=manifest.index_type,
-                count=manifest.count,
-                source_watermark=source,
-                tombstone_watermark=tombstone,
-                built_at=dt.datetime.now(dt.UTC),
-            )
-        )
+        await self.store.add_generation(generation_row(root, manifest))
         assert await self.store.move_pointer(generation_id, (await self.store.pointer()).version)
 
     async def chunk_rows(self, record_id: uuid.UUID) -> list[int]:
