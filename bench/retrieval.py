@@ -24,8 +24,9 @@ One run, one corpus, the same MiniLM vectors for every system:
    even-numbered ones (held out) as well as on all. A set whose questions are all `fresh`
    (written after the defaults were frozen) is for checking only: no sweep.
 
-Scores are page level: hit@5 counts a question when any expected page is among the first 5
-distinct pages; MRR@10 is 1/rank of the first expected page within the first 10 (0 if none).
+Scores are page level, by actors/retrieval_metrics.py (the metrics of `recalld eval`): hit@5
+counts a question when any expected page is among the first 5 distinct pages; MRR@10 is 1/rank
+of the first expected page within the first 10 (0 if none).
 """
 
 from __future__ import annotations
@@ -65,6 +66,8 @@ from actors.fusion import (  # noqa: E402
     weighted_score,
 )
 from actors.query import QUERY_BUILDER_VERSION, Evidence, evidence_of  # noqa: E402
+from actors.retrieval_metrics import Score  # noqa: E402
+from actors.retrieval_metrics import score as score_by_kind  # noqa: E402
 from bench.harness import (  # noqa: E402
     KEYWORD_SQL,
     PGVECTOR_K,
@@ -148,46 +151,10 @@ def groups(questions: Sequence[Question]) -> dict[str, list[Question]]:
     return {"all": list(questions)} | {name: qs for name, qs in found.items() if 0 < len(qs) < len(questions)}
 
 
-def distinct(pages: Sequence[str]) -> list[str]:
-    return list(dict.fromkeys(pages))
-
-
-def hit_at(pages: Sequence[str], expected: Sequence[str], n: int = 5) -> bool:
-    """Any expected page among the first `n` distinct pages (never chunk-exact, never rank 1 only)."""
-    return any(p in expected for p in distinct(pages)[:n])
-
-
-def reciprocal_rank_at(pages: Sequence[str], expected: Sequence[str], n: int = 10) -> float:
-    for position, page in enumerate(distinct(pages)[:n], start=1):
-        if page in expected:
-            return 1.0 / position
-    return 0.0
-
-
-@dataclass
-class Score:
-    hits: int = 0
-    rr: float = 0.0
-    of: int = 0
-
-    @property
-    def mrr(self) -> float:
-        return self.rr / self.of if self.of else 0.0
-
-    def cell(self) -> str:
-        return f"{self.hits}/{self.of} · {self.mrr:.3f}"
-
-
 def score(answers: dict[str, list[str]], questions: Sequence[Question]) -> dict[str, Score]:
-    """Per kind and `all`: hit@5 count and MRR@10 of `answers` (question id -> pages, best first)."""
-    out = {kind: Score() for kind in (*KINDS, "all")}
-    for q in questions:
-        pages = answers.get(q.id, [])
-        for bucket in (out[q.kind], out["all"]):
-            bucket.hits += hit_at(pages, q.expected)
-            bucket.rr += reciprocal_rank_at(pages, q.expected)
-            bucket.of += 1
-    return out
+    """Per kind and `all`: hit@5 count and MRR@10 of `answers` (question id -> pages, best first),
+    by the metrics `recalld eval` reports (actors/retrieval_metrics.py)."""
+    return score_by_kind(answers, questions, kinds=KINDS)
 
 
 # --- the daemon -----------------------------------------------------------------------------------
@@ -515,7 +482,9 @@ def fused_answers(
 
 def worst_of(a: dict[str, Score], b: dict[str, Score]) -> dict[str, Score]:
     """Per kind, the lower hit count and the lower MRR of two scorings."""
-    return {kind: Score(min(a[kind].hits, b[kind].hits), min(a[kind].rr, b[kind].rr), a[kind].of) for kind in a}
+    return {
+        kind: Score(hits=min(a[kind].hits, b[kind].hits), rr=min(a[kind].rr, b[kind].rr), of=a[kind].of) for kind in a
+    }
 
 
 # --- the report -----------------------------------------------------------------------------------

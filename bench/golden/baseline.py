@@ -29,6 +29,8 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
 from check_questions import (  # noqa: E402  (sibling script, not a package)
     DEFAULT_CORPUS,
     DEFAULT_QUESTIONS,
@@ -37,6 +39,8 @@ from check_questions import (  # noqa: E402  (sibling script, not a package)
     check_corpus,
     load_questions,
 )
+
+from actors.retrieval_metrics import first_rank  # noqa: E402
 
 if TYPE_CHECKING:
     from daemon.store.embedded import EmbeddedPostgres
@@ -72,12 +76,9 @@ def read_corpus(corpus: Path) -> list[tuple[str, str, str]]:
 
 
 def first_hit_rank(ranked: Sequence[str], expected: Sequence[str]) -> int | None:
-    """1-based rank of the first result that is any expected page, or None."""
-    wanted = set(expected)
-    for rank, stem in enumerate(ranked, 1):
-        if stem in wanted:
-            return rank
-    return None
+    """1-based rank of the first result that is any expected page (within MRR@10), or None:
+    the criterion of `recalld eval`, actors/retrieval_metrics.py."""
+    return first_rank(ranked, expected, MRR_AT)
 
 
 async def run(dsn: str, rows: list[tuple[str, str, str]], questions: list[Question]) -> dict[str, list[str]]:
