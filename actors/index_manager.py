@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 import anyio
@@ -160,17 +160,30 @@ class IndexManager:
     def store(self) -> VectorStore:
         return self._store
 
-    async def count_pending(self) -> int:
-        """Live records whose current revision is not yet searchable here, counted now."""
+    async def count_pending(self, namespaces: Collection[str] | None = None) -> int:
+        """Live records whose current revision is not yet searchable here, counted now; only
+        those of `namespaces` when given (None: every namespace)."""
         space = self._embedder.space if self._embedder else None
+        chunker = self.settings.chunker
         if space is None:
-            return await self._store.count_to_index("", self.settings.chunker)
-        waiting = await self._store.count_to_index(space.key, self.settings.chunker, after=self._known_mark(space))
-        held = sum((await self._store.held(space.key)).by_reason.values())
+            return await self._store.count_to_index("", chunker, namespaces=namespaces)
+        waiting = await self._store.count_to_index(
+            space.key, chunker, after=self._known_mark(space), namespaces=namespaces
+        )
+        held = sum((await self._store.held(space.key, namespaces=namespaces)).by_reason.values())
         handle = self.cell.current()
         seen = handle.seen if handle is not None and handle.space_id == space.key else 0
-        stored_after = await self._store.newest_live_surrogate(space.key) > seen
+        stored_after = await self._store.newest_live_surrogate(space.key, namespaces=namespaces) > seen
         return waiting + held + (1 if stored_after else 0)
+
+    def generation_count(self, generation_id: str, namespaces: Collection[str]) -> int | None:
+        """Vectors of `namespaces` in generation `generation_id`, when it is the base of the
+        handle this daemon serves; None when it is not (this daemon has not loaded it)."""
+        handle = self.cell.current()
+        base = handle.base if handle is not None else None
+        if base is None or base.generation_id != generation_id:
+            return None
+        return sum(base.namespace_count(namespace) for namespace in namespaces)
 
     def generations_in_use(self) -> set[str]:
         """Generations a handle of this daemon still holds (current, or leased by a search)."""

@@ -225,10 +225,13 @@ def cmd_generations(client: Client, args: argparse.Namespace) -> int:
         return EXIT_OK
     for row in answer["generations"]:
         mark = "*" if row["current"] else ("<" if row["id"] == answer["previous"] else " ")
-        print(f"{mark} {row['id']}  {row['count']:>8} vectors  {row['index_type']:<8} {row['built_at']}")
+        count = "?" if row["count"] is None else row["count"]  # a generation this daemon has not loaded
+        print(f"{mark} {row['id']}  {count:>8} vectors  {row['index_type']:<8} {row['built_at']}")
     print(f"pending: {answer['pending']}")
     for build in answer["builds"][:5]:
-        print(f"build {build['id']}: {build['state']} {build['done']}/{build['total']} {build.get('error') or ''}")
+        # progress counts span every namespace: shown to those who may read them all
+        progress = f" {build['done']}/{build['total']}" if "total" in build else ""
+        print(f"build {build['id']}: {build['state']}{progress} {build.get('error') or ''}")
     return EXIT_OK
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
@@ -246,9 +246,12 @@ class IndexBacklog(Protocol):
         `IndexHolds.hold`) are not returned."""
         ...
 
-    async def count_to_index(self, space_id: str, chunker: str, *, after: int = 0) -> int:
+    async def count_to_index(
+        self, space_id: str, chunker: str, *, after: int = 0, namespaces: Collection[str] | None = None
+    ) -> int:
         """Live records whose current revision has no vectors in the space yet, among those
-        changed after change mark `after`; held ones (see `hold`) are not counted."""
+        changed after change mark `after`; held ones (see `hold`) are not counted. Only records
+        of `namespaces` when given (None: every namespace)."""
         ...
 
     async def change_mark(self) -> int | None:
@@ -284,8 +287,9 @@ class IndexHolds(Protocol):
         the same revision, at most `longest_s`. Storing a record's vectors ends its hold."""
         ...
 
-    async def held(self, space_id: str) -> Holds:
-        """Live records held now, by reason, and when the first of those holds ends."""
+    async def held(self, space_id: str, *, namespaces: Collection[str] | None = None) -> Holds:
+        """Live records held now, by reason, and when the first of those holds ends; only those
+        of `namespaces` when given."""
         ...
 
     async def delete_stale_holds(self) -> int:
@@ -301,8 +305,9 @@ class DeltaSource(Protocol):
         """Live chunks' vectors in the space with a surrogate above `after`, ascending, at most `limit`."""
         ...
 
-    async def newest_live_surrogate(self, space_id: str) -> int:
-        """The highest surrogate of a live (not retired) chunk with a vector in the space; 0 if none."""
+    async def newest_live_surrogate(self, space_id: str, *, namespaces: Collection[str] | None = None) -> int:
+        """The highest surrogate of a live (not retired) chunk with a vector in the space, of
+        `namespaces` when given; 0 if none."""
         ...
 
     async def retired_surrogates(self, up_to: int) -> npt.NDArray[np.int64]:

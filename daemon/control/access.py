@@ -108,6 +108,20 @@ class AccessPolicy:
                 return True
         return False
 
+    def readable_namespaces(self, peer: Peer) -> frozenset[str] | None:
+        """The namespaces the peer may read, for answers that count across namespaces; None
+        when it may read every one (an administrator, or granted "*")."""
+        if self.is_admin(peer):
+            return None
+        names = self._names(peer)
+        granted = {
+            space
+            for table in (self._config.readers, self._config.writers)
+            for name in names
+            for space in table.get(name, [])
+        }
+        return None if "*" in granted else frozenset(granted)
+
     def require_admin(self, peer: Peer) -> None:
         if not self.is_admin(peer):
             raise ApiError(403, ErrorCode.FORBIDDEN, "this operation needs administrator rights")

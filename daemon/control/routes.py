@@ -331,23 +331,34 @@ def _shown(value: dict[str, Any], fields: frozenset[str]) -> dict[str, Any]:
 
 async def generations(request: web.Request) -> web.Response:
     """Appendix A's `current`, `generations` and `pending` for every caller; administrators get
-    each row whole, the builds' errors and the index manager's `index` snapshot too."""
+    each row whole, the builds' errors and the index manager's `index` snapshot too.
+
+    A caller who may read only some namespaces gets counts over those alone: the current
+    generation's `count` and `pending` (how much another namespace holds is not theirs to
+    know), no other generation and no build's progress, whose counts span every namespace."""
     index = _index(request)
     store = index.store
+    access, caller = request.app[SERVICES].access, peer(request)
     pointer = await store.pointer()
     spaces = await store.spaces()
     current_id = pointer.current.id if pointer.current else None
     rows = [_generation_out(r, spaces, current_id) for r in await store.generations()]
     builds: list[dict[str, Any]] = msgspec.to_builtins(index.builds())
-    admin = request.app[SERVICES].access.is_admin(peer(request))
+    admin = access.is_admin(caller)
     if not admin:
         rows = [_shown(row, _SHOWN_GENERATION) for row in rows]
         builds = [_shown(build, _SHOWN_BUILD) for build in builds]
+    readable = access.readable_namespaces(caller)
+    if readable is not None:
+        rows = [row for row in rows if row["current"]]
+        for row in rows:
+            row["count"] = index.generation_count(row["id"], readable)
+        builds = [_shown(build, _SHOWN_BUILD - {"done", "total"}) for build in builds]
     answer = {
         "current": next((r for r in rows if r["current"]), None),
         "previous": pointer.previous,
         "generations": rows,
-        "pending": await index.count_pending(),
+        "pending": await index.count_pending(readable),
         "builds": builds,
     }
     if admin:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import asyncpg
@@ -40,8 +40,23 @@ _TO_INDEX = """FROM records r
                       AND h.revision = r.revision AND h.retry_at > now())"""
 
 
-async def _count_to_index(conn: asyncpg.Connection, space_id: str, chunker: str, after: int = 0) -> int:
-    return int(await conn.fetchval(f"SELECT count(*) {_TO_INDEX} AND r.change_seq > $3", space_id, chunker, after))
+async def _count_to_index(
+    conn: asyncpg.Connection, space_id: str, chunker: str, after: int = 0, namespaces: Collection[str] | None = None
+) -> int:
+    return int(
+        await conn.fetchval(
+            f"SELECT count(*) {_TO_INDEX} AND r.change_seq > $3 AND ($4::text[] IS NULL OR r.namespace = ANY($4))",
+            space_id,
+            chunker,
+            after,
+            _listed(namespaces),
+        )
+    )
+
+
+def _listed(namespaces: Collection[str] | None) -> list[str] | None:
+    """A namespace filter as a query parameter: NULL stands for every namespace."""
+    return None if namespaces is None else list(namespaces)
 
 
 def _rows(rows: list[asyncpg.Record], dimension: int) -> VectorRows:
@@ -102,9 +117,11 @@ class PgVectorStore:
             )
         return [RecordToIndex(*row.values()) for row in rows]
 
-    async def count_to_index(self, space_id: str, chunker: str, *, after: int = 0) -> int:
+    async def count_to_index(
+        self, space_id: str, chunker: str, *, after: int = 0, namespaces: Collection[str] | None = None
+    ) -> int:
         async with db.connection(self._pool) as conn:
-            return await _count_to_index(conn, space_id, chunker, after)
+            return await _count_to_index(conn, space_id, chunker, after, namespaces)
 
     async def hold(
         self, space_id: str, holds: Sequence[tuple[uuid.UUID, int, str]], *, first_s: float, longest_s: float
@@ -132,15 +149,16 @@ class PgVectorStore:
                 longest_s,
             )
 
-    async def held(self, space_id: str) -> Holds:
+    async def held(self, space_id: str, *, namespaces: Collection[str] | None = None) -> Holds:
         async with db.connection(self._pool) as conn:
             rows = await conn.fetch(
                 """SELECT h.reason, count(*) AS n, extract(epoch FROM min(h.retry_at) - now()) AS first_end_s
                    FROM index_holds h
                    JOIN records r ON r.id = h.record_id AND r.revision = h.revision AND r.deleted_at IS NULL
-                   WHERE h.space_id = $1 AND h.retry_at > now()
+                   WHERE h.space_id = $1 AND h.retry_at > now() AND ($2::text[] IS NULL OR r.namespace = ANY($2))
                    GROUP BY h.reason ORDER BY h.reason""",
                 space_id,
+                _listed(namespaces),
             )
         return Holds(
             by_reason={row["reason"]: int(row["n"]) for row in rows},
@@ -273,15 +291,16 @@ class PgVectorStore:
             )
         return _rows(rows, dimension)
 
-    async def newest_live_surrogate(self, space_id: str) -> int:
+    async def newest_live_surrogate(self, space_id: str, *, namespaces: Collection[str] | None = None) -> int:
         # Retired chunks are skipped like vectors_after skips them: a handle never loads them, so
         # counting them would leave a forgotten newest record "pending" forever after a restart.
         async with db.connection(self._pool) as conn:
             value = await conn.fetchval(
                 """SELECT v.surrogate FROM chunk_vectors v JOIN chunks c ON c.surrogate = v.surrogate
-                   WHERE v.space_id = $1 AND c.retired_at IS NULL
+                   WHERE v.space_id = $1 AND c.retired_at IS NULL AND ($2::text[] IS NULL OR c.namespace = ANY($2))
                    ORDER BY v.surrogate DESC LIMIT 1""",
                 space_id,
+                _listed(namespaces),
             )
         return int(value or 0)
 

@@ -246,6 +246,26 @@ async def test_provider_trouble_ends_a_pass_and_the_next_step_resumes(cluster: C
         await until(lambda: manager.pending == 0 and live_chunks(cluster) == 3, "resumed")
 
 
+async def test_pending_counts_the_namespaces_asked_for(cluster: Cluster) -> None:
+    async with cluster.daemon() as manager:
+        await until(lambda: manager.full_passes >= 1, "a first step")
+        await cluster.records.create("ns", "Indexed", "indexed")
+        manager.wake()
+        await until(lambda: manager.pending == 0 and live_chunks(cluster) == 1, "the first record indexed")
+        cluster.provider.down = True
+        for i in range(3):
+            await cluster.records.create("other", f"Waiting {i}", f"waiting {i}")
+        await cluster.records.create("ns", f"Held {POISON}", "refused")
+        manager.wake()
+        await until(lambda: manager.pending == 4, "the failure seen")
+        assert [await manager.count_pending(ns) for ns in (None, ["ns"], ["other"], ["elsewhere"])] == [4, 1, 3, 0]
+
+        cluster.provider.down = False
+        manager.wake()
+        await until(lambda: manager.pending == 1 and manager.held == {"embedding_not_finite": 1}, "the rest indexed")
+        assert [await manager.count_pending(ns) for ns in (["ns"], ["other"], ["ns", "other"])] == [1, 0, 1]
+
+
 # -- building generations
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 import anyio
@@ -147,11 +147,15 @@ class FakeVectorStore:
 
     # -- IndexBacklog
 
-    def _to_index(self, space_id: str, chunker: str, after: int) -> list[_Record]:
+    def _to_index(
+        self, space_id: str, chunker: str, after: int, namespaces: Collection[str] | None = None
+    ) -> list[_Record]:
         now = self.db.clock()
         due = []
         for record in self.db.records.values():
             if record.deleted or record.change_seq <= after:
+                continue
+            if namespaces is not None and record.namespace not in namespaces:
                 continue
             if self.db.indexed.get((space_id, record.id)) == (record.revision, chunker):
                 continue
@@ -167,8 +171,10 @@ class FakeVectorStore:
             for r in self._to_index(space_id, chunker, after)[:limit]
         ]
 
-    async def count_to_index(self, space_id: str, chunker: str, *, after: int = 0) -> int:
-        return len(self._to_index(space_id, chunker, after))
+    async def count_to_index(
+        self, space_id: str, chunker: str, *, after: int = 0, namespaces: Collection[str] | None = None
+    ) -> int:
+        return len(self._to_index(space_id, chunker, after, namespaces))
 
     async def change_mark(self) -> int | None:
         # No transactions here: every change is committed the moment it is made.
@@ -221,12 +227,14 @@ class FakeVectorStore:
             wait = min(longest_s, first_s * 2**attempts)
             self.db.holds[(space_id, record_id)] = _Hold(revision, reason, now, now + wait, attempts + 1)
 
-    async def held(self, space_id: str) -> Holds:
+    async def held(self, space_id: str, *, namespaces: Collection[str] | None = None) -> Holds:
         now = self.db.clock()
         by_reason: dict[str, int] = {}
         first_end: float | None = None
         for (space, record_id), hold in self.db.holds.items():
             if space != space_id or hold.retry_at <= now or not self.db.live(record_id, hold.revision):
+                continue
+            if namespaces is not None and self.db.records[record_id].namespace not in namespaces:
                 continue
             by_reason[hold.reason] = by_reason.get(hold.reason, 0) + 1
             first_end = hold.retry_at if first_end is None else min(first_end, hold.retry_at)
@@ -266,8 +274,10 @@ class FakeVectorStore:
         chosen = [(s, c) for s, c in self._live_vectors(space_id) if s > after][:limit]
         return self._rows(space_id, chosen, dimension)
 
-    async def newest_live_surrogate(self, space_id: str) -> int:
-        return max((s for s, _ in self._live_vectors(space_id)), default=0)
+    async def newest_live_surrogate(self, space_id: str, *, namespaces: Collection[str] | None = None) -> int:
+        return max(
+            (s for s, c in self._live_vectors(space_id) if namespaces is None or c.namespace in namespaces), default=0
+        )
 
     async def retired_surrogates(self, up_to: int) -> npt.NDArray[np.int64]:
         found = sorted(s for s, c in self.db.chunks.items() if c.retired_at is not None and s <= up_to)

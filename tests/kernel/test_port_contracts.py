@@ -136,6 +136,9 @@ async def test_records_to_index_come_in_change_order_behind_a_cursor(world: Worl
     assert [r.title for r in await world.store.records_to_index(SPACE.key, CHUNKER, 1)] == ["Second"]
     assert await world.store.count_to_index(SPACE.key, CHUNKER) == 3
     assert await world.store.count_to_index(SPACE.key, CHUNKER, after=listed[1].change_seq) == 1
+    assert await world.store.count_to_index(SPACE.key, CHUNKER, namespaces=["ns"]) == 2
+    assert await world.store.count_to_index(SPACE.key, CHUNKER, namespaces=["other", "elsewhere"]) == 1
+    assert await world.store.count_to_index(SPACE.key, CHUNKER, namespaces=[]) == 0
 
     assert await world.records.forget(third)
     assert await due(world) == [("Second", 1), ("First, again", 2)]
@@ -194,6 +197,8 @@ async def test_a_held_revision_is_neither_returned_nor_counted_until_it_changes(
     held = await store.held(SPACE.key)
     assert held.by_reason == {"input_rejected": 1}
     assert held.next_end_s is not None and 590 < held.next_end_s <= 600
+    assert (await store.held(SPACE.key, namespaces=["ns"])).by_reason == {"input_rejected": 1}
+    assert await store.held(SPACE.key, namespaces=["other"]) == Holds(by_reason={}, next_end_s=None)
 
     await world.records.update(poisoned, "Poisoned, mended", "better")  # a new revision is tried at once
     assert await due(world) == [("Fine", 1), ("Poisoned, mended", 2)]
@@ -265,6 +270,9 @@ async def test_vectors_after_a_watermark_skip_retired_chunks_which_become_tombst
     assert rows.vectors.dtype == np.float32
     first, last = int(rows.surrogates[0]), int(rows.surrogates[-1])
     assert await store.newest_live_surrogate(SPACE.key) == last
+    assert await store.newest_live_surrogate(SPACE.key, namespaces=["ns"]) == int(rows.surrogates[1])
+    assert await store.newest_live_surrogate(SPACE.key, namespaces=["other"]) == last
+    assert await store.newest_live_surrogate(SPACE.key, namespaces=["nowhere"]) == 0
     paged = await store.vectors_after(SPACE.key, DIM, first, 2)
     assert paged.surrogates.tolist() == rows.surrogates[1:3].tolist()
     assert len(await store.vectors_after(SPACE.key, DIM, last, 100)) == 0
