@@ -32,7 +32,7 @@ import numpy as np
 import numpy.typing as npt
 from anyio.abc import TaskStatus
 
-from actors.index.generation import list_generation_dirs, orphaned_temp_dirs
+from actors.index.listing import list_generation_dirs, orphaned_temp_dirs
 from actors.index.manifest import ID_MAP_FILE, TEMP_PREFIX
 from actors.kernel.ports import GenerationRow, SweptStore
 from actors.kernel.supervisor import stop_requested

@@ -2,8 +2,9 @@
 
 `manifest` (pure) describes a generation and checks it against its PostgreSQL pointer row,
 `layout` checks an index file's FAISS layout before FAISS reads it, `generation` builds and
-loads generation directories, `handle` serves searches over a generation, a delta and
-tombstones. The index-manager actor drives these; nothing here touches PostgreSQL.
+loads generation directories, `listing` finds them and their leftovers for the sweeper,
+`handle` serves searches over a generation, a delta and tombstones. The index-manager actor
+drives these; nothing here touches PostgreSQL.
 """
 
 from __future__ import annotations
@@ -12,13 +13,12 @@ from actors.index.generation import (
     Generation,
     GenerationBuildError,
     build_generation,
-    list_generation_dirs,
     load_generation,
     manifest_sha256,
-    orphaned_temp_dirs,
 )
 from actors.index.handle import Handle, HandleCell, HandleClosed, HandleStats, Hit
 from actors.index.idmap import IdMap
+from actors.index.listing import list_generation_dirs, orphaned_temp_dirs
 from actors.index.manifest import Corruption, Expected, GenerationCorrupt, IndexReason, Manifest
 
 __all__ = [

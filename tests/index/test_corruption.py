@@ -20,6 +20,7 @@ import pytest
 import actors.index.generation as generation_module
 from actors.index.generation import load_generation, manifest_sha256
 from actors.index.layout import inspect_index_file
+from actors.index.listing import list_generation_dirs
 from actors.index.manifest import Corruption, Expected, GenerationCorrupt
 
 from .common import build, id_map_for, rebless, space, unit_vectors
@@ -299,8 +300,8 @@ def test_orphaned_temp_dirs_never_affect_loading(
 
     generation = load_generation(root, expected)
     assert generation.path == directory and generation.count == N
-    assert GOOD in generation_module.list_generation_dirs(root)
-    assert not any(n.startswith(".tmp-") for n in generation_module.list_generation_dirs(root))
+    assert GOOD in list_generation_dirs(root)
+    assert not any(n.startswith(".tmp-") for n in list_generation_dirs(root))
     # A pointer row can never name a temp dir.
     assert_corrupt(root, msgspec.structs.replace(expected, generation_id=temp.name), Corruption.MANIFEST_INVALID)
     assert manifest_sha256(directory) == expected.manifest_sha256

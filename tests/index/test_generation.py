@@ -12,12 +12,11 @@ import actors.index.generation as generation_module
 from actors.index.generation import (
     GenerationBuildError,
     build_generation,
-    list_generation_dirs,
     load_generation,
     manifest_sha256,
-    orphaned_temp_dirs,
 )
 from actors.index.idmap import IdMap
+from actors.index.listing import list_generation_dirs, orphaned_temp_dirs
 from actors.index.manifest import Corruption, Expected, GenerationCorrupt
 
 from .common import build, id_map_for, record_uuid, space, unit_vectors
