@@ -46,6 +46,7 @@ from actors.index.handle import Handle, HandleCell, Hit
 from actors.index.idmap import record_id_rows
 from actors.index.manifest import GenerationCorrupt, IndexReason
 from actors.index.settings import IndexSettings
+from actors.index.titles import TitleBacklog, TitleCatchUp
 from actors.kernel.mailbox import Mailbox
 from actors.kernel.ports import BuilderLock, GenerationRow, Holds, Pointer, VectorSpace, VectorStore
 from actors.kernel.supervisor import stop_requested
@@ -116,6 +117,7 @@ class IndexManager:
         new_generation_id: Callable[[], str],
         on_swap: Callable[[str], None] | None = None,
         extend_start: Callable[[float], None] | None = None,
+        titles: TitleBacklog | None = None,
     ) -> None:
         self._store = store
         self._lock = lock
@@ -132,6 +134,8 @@ class IndexManager:
         # coalesce into it (`wake` drops them) instead of queueing steps.
         self._wakeups = Mailbox[None, None](capacity=1, name="index")
         self._catch_up = CatchUp(store, embedder, settings) if embedder is not None else None
+        # Title vectors for the duplicate check, caught up with the chunks by the same builder.
+        self._titles = TitleCatchUp(titles, embedder) if titles is not None and embedder is not None else None
         self._builds = Builds(store, settings, self._spaces, new_generation_id=new_generation_id, published=self.wake)
         self._full_passes = 0
         """Steps that read every live record (catch-up and count); once every record is indexed,
@@ -338,6 +342,10 @@ class IndexManager:
         after = self._known_mark(space)
         if builder and self._catch_up is not None:
             trouble = await self._catch_up.run(space, after=after)
+            if trouble is not None:
+                self._last_error = trouble
+        if builder and self._titles is not None:
+            trouble = await self._titles.run(space, after=after)
             if trouble is not None:
                 self._last_error = trouble
         await self._refresh(space)

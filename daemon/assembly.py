@@ -34,6 +34,7 @@ from daemon.control.access import AccessPolicy
 from daemon.control.context import Services
 from daemon.control.health import Health, actors_check, embedding_check, store_check, vector_check
 from daemon.control.server import Listener, run_control_server
+from daemon.duplicates import DuplicateChecker
 from daemon.metrics import Metrics
 from daemon.notifications import listen
 from daemon.providers import make_provider
@@ -41,6 +42,7 @@ from daemon.recall import RecallService, vector_search
 from daemon.store.embedded import EmbeddedPostgres, keep_running
 from daemon.store.records import RecordRepository
 from daemon.store.search import FeedbackStore, SearchLog, SearchRecorder
+from daemon.store.titles import PgTitleStore
 from daemon.store.usage import UsageStore
 from daemon.store.vectors import PgBuilderLock, PgVectorStore, new_generation_id
 from daemon.systemd import Notifier
@@ -92,11 +94,13 @@ def assemble(
             new_generation_id=new_generation_id,
             on_swap=lambda why: metrics.handle_swaps.labels(why=why.split()[0]).inc(),
             extend_start=notifier.extend_timeout,
+            titles=PgTitleStore(pool),
         )
     query_vectors = QueryVectorCache(config.recall.query_cache)
     searches = SearchRecorder(pool)
     metrics.watch(embedder, index, query_vectors, searches)
     health = Health()
+    duplicates = DuplicateChecker(PgTitleStore(pool), embedder, config.duplicates, metrics)
     services = Services(
         config=config,
         metrics=metrics,
@@ -115,7 +119,8 @@ def assemble(
             vector_search(embedder, index, query_vectors) if embedder and index else None,
         ),
         alive=lambda: supervisor.alive,
-        capabilities=lambda: _capabilities(health, embedder, index),
+        capabilities=lambda: _capabilities(health, embedder, index, duplicates),
+        duplicates=duplicates,
     )
     children: list[ChildSpec] = []
     if embedded is not None:
@@ -168,7 +173,9 @@ def assemble(
     return Daemon(services, supervisor)
 
 
-async def _capabilities(health: Health, embedder: Embedder | None, index: IndexManager | None) -> dict[str, bool]:
+async def _capabilities(
+    health: Health, embedder: Embedder | None, index: IndexManager | None, duplicates: DuplicateChecker
+) -> dict[str, bool]:
     """What /v1/capabilities answers: which features this daemon can serve right now."""
     verdict = await health.readiness()
     store_up = verdict.checks.get("store") is not None and verdict.checks["store"].status == "pass"
@@ -177,7 +184,7 @@ async def _capabilities(health: Health, embedder: Embedder | None, index: IndexM
         "recall.structured.v1": store_up,
         "recall.vector.v1": index is not None and index.problem() is None,
         "embedding.v1": embedder is not None and embedder.health().status == "pass",
-        "duplicates.v1": False,
+        "duplicates.v1": store_up and duplicates.available,
         "assignments.v1": False,
         "resolver.v1": False,
     }

@@ -192,6 +192,24 @@ class RecordsConfig(_Section, frozen=True):
     max_kind_chars: Annotated[int, Meta(ge=1, le=1_000)] = 64
 
 
+class DuplicatesConfig(_Section, frozen=True):
+    """Semantic duplicate warnings on create (SPEC §5; docs/DUPLICATES.md)."""
+
+    threshold: Annotated[float, Meta(ge=-1, le=1)] = 0.80
+    """The least title similarity that warns (inclusive) for a model not in `thresholds`: the
+    usual starting point for sentence-embedding models, not a measurement."""
+    thresholds: dict[str, Annotated[float, Meta(ge=-1, le=1)]] = msgspec.field(
+        default_factory=lambda: {"all-MiniLM-L6-v2-onnx-int8": 0.60}
+    )
+    """Embedding model -> its threshold, chosen with `recalld calibrate` on
+    tests/fixtures/duplicates/pairs.json (docs/DUPLICATES.md has the figures)."""
+    time_cap_s: Seconds = 10.0
+    """The whole check (embedding the title, reading and comparing the titles) must end within
+    this, or it is skipped with `time_cap_exceeded`: the record is written either way."""
+    max_similar: Annotated[int, Meta(ge=1, le=1000)] = 10
+    """At most this many similar records are named in a warning, the most similar first."""
+
+
 class ResolverConfig(_Section, frozen=True):
     enabled: bool = False
     url: str = ""
@@ -228,6 +246,7 @@ class Config(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=Tr
     embedding: EmbeddingConfig = EmbeddingConfig()
     recall: RecallConfig = RecallConfig()
     records: RecordsConfig = RecordsConfig()
+    duplicates: DuplicatesConfig = DuplicatesConfig()
     index: IndexConfig = IndexConfig()
     gc: GcConfig = GcConfig()
     resolver: ResolverConfig = ResolverConfig()

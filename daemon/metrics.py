@@ -62,6 +62,18 @@ class Metrics:
             "Times the embedded PostgreSQL was found stopped and started again",
             registry=r,
         )
+        self.duplicate_checks = Counter(
+            "recalld_duplicate_checks",
+            "Semantic duplicate checks, by status (clear, warned, skipped) and skip reason",
+            ["status", "reason"],
+            registry=r,
+        )
+        self.duplicate_check_seconds = Histogram(
+            "recalld_duplicate_check_seconds",
+            "Time one semantic duplicate check took, skipped ones included",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
         self.store_up = Gauge("recalld_store_up", "1 when PostgreSQL answered the last check", registry=r)
         self.ready = Gauge("recalld_ready", "1 when /readyz passes or warns", registry=r)
 

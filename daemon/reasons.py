@@ -38,6 +38,8 @@ SHARED_CODES: Final[Mapping[str, str]] = {
     "store_unavailable": "PostgreSQL did not answer: an error code, a degraded route, a failed check",
     "deadline_exceeded": "no answer in time: the embedding path's failure and recall's degraded route",
     "vector_index_corrupt": "a generation failed verification: the index's problem and an error code",
+    "no_provider": "no embedding provider is configured: the embedding path's failure and a skipped duplicate check",
+    "circuit_open": "the embedder's breaker is open: the embedding path's failure and a skipped duplicate check",
 }
 """Codes defined by more than one enum, each time with the meaning given here. Another code
 shared by two enums is a second meaning for one code until someone decides it is not."""

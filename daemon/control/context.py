@@ -19,6 +19,7 @@ from daemon.control.access import AccessPolicy, Peer
 from daemon.control.errors import ApiError
 from daemon.control.health import Health
 from daemon.control.wire import encode
+from daemon.duplicates import DuplicateChecker
 from daemon.metrics import Metrics
 from daemon.recall import RecallService
 from daemon.store.records import RecordRepository
@@ -42,6 +43,8 @@ class Services:
     recall: RecallService
     alive: Callable[[], bool]
     capabilities: Callable[[], Awaitable[dict[str, bool]]]
+    duplicates: DuplicateChecker | None = None
+    """The semantic duplicate check (daemon/duplicates.py)."""
 
 
 SERVICES = web.AppKey("services", Services)

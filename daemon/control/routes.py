@@ -15,7 +15,7 @@ from actors.index_manager import GenerationNotFound, IndexManager, PointerMoved,
 from actors.kernel.ports import GenerationRow
 from actors.recall_policy import NothingAnswered
 from daemon.config import Config
-from daemon.control.context import SERVICES, peer
+from daemon.control.context import SERVICES, Services, peer
 from daemon.control.errors import ApiError, ErrorCode, bad_value, not_found, route_unavailable
 from daemon.control.wire import (
     SOURCE_PATH_MAX_BYTES,
@@ -151,9 +151,15 @@ async def create_record(request: web.Request) -> web.Response:
         services.metrics.write_rejections.labels(code=ErrorCode.ID_CONFLICT).inc()
         raise ApiError(409, ErrorCode.ID_CONFLICT, f"id {record.id} is already taken") from None
     services.metrics.records_written.labels(operation="create").inc()
-    # Semantic duplicate checks need the embedder; until it is wired the answer says so.
-    check = DuplicateCheck(status="skipped", reason=DuplicateSkipReason.UNAVAILABLE, threshold=0.8, compared=0, of=0)
+    # After the write: the record exists whatever the check says (SPEC §5, warn only).
+    check = await _duplicate_check(services, record, record_id)
     return ok(RecordCreated(id=record_id, revision=revision, duplicate_check=check), 201)
+
+
+async def _duplicate_check(services: Services, record: RecordIn | RecordUpdate, record_id: uuid.UUID) -> DuplicateCheck:
+    if services.duplicates is None:
+        return DuplicateCheck(status="skipped", reason=DuplicateSkipReason.UNAVAILABLE, threshold=0.8, compared=0, of=0)
+    return await services.duplicates.check(record.namespace, record.kind, record.title, record_id=record_id)
 
 
 async def get_record(request: web.Request) -> web.Response:
@@ -173,6 +179,7 @@ async def update_record(request: web.Request) -> web.Response:
     caller = peer(request)
     # The namespace the body names is checked first: its refusal is the same whatever the id.
     services.access.require_write(caller, update.namespace)
+    before = await services.records.get(record_id)  # whether the title changes: a new title is checked
     try:
         done = await services.records.update(record_id, _fields(update))
     except ExactDuplicate as exc:
@@ -183,9 +190,13 @@ async def update_record(request: web.Request) -> web.Response:
     if done is None:
         raise not_found("record")
     revision, changed = done
+    title_changed = changed and (before is None or before["title"] != update.title)
     if changed:
         services.metrics.records_written.labels(operation="update").inc()
-    return ok(RecordUpdated(id=record_id, revision=revision, changed=changed))
+    if not title_changed:
+        return ok(RecordUpdated(id=record_id, revision=revision, changed=changed))
+    check = await _duplicate_check(services, update, record_id)
+    return ok(RecordUpdated(id=record_id, revision=revision, changed=changed, duplicate_check=check))
 
 
 async def forget_record(request: web.Request) -> web.Response:

@@ -20,7 +20,7 @@ import anyio
 from aiohttp import web
 
 from daemon import paths
-from daemon.control import routes
+from daemon.control import duplicates, routes
 from daemon.control.access import peer_of
 from daemon.control.context import PEER, SERVICES, Services, error_response
 from daemon.control.errors import ApiError, ErrorCode
@@ -86,6 +86,7 @@ def make_app(services: Services) -> web.Application:
     app = web.Application(middlewares=[_errors, _credentials], client_max_size=services.config.server.max_body_bytes)
     app[SERVICES] = services
     routes.install(app)
+    duplicates.install(app)
     return app
 
 

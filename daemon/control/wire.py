@@ -85,7 +85,33 @@ class DuplicateSkipReason(StrEnum):
     """Why a create's duplicate check was skipped (`duplicate_check.reason`)."""
 
     UNAVAILABLE = "duplicate_check_unavailable"
-    """The daemon has no duplicate check yet (SPEC §5)."""
+    """The titles to compare could not be read (PostgreSQL failed during the check)."""
+    NO_PROVIDER = "no_provider"
+    """No embedding provider is configured (`[embedding] provider = "none"`)."""
+    PROVIDER_DOWN = "provider_down"
+    """The provider failed, timed out, or has not answered its start-up probe yet."""
+    CIRCUIT_OPEN = "circuit_open"
+    """The embedder's circuit breaker is open after provider failures: no call was made."""
+    TIME_CAP = "time_cap_exceeded"
+    """The check did not finish within `[duplicates] time_cap_s`."""
+
+
+class DuplicateCheckRequest(_In):
+    """`POST /v1/duplicates/check`: the check a create of this title would run, as a dry run."""
+
+    namespace: str
+    kind: str
+    title: str
+
+
+class DuplicateAuditRequest(_In):
+    """`POST /v1/duplicates/audit`: near-duplicate pairs among a namespace's records, a page of
+    records (in id order, after `after`) compared with all their kind's records at a time."""
+
+    namespace: str
+    kind: str | None = None
+    after: uuid.UUID | None = None
+    limit: int = 1000
 
 
 class DuplicateCheck(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -103,10 +129,12 @@ class RecordCreated(msgspec.Struct, kw_only=True):
     duplicate_check: DuplicateCheck
 
 
-class RecordUpdated(msgspec.Struct, kw_only=True):
+class RecordUpdated(msgspec.Struct, kw_only=True, omit_defaults=True):
     id: uuid.UUID
     revision: int
     changed: bool
+    duplicate_check: DuplicateCheck | None = None
+    """Present when the update changed the title: the new title's check, as on create."""
 
 
 class RecallHit(msgspec.Struct, kw_only=True, omit_defaults=True):

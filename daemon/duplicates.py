@@ -1,0 +1,322 @@
+"""The semantic duplicate check (SPEC §5): one embedding call, an exact comparison with every live
+title of the namespace and kind, under a wall-clock cap. Warn only: it never fails a write.
+
+I/O only; the rules (what a title is embedded as, which scores warn, their order) are the pure
+`actors/duplicates.py`. Title vectors are stored by the index manager (`actors/index/titles.py`)
+and by the checks themselves; this module keeps those it has read in memory, per space, so a
+check reads from PostgreSQL only the live titles' ids and the vectors it has not seen yet.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Sequence
+
+import anyio
+import asyncpg
+import numpy as np
+import numpy.typing as npt
+
+from actors.duplicates import most_similar, reported, title_key, title_text
+from actors.embedder import Embedder
+from actors.embedding.breaker import BreakerState
+from actors.embedding.errors import EmbeddingError, Reason
+from daemon.config import DuplicatesConfig
+from daemon.control.wire import DuplicateCheck, DuplicateSkipReason
+from daemon.metrics import Metrics
+from daemon.store.db import STORE_DOWN_ERRORS
+from daemon.store.titles import PgTitleStore
+
+log = logging.getLogger("recalld.duplicates")
+
+RESCORE_MARGIN = 0.01
+"""Candidates within this of the threshold are scored again in float64, so that a score equal
+to the threshold compares equal whatever order BLAS summed the float32 products in."""
+
+
+def _skip_reason(error: EmbeddingError) -> DuplicateSkipReason:
+    if error.reason is Reason.NO_PROVIDER:
+        return DuplicateSkipReason.NO_PROVIDER
+    if error.reason is Reason.CIRCUIT_OPEN:
+        return DuplicateSkipReason.CIRCUIT_OPEN
+    if error.reason is Reason.DEADLINE_EXCEEDED:
+        return DuplicateSkipReason.TIME_CAP
+    return DuplicateSkipReason.PROVIDER_DOWN
+
+
+class TitleMatrix:
+    """The title vectors of one space this daemon has read, by normalised title.
+
+    Rows are only ever appended, and a full matrix is replaced by a larger copy, never resized
+    in place: a comparison running in a worker thread reads the rows it was given while the
+    event loop appends others."""
+
+    def __init__(self, dimension: int) -> None:
+        self.dimension = dimension
+        self.rows: dict[str, int] = {}
+        self.matrix: npt.NDArray[np.float32] = np.empty((1024, dimension), dtype=np.float32)
+
+    def add(self, items: Sequence[tuple[str, npt.NDArray[np.float32]]]) -> None:
+        fresh = [(norm, vector) for norm, vector in items if norm not in self.rows]
+        count = len(self.rows)
+        if count + len(fresh) > len(self.matrix):
+            grown = np.empty((max(2 * len(self.matrix), count + len(fresh)), self.dimension), dtype=np.float32)
+            grown[:count] = self.matrix[:count]
+            self.matrix = grown
+        for offset, (norm, vector) in enumerate(fresh):
+            self.matrix[count + offset] = vector
+            self.rows[norm] = count + offset
+
+
+def compare(
+    matrix: npt.NDArray[np.float32],
+    rows: dict[str, int],
+    candidates: Sequence[tuple[uuid.UUID, str]],
+    query: npt.NDArray[np.float32],
+    threshold: float,
+) -> tuple[list[tuple[uuid.UUID, float]], int]:
+    """Blocking (a worker thread): every candidate's cosine with `query`, exact, and how many
+    candidates had a vector to compare. Scores near the threshold are recomputed in float64."""
+    found = [(record_id, rows[norm]) for record_id, norm in candidates if norm in rows]
+    if not found:
+        return [], 0
+    index = np.fromiter((row for _, row in found), dtype=np.int64, count=len(found))
+    scores = (matrix[index] @ query).astype(np.float64)
+    near = np.flatnonzero(scores >= threshold - RESCORE_MARGIN)
+    if len(near):
+        scores[near] = matrix[index[near]].astype(np.float64) @ query.astype(np.float64)
+    return [(found[i][0], float(scores[i])) for i in near], len(found)
+
+
+class DuplicateChecker:
+    """Compares a title with the live titles of its namespace and kind.
+
+    Guarantees of `check`: it returns by `[duplicates] time_cap_s` (plus scheduling noise) and
+    never raises for the provider's or the store's trouble: a check that could not run is
+    `skipped` with its reason. It makes at most one embedding call (purpose `dedupe`), for the
+    new title only, and none when there is nothing to compare with. The record itself, its
+    exact duplicates and forgotten records are never among the similar. Warned and skipped
+    checks are logged with ids and scores, never titles, and every check is counted.
+    """
+
+    def __init__(
+        self, store: PgTitleStore, embedder: Embedder | None, config: DuplicatesConfig, metrics: Metrics
+    ) -> None:
+        self._store = store
+        self._embedder = embedder
+        self._config = config
+        self._metrics = metrics
+        self._matrices: dict[str, TitleMatrix] = {}
+
+    @property
+    def available(self) -> bool:
+        """Whether a check can run now (`duplicates.v1` in /v1/capabilities)."""
+        embedder = self._embedder
+        return embedder is not None and embedder.health().status == "pass"
+
+    def threshold(self) -> float:
+        """The threshold of the model in use (the configured one before the first probe)."""
+        if self._embedder is None:
+            return self._config.threshold
+        space = self._embedder.space
+        model = space.model if space is not None else self._embedder.info.model
+        return self._config.thresholds.get(model, self._config.threshold)
+
+    async def check(
+        self,
+        namespace: str,
+        kind: str,
+        title: str,
+        *,
+        record_id: uuid.UUID | None = None,
+        dry_run: bool = False,
+    ) -> DuplicateCheck:
+        """The check of `title` as (a revision of) record `record_id`; `dry_run` stores nothing."""
+        started = time.perf_counter()
+        threshold = self.threshold()
+        answer: DuplicateCheck | None = None
+        with anyio.move_on_after(self._config.time_cap_s):
+            answer = await self._check(namespace, kind, title, record_id, dry_run, threshold)
+        if answer is None:
+            answer = DuplicateCheck(
+                status="skipped", reason=DuplicateSkipReason.TIME_CAP, threshold=threshold, compared=0, of=0
+            )
+        seconds = time.perf_counter() - started
+        self._report(answer, record_id, namespace, seconds, dry_run)
+        return answer
+
+    async def _check(
+        self,
+        namespace: str,
+        kind: str,
+        title: str,
+        record_id: uuid.UUID | None,
+        dry_run: bool,
+        threshold: float,
+    ) -> DuplicateCheck:
+        def skipped(reason: DuplicateSkipReason, of: int = 0) -> DuplicateCheck:
+            return DuplicateCheck(status="skipped", reason=reason, threshold=threshold, compared=0, of=of)
+
+        embedder = self._embedder
+        if embedder is None:
+            return skipped(DuplicateSkipReason.NO_PROVIDER)
+        norm = title_text(title)
+        try:
+            candidates = await self._store.live_titles(namespace, kind, exclude_id=record_id, exclude_norm=norm)
+        except (*STORE_DOWN_ERRORS, asyncpg.PostgresError) as exc:
+            log.warning("duplicate check could not read the titles: %s", exc)
+            return skipped(DuplicateSkipReason.UNAVAILABLE)
+        if not candidates:
+            # Nothing to compare: no embedding call is needed, but "clear" must not hide that the
+            # provider is down, so it is reported as it would be with something to compare.
+            if embedder.space is None:
+                return skipped(DuplicateSkipReason.PROVIDER_DOWN)
+            if embedder.breaker_state is BreakerState.OPEN:
+                return skipped(DuplicateSkipReason.CIRCUIT_OPEN)
+            return DuplicateCheck(status="clear", threshold=threshold, compared=0, of=0)
+        try:
+            # The deadline is the cap's: the provider call is cut at it, not at timeout_s.
+            deadline = anyio.current_time() + self._config.time_cap_s
+            embedded = await embedder.embed(
+                [embedder.render_title(norm).text], purpose="dedupe", namespace=namespace, deadline=deadline
+            )
+        except EmbeddingError as error:
+            return skipped(_skip_reason(error), of=len(candidates))
+        space, query = embedded.space, embedded.vectors[0]
+        threshold = self._config.thresholds.get(space.model, self._config.threshold)
+        matrix = self._matrices.setdefault(space.key, TitleMatrix(space.dimension))
+        try:
+            await self._read_missing(space.key, matrix, candidates)
+            if not dry_run:
+                await self._store.store_titles(space.key, [(title_key(norm), query)])
+        except (*STORE_DOWN_ERRORS, asyncpg.PostgresError) as exc:
+            log.warning("duplicate check could not read the title vectors: %s", exc)
+            return skipped(DuplicateSkipReason.UNAVAILABLE, of=len(candidates))
+        vectors, rows = matrix.matrix, matrix.rows
+        scored, compared = await anyio.to_thread.run_sync(compare, vectors, rows, candidates, query, threshold)
+        similar = most_similar(scored, threshold, self._config.max_similar)
+        titles = await self._store.titles([s.id for s in similar]) if similar else {}
+        named = [{"id": str(s.id), "title": titles[s.id], "score": s.score} for s in similar if s.id in titles]
+        return DuplicateCheck(
+            status="warned" if named else "clear",
+            threshold=threshold,
+            compared=compared,
+            of=len(candidates),
+            similar=named,
+        )
+
+    async def audit(
+        self, namespace: str, kind: str | None, *, after: uuid.UUID | None, limit: int
+    ) -> dict[str, object]:
+        """The near-duplicate pairs of one page of a namespace's records (`limit` records in id
+        order after `after`) with every live record of their kind, each pair once over all pages.
+        Raises EmbeddingError when there is no vector space to compare in."""
+        embedder = self._embedder
+        if embedder is None:
+            raise EmbeddingError(Reason.NO_PROVIDER, "no embedding provider is configured")
+        space = embedder.space
+        if space is None:
+            raise EmbeddingError(Reason.EMBEDDER_NOT_READY, "the embedder has not probed its provider yet")
+        threshold = self._config.thresholds.get(space.model, self._config.threshold)
+        matrix = self._matrices.setdefault(space.key, TitleMatrix(space.dimension))
+        records = await self._store.namespace_titles(namespace, kind)
+        await self._read_missing(space.key, matrix, [(record_id, norm) for record_id, _, norm in records])
+        rows = matrix.rows
+        by_kind: dict[str, list[tuple[uuid.UUID, int]]] = {}
+        for record_id, record_kind, norm in records:
+            if norm in rows:
+                by_kind.setdefault(record_kind, []).append((record_id, rows[norm]))
+        page = [r for r in records if after is None or r[0] > after][:limit]
+        found: list[tuple[uuid.UUID, uuid.UUID, str, float]] = []
+        vectors = matrix.matrix
+        for record_kind, members in by_kind.items():
+            position = {record_id: at for at, (record_id, _) in enumerate(members)}
+            mine = [(record_id, rows[norm]) for record_id, k, norm in page if k == record_kind and norm in rows]
+            if not mine:
+                continue
+            kind_vectors = vectors[np.fromiter((row for _, row in members), dtype=np.int64, count=len(members))]
+            page_vectors = vectors[np.fromiter((row for _, row in mine), dtype=np.int64, count=len(mine))]
+            page_at = np.fromiter((position[record_id] for record_id, _ in mine), dtype=np.int64, count=len(mine))
+            pairs = await anyio.to_thread.run_sync(audit_pairs, page_vectors, page_at, kind_vectors, threshold)
+            found += [(mine[i][0], members[j][0], record_kind, score) for i, j, score in pairs]
+        found.sort(key=lambda p: (-p[3], str(p[0]), str(p[1])))
+        titles = await self._store.titles([record_id for pair in found for record_id in pair[:2]])
+        return {
+            "pairs": [
+                {
+                    "a": {"id": str(a), "title": titles[a]},
+                    "b": {"id": str(b), "title": titles[b]},
+                    "kind": k,
+                    "score": s,
+                }
+                for a, b, k, s in found
+                if a in titles and b in titles
+            ],
+            "threshold": threshold,
+            "scanned": len(page),
+            "of": len(records),
+            "compared": sum(len(members) for members in by_kind.values()),
+            "next": str(page[-1][0]) if len(page) == limit and page[-1][0] != records[-1][0] else None,
+        }
+
+    async def _read_missing(
+        self, space_id: str, matrix: TitleMatrix, candidates: Sequence[tuple[uuid.UUID, str]]
+    ) -> None:
+        """Read the stored vectors of the candidates' titles this daemon has not seen yet."""
+        missing = {title_key(norm): norm for _, norm in candidates if norm not in matrix.rows}
+        if missing:
+            found = await self._store.vectors(space_id, list(missing), matrix.dimension)
+            matrix.add([(missing[key], vector) for key, vector in found.items()])
+
+    def _report(
+        self, answer: DuplicateCheck, record_id: uuid.UUID | None, namespace: str, seconds: float, dry_run: bool
+    ) -> None:
+        self._metrics.duplicate_checks.labels(status=answer.status, reason=answer.reason or "").inc()
+        self._metrics.duplicate_check_seconds.observe(seconds)
+        fields: dict[str, object] = {
+            "record": str(record_id) if record_id is not None else None,
+            "namespace": namespace,
+            "dry_run": dry_run,
+            "compared": answer.compared,
+            "of": answer.of,
+            "threshold": answer.threshold,
+            "seconds": round(seconds, 4),
+        }
+        if answer.status == "warned":
+            similar = [{"id": s["id"], "score": s["score"]} for s in answer.similar]
+            log.info("duplicate check warned", extra={"event": "duplicate_warned", "similar": similar, **fields})
+        elif answer.status == "skipped":
+            log.warning(
+                "duplicate check skipped",
+                extra={"event": "duplicate_check_skipped", "reason": answer.reason, **fields},
+            )
+
+
+AUDIT_BLOCK = 256
+"""Page records compared at a time in an audit: a block of scores is AUDIT_BLOCK x (records of
+the kind) floats, 100 MB at 100,000 records."""
+
+
+def audit_pairs(
+    page: npt.NDArray[np.float32],
+    page_at: npt.NDArray[np.int64],
+    kind_vectors: npt.NDArray[np.float32],
+    threshold: float,
+) -> list[tuple[int, int, float]]:
+    """Blocking (a worker thread): (page row, kind row, score) of every pair whose score warns,
+    each pair once: a page record (at position `page_at[i]` among its kind's records, in id
+    order) is paired only with the kind's records after it."""
+    found: list[tuple[int, int, float]] = []
+    for start in range(0, len(page), AUDIT_BLOCK):
+        block = page[start : start + AUDIT_BLOCK]
+        scores = block @ kind_vectors.T
+        for i, j in np.argwhere(scores >= threshold - RESCORE_MARGIN):
+            row = start + int(i)
+            if int(j) <= int(page_at[row]):
+                continue
+            exact = float(block[i].astype(np.float64) @ kind_vectors[j].astype(np.float64))
+            if reported(exact) >= threshold:
+                found.append((row, int(j), reported(exact)))
+    return found

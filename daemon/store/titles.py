@@ -1,0 +1,123 @@
+"""Title vectors in PostgreSQL (migration 0010) and the reads of the semantic duplicate check.
+
+Implements `actors.index.titles.TitleBacklog` for the index manager's catch-up, and what
+`daemon/duplicates.py` reads: the live titles of a namespace and kind, and stored vectors by key.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+
+import asyncpg
+import numpy as np
+import numpy.typing as npt
+
+from daemon.store import db
+
+# The key of a record's normalised title, as `actors.duplicates.title_key` computes it.
+_TITLE_KEY = "encode(sha256(convert_to(r.title_norm, 'UTF8')), 'hex')"
+
+
+class PgTitleStore:
+    """Title vectors keyed by (space, SHA-256 of the normalised title), over one asyncpg pool."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    # -- the index manager's catch-up (TitleBacklog)
+
+    async def titles_to_embed(self, space_id: str, limit: int, *, after: int = 0) -> list[tuple[str, str]]:
+        async with db.connection(self._pool) as conn:
+            rows = await conn.fetch(
+                f"""SELECT r.title_norm, min(r.namespace) AS namespace FROM records r
+                    WHERE r.deleted_at IS NULL AND r.change_seq > $3 AND r.title_norm <> ''
+                      AND NOT EXISTS (SELECT FROM title_vectors t
+                                      WHERE t.space_id = $1 AND t.title_sha256 = {_TITLE_KEY})
+                    GROUP BY r.title_norm ORDER BY r.title_norm LIMIT $2""",
+                space_id,
+                limit,
+                after,
+            )
+        return [(r["title_norm"], r["namespace"]) for r in rows]
+
+    async def store_titles(self, space_id: str, items: Sequence[tuple[str, npt.NDArray[np.float32]]]) -> int:
+        if not items:
+            return 0
+        keys = [key for key, _ in items]
+        vectors = [np.asarray(vector, dtype="<f4").tobytes() for _, vector in items]
+        async with db.connection(self._pool) as conn:
+            stored = await conn.fetchval(
+                """WITH added AS (
+                       INSERT INTO title_vectors (space_id, title_sha256, vector)
+                       SELECT $1, k.key, k.vector FROM unnest($2::text[], $3::bytea[]) AS k (key, vector)
+                       ON CONFLICT DO NOTHING RETURNING 1)
+                   SELECT count(*) FROM added""",
+                space_id,
+                keys,
+                vectors,
+            )
+        return int(stored)
+
+    async def delete_orphan_titles(self, space_id: str) -> int:
+        async with db.connection(self._pool) as conn:
+            done = await conn.execute(
+                f"""DELETE FROM title_vectors t WHERE t.space_id = $1 AND NOT EXISTS (
+                        SELECT FROM records r WHERE r.deleted_at IS NULL AND {_TITLE_KEY} = t.title_sha256)""",
+                space_id,
+            )
+        return int(done.split()[-1])
+
+    # -- the duplicate check
+
+    async def live_titles(
+        self, namespace: str, kind: str, *, exclude_id: uuid.UUID | None, exclude_norm: str
+    ) -> list[tuple[uuid.UUID, str]]:
+        """(id, normalised title) of every live record of the namespace and kind but the record
+        itself and its exact duplicates (the same normalised title)."""
+        async with db.connection(self._pool) as conn:
+            rows = await conn.fetch(
+                """SELECT id, title_norm FROM records
+                   WHERE namespace = $1 AND kind = $2 AND deleted_at IS NULL
+                     AND title_norm <> $3 AND ($4::uuid IS NULL OR id <> $4)""",
+                namespace,
+                kind,
+                exclude_norm,
+                exclude_id,
+            )
+        return [(r["id"], r["title_norm"]) for r in rows]
+
+    async def namespace_titles(self, namespace: str, kind: str | None) -> list[tuple[uuid.UUID, str, str]]:
+        """(id, kind, normalised title) of every live record of the namespace (of one kind when
+        `kind` is given), in id order: what an audit compares."""
+        async with db.connection(self._pool) as conn:
+            rows = await conn.fetch(
+                """SELECT id, kind, title_norm FROM records
+                   WHERE namespace = $1 AND ($2::text IS NULL OR kind = $2) AND deleted_at IS NULL
+                   ORDER BY id""",
+                namespace,
+                kind,
+            )
+        return [(r["id"], r["kind"], r["title_norm"]) for r in rows]
+
+    async def vectors(self, space_id: str, keys: Sequence[str], dimension: int) -> dict[str, npt.NDArray[np.float32]]:
+        """The stored vectors of these title keys in the space (keys without one are absent)."""
+        if not keys:
+            return {}
+        async with db.connection(self._pool) as conn:
+            rows = await conn.fetch(
+                "SELECT title_sha256, vector FROM title_vectors WHERE space_id = $1 AND title_sha256 = ANY($2::text[])",
+                space_id,
+                list(keys),
+            )
+        return {r["title_sha256"]: np.frombuffer(r["vector"], dtype="<f4", count=dimension) for r in rows}
+
+    async def titles(self, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, str]:
+        """The current titles of these live records (a record forgotten meanwhile is absent)."""
+        if not ids:
+            return {}
+        async with db.connection(self._pool) as conn:
+            rows = await conn.fetch(
+                "SELECT id, title FROM records WHERE id = ANY($1::uuid[]) AND deleted_at IS NULL", list(ids)
+            )
+        return {r["id"]: r["title"] for r in rows}

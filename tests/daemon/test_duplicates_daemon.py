@@ -1,0 +1,248 @@
+"""Semantic duplicate warnings end to end (SPEC §5): real daemons, the real local model, real
+PostgreSQL; a loopback OpenAI-compatible server where the test must control the vectors or the
+provider's failures."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+from actors.duplicates import title_text
+from tests.support import Daemon, sql
+from tests.support.fake_openai import FakeOpenAI, unit_vector
+
+POLL_S = 0.2
+
+
+def create(daemon: Daemon, ns: str, title: str, kind: str = "story", body: str = "") -> dict[str, Any]:
+    status, created = daemon.call("POST", "/v1/records", {"namespace": ns, "kind": kind, "title": title, "body": body})
+    assert status == 201, created
+    return dict(created)
+
+
+def dry_run(daemon: Daemon, ns: str, title: str, kind: str = "story") -> dict[str, Any]:
+    status, answer = daemon.call("POST", "/v1/duplicates/check", {"namespace": ns, "kind": kind, "title": title})
+    assert status == 200, answer
+    return dict(answer)
+
+
+def wait_comparable(daemon: Daemon, ns: str, of: int, kind: str = "story", timeout: float = 120.0) -> None:
+    """Until every live title of the namespace and kind has its stored vector (the index
+    manager's catch-up embeds them in the background): a dry run then compares them all."""
+    deadline = time.monotonic() + timeout
+    while True:
+        answer = dry_run(daemon, ns, "a title that is in no way like any other, zebra quartz", kind)
+        if answer["status"] != "skipped" and answer["compared"] == answer["of"] == of:
+            return
+        assert time.monotonic() < deadline, answer
+        time.sleep(POLL_S)  # polling for the condition above, not a barrier
+
+
+def usage_rows(daemon: Daemon, purpose: str, ns: str) -> int:
+    # Usage rows are written a moment after the call (write-behind): GET /v1/usage flushes them.
+    status, _ = daemon.call("GET", f"/v1/usage?namespace={ns}")
+    assert status == 200
+    rows = sql(
+        daemon.env["RECALLD_STORE_DSN"], "SELECT count(*) FROM usage WHERE purpose = $1 AND namespace = $2", purpose, ns
+    )
+    return int(rows[0][0])
+
+
+# -- the real local model
+
+
+@pytest.fixture(scope="module")
+def backlog(daemon: Daemon) -> str:
+    ns = "dupes-backlog"
+    for title in (
+        "Export the monthly invoice report as PDF",
+        "Reset a forgotten password by email",
+        "Show the delivery date on the order page",
+    ):
+        create(daemon, ns, title)
+    create(daemon, ns, "Export the monthly invoice report as PDF", kind="rule")  # another kind
+    wait_comparable(daemon, ns, 3)
+    return ns
+
+
+def test_a_paraphrase_warns_and_names_the_record_the_record_is_created_anyway(daemon: Daemon, backlog: str) -> None:
+    created = create(daemon, backlog, "Users can reset their password via an emailed link")
+    check = created["duplicate_check"]
+    assert check["status"] == "warned", check
+    assert [s["title"] for s in check["similar"]] == ["Reset a forgotten password by email"]
+    assert check["similar"][0]["score"] >= check["threshold"]
+    assert check["compared"] == check["of"] == 3
+    status, record = daemon.call("GET", f"/v1/records/{created['id']}")
+    assert status == 200 and record["title"] == "Users can reset their password via an emailed link"
+
+
+def test_an_adjacent_topic_does_not_warn(daemon: Daemon, backlog: str) -> None:
+    check = dry_run(daemon, backlog, "Change the email address of an account")
+    assert check["status"] == "clear", check
+    assert check["similar"] == [] if "similar" in check else True
+    assert check["compared"] == check["of"] >= 3
+
+
+def test_kinds_and_namespaces_never_cross(daemon: Daemon, backlog: str) -> None:
+    title = "Export the monthly invoices report to PDF"
+    assert dry_run(daemon, backlog, title)["status"] == "warned"
+    rule = dry_run(daemon, backlog, title, kind="rule")
+    assert rule["status"] == "warned" and rule["of"] == 1
+    other = dry_run(daemon, "dupes-elsewhere", title)
+    assert other == {"status": "clear", "threshold": other["threshold"], "compared": 0, "of": 0}
+
+
+def test_the_record_itself_and_exact_duplicates_are_not_compared(daemon: Daemon, backlog: str) -> None:
+    # The same title, folded differently: an exact duplicate, which the create would refuse.
+    check = dry_run(daemon, backlog, "  reset a FORGOTTEN password, by email! ")
+    assert all(s["title"] != "Reset a forgotten password by email" for s in check.get("similar", []))
+    created = create(daemon, backlog, "Print the shipping label for an order")
+    status, updated = daemon.call(
+        "PUT",
+        f"/v1/records/{created['id']}",
+        {"namespace": backlog, "kind": "story", "title": "Print the shipping labels for orders", "body": ""},
+    )
+    assert status == 200, updated
+    ids = [s["id"] for s in updated["duplicate_check"].get("similar", [])]
+    assert created["id"] not in ids
+
+
+def test_an_update_checks_only_a_changed_title(daemon: Daemon, backlog: str) -> None:
+    created = create(daemon, backlog, "Archive closed support tickets after a year")
+    body = {"namespace": backlog, "kind": "story", "title": "Archive closed support tickets after a year", "body": "x"}
+    status, updated = daemon.call("PUT", f"/v1/records/{created['id']}", body)
+    assert status == 200 and updated["changed"] and "duplicate_check" not in updated
+    body["title"] = "Users can reset the password through a link sent by email"
+    status, updated = daemon.call("PUT", f"/v1/records/{created['id']}", body)
+    assert status == 200 and updated["duplicate_check"]["status"] == "warned", updated
+
+
+def test_a_forgotten_record_is_never_similar(daemon: Daemon, backlog: str) -> None:
+    created = create(daemon, backlog, "Send a reminder before the subscription renews")
+    wait_comparable(daemon, backlog, dry_run(daemon, backlog, "zz")["of"])
+    paraphrase = "Remind subscribers by email before their plan renews"
+    assert created["id"] in [s["id"] for s in dry_run(daemon, backlog, paraphrase).get("similar", [])]
+    status, _ = daemon.call("DELETE", f"/v1/records/{created['id']}")
+    assert status == 200
+    check = dry_run(daemon, backlog, paraphrase)
+    assert created["id"] not in [s["id"] for s in check.get("similar", [])]
+
+
+def test_capabilities_and_metrics_report_the_check(daemon: Daemon, backlog: str) -> None:
+    status, body = daemon.call("GET", "/v1/capabilities")
+    assert status == 200
+    assert {c["name"]: c["available"] for c in body["capabilities"]}["duplicates.v1"] is True
+    status, text = daemon.call("GET", "/metrics")
+    assert 'recalld_duplicate_checks_total{reason="",status="warned"}' in text
+    assert 'recalld_duplicate_checks_total{reason="",status="clear"}' in text
+
+
+def test_bad_input_to_the_dry_run_is_a_400(daemon: Daemon) -> None:
+    status, body = daemon.call("POST", "/v1/duplicates/check", {"namespace": "n", "kind": "story"})
+    assert status == 400 and body["error"]["code"] == "invalid_request"
+    status, body = daemon.call("POST", "/v1/duplicates/check", {"namespace": "n", "kind": "story", "title": " "})
+    assert status == 400 and body["error"]["code"] == "invalid_value"
+
+
+# -- a provider the test controls
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeOpenAI]:
+    server = FakeOpenAI(dimension=64)
+    yield server
+    server.close()
+
+
+def cosine(a: str, b: str, dimension: int = 64) -> float:
+    """The score the daemon computes for two titles with the loopback provider's vectors."""
+    va = np.asarray(unit_vector(title_text(a), dimension), dtype=np.float32).astype(np.float64)
+    vb = np.asarray(unit_vector(title_text(b), dimension), dtype=np.float32).astype(np.float64)
+    return round(float(va @ vb), 6)
+
+
+def test_a_score_equal_to_the_threshold_warns(make_daemon: Any, fake: FakeOpenAI) -> None:
+    titles = [f"backlog item number {i}" for i in range(40)]
+    new = "the new backlog item"
+    scores = sorted((cosine(new, t), t) for t in titles)
+    threshold, at = scores[-3]  # two score above it, one exactly at it
+    daemon = make_daemon(env={**fake.env(), "RECALLD_DUPLICATES_THRESHOLDS": f'{{"fake-embedder" = {threshold!r}}}'})
+    for title in titles:
+        create(daemon, "eq", title)
+    wait_comparable(daemon, "eq", len(titles))
+    check = dry_run(daemon, "eq", new)
+    assert check["threshold"] == threshold
+    assert [(s["score"], s["title"]) for s in check["similar"]] == [scores[-1], scores[-2], (threshold, at)]
+
+
+def test_an_outage_skips_with_its_reason_and_the_record_is_created(make_daemon: Any, fake: FakeOpenAI) -> None:
+    daemon = make_daemon(env={**fake.env(), "RECALLD_EMBEDDING_BREAKER_FAILURES": "2"})
+    create(daemon, "down", "an existing story")
+    wait_comparable(daemon, "down", 1)
+    fake.down = True
+    first = create(daemon, "down", "a story written while the provider is down")
+    assert first["duplicate_check"]["status"] == "skipped"
+    assert first["duplicate_check"]["reason"] == "provider_down"
+    assert first["duplicate_check"]["of"] == 1 and first["duplicate_check"]["compared"] == 0
+    status, _ = daemon.call("GET", f"/v1/records/{first['id']}")
+    assert status == 200
+    create(daemon, "down", "a second story while it is down")  # the breaker opens at two failures
+    third = create(daemon, "down", "a third story while it is down")
+    assert third["duplicate_check"] == {
+        "status": "skipped",
+        "reason": "circuit_open",
+        "threshold": third["duplicate_check"]["threshold"],
+        "compared": 0,
+        "of": 3,
+    }
+    assert "duplicate_check_skipped" in daemon.log_path.read_text()
+
+
+def test_the_time_cap_skips_with_its_reason(make_daemon: Any, fake: FakeOpenAI) -> None:
+    daemon = make_daemon(env={**fake.env(), "RECALLD_DUPLICATES_TIME_CAP_S": "0.5"})
+    create(daemon, "slow", "an existing story")
+    wait_comparable(daemon, "slow", 1)
+    fake.delay_s = 3.0
+    created = create(daemon, "slow", "a story checked by a slow provider")
+    assert created["duplicate_check"]["status"] == "skipped"
+    assert created["duplicate_check"]["reason"] == "time_cap_exceeded"
+
+
+def test_no_provider_skips_with_its_reason(make_daemon: Any) -> None:
+    daemon = make_daemon(env={"RECALLD_EMBEDDING_PROVIDER": "none"})
+    created = create(daemon, "none", "a story")
+    assert created["duplicate_check"]["status"] == "skipped"
+    assert created["duplicate_check"]["reason"] == "no_provider"
+    status, body = daemon.call("GET", "/v1/capabilities")
+    assert status == 200 and {c["name"]: c["available"] for c in body["capabilities"]}["duplicates.v1"] is False
+
+
+@pytest.mark.slow
+def test_one_embedding_call_per_check_with_a_thousand_records(make_daemon: Any, fake: FakeOpenAI) -> None:
+    daemon = make_daemon(env=fake.env())
+    for i in range(1000):
+        create(daemon, "many", f"story {i} about {i * 7919 % 1000} widgets")
+    wait_comparable(daemon, "many", 1000, timeout=300)
+    before = usage_rows(daemon, "dedupe", "many")
+    calls = fake.calls
+    for i in range(5):
+        check = create(daemon, "many", f"a brand new story {i}")["duplicate_check"]
+        assert check["status"] != "skipped" and check["compared"] == check["of"] == 1000 + i
+    assert usage_rows(daemon, "dedupe", "many") - before == 5
+    assert fake.calls - calls >= 5
+
+
+def test_with_nothing_to_compare_a_provider_down_is_still_a_skip(make_daemon: Any) -> None:
+    daemon = make_daemon(
+        env={
+            "RECALLD_EMBEDDING_PROVIDER": "openai",
+            "RECALLD_EMBEDDING_URL": "http://127.0.0.1:9/v1",
+            "RECALLD_EMBEDDING_MODEL": "nothing-here",
+        }
+    )
+    check = create(daemon, "unreachable", "the first story of its kind")["duplicate_check"]
+    assert check["status"] == "skipped" and check["reason"] == "provider_down" and check["of"] == 0
