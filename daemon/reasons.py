@@ -17,6 +17,9 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Final
 
+from actors.canonical.disputes import DisputeState, Tier
+from actors.canonical.strategy import Strategy
+from actors.canonical.verdict import ConfidenceSource, ResolverReason
 from actors.embedding.errors import Reason
 from actors.index.manifest import IndexReason
 from actors.recall_policy import DegradedReason
@@ -31,6 +34,11 @@ REASON_ENUMS: Final[tuple[type[StrEnum], ...]] = (
     IndexReason,  # the vector index: /readyz, degraded routes, error bodies
     ReadinessReason,  # /readyz checks of the store and the supervised actors
     DuplicateSkipReason,  # a create's `duplicate_check.reason` when the check did not run
+    DisputeState,  # a dispute's `state`: wire, CLI, metric labels
+    Tier,  # a dispute's confidence `tier`: wire, metric labels
+    Strategy,  # the chain's strategies that tied, on a dispute
+    ResolverReason,  # why the resolver did not apply an answer: the dispute's `reason`, metrics
+    ConfidenceSource,  # where a dispute's `confidence` came from
 )
 """The enums whose members reach clients or operators."""
 

@@ -19,8 +19,9 @@ import numpy.typing as npt
 
 # --- embedding ---------------------------------------------------------------------------------
 
-Purpose = Literal["index", "query", "dedupe", "eval", "probe"]
-"""Why a provider call was made. `probe` is the embedder's own start-up/re-probe call."""
+Purpose = Literal["index", "query", "dedupe", "eval", "probe", "resolve"]
+"""Why a provider call was made. `probe` is the embedder's own start-up/re-probe call;
+`resolve` is the dispute resolver's LLM call."""
 
 SYSTEM_PURPOSES: frozenset[str] = frozenset({"eval", "probe"})
 """Purposes that are the daemon's own work: never counted in per-client usage totals."""

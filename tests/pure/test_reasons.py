@@ -19,6 +19,8 @@ from daemon.control.health import CheckFn, ReadinessReason, actors_check, embedd
 from daemon.reasons import REASON_ENUMS, SHARED_CODES, reason_codes
 
 NOT_REASON_CODES = {
+    "actors.canonical.disputes.Event": "what happens to a dispute, the input of its transition table",
+    "actors.canonical.strategy.Source": "a canonical value's source (SPEC §7 spells them `auto:...`)",
     "actors.embedding.breaker.BreakerState": "a state shown in /readyz detail, not why something failed",
     "actors.embedding.template.InputKind": "which template renders an input",
     "actors.index.manifest.Corruption": "what exactly failed verification, for logs and tests",

@@ -1,0 +1,92 @@
+"""A scripted OpenAI-compatible chat server (`POST /v1/chat/completions`) on loopback, aiohttp,
+for the dispute resolver's tests: real wire format, logprobs included.
+
+The answer depends on the characteristic the request asks about (read from the user message
+the resolver sends), so one server scripts several disputes at once.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+
+
+@dataclass(frozen=True)
+class Reply:
+    kind: str = "answer"
+    """answer | logprobs (the chosen value's tokens carry `probability`) | garbage | slow | http500"""
+    value: str = ""
+    confidence: float = 0.9
+    probability: float = 1.0
+    delay_s: float = 0.0
+
+
+@dataclass
+class ChatService:
+    script: dict[str, Reply] = field(default_factory=dict)
+    requests: list[dict[str, Any]] = field(default_factory=list)
+
+    def reply_for(self, body: dict[str, Any]) -> Reply:
+        asked = json.loads(body["messages"][-1]["content"])
+        return self.script[asked["characteristic"]]
+
+    def completion(self, body: dict[str, Any], reply: Reply) -> dict[str, Any]:
+        if reply.kind == "garbage":
+            content = "I would go with the first one, probably."
+        else:
+            content = json.dumps({"selected_value": reply.value, "confidence": reply.confidence})
+        choice: dict[str, Any] = {
+            "index": 0,
+            "finish_reason": "stop",
+            "message": {"role": "assistant", "content": content},
+        }
+        if reply.kind == "logprobs":
+            head, _, tail = content.partition(reply.value)
+            pieces = [(head, 0.0), (reply.value, math.log(reply.probability)), (tail, -0.01)]
+            choice["logprobs"] = {
+                "content": [{"token": t, "logprob": lp, "bytes": None, "top_logprobs": []} for t, lp in pieces]
+            }
+        return {
+            "id": "chatcmpl-1",
+            "object": "chat.completion",
+            "created": 0,
+            "model": body.get("model", ""),
+            "choices": [choice],
+            "usage": {"prompt_tokens": 40, "completion_tokens": 12, "total_tokens": 52},
+        }
+
+
+@asynccontextmanager
+async def chat_server(service: ChatService) -> AsyncIterator[str]:
+    """Serve `service` on 127.0.0.1 (port 0); yields the base URL (ending in /v1). asyncio only."""
+    from aiohttp import web
+
+    async def handler(request: web.Request) -> web.Response:
+        body = json.loads(await request.read())
+        service.requests.append(body)
+        reply = service.reply_for(body)
+        if reply.delay_s:
+            await anyio.sleep(reply.delay_s)
+        if reply.kind == "http500":
+            return web.Response(
+                status=500, text='{"error": {"message": "overloaded"}}', content_type="application/json"
+            )
+        return web.json_response(service.completion(body, reply))
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", handler)
+    runner = web.AppRunner(app, shutdown_timeout=0.1)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    try:
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        await runner.cleanup()
