@@ -73,6 +73,10 @@ Problem = tuple[str, str]
 """(reason code, message): why the vector route cannot answer."""
 
 NOTHING_INDEXED: Problem = (IndexReason.NO_VERIFIED_GENERATION, "nothing is indexed yet")
+REBUILDING_AFTER_RESTORE: Problem = (
+    IndexReason.VECTOR_SPACE_REBUILDING,
+    "the index is being rebuilt from the stored vectors (the generations are not restored with the database)",
+)
 
 
 class IndexUnavailable(Exception):
@@ -394,6 +398,10 @@ class IndexManager:
         self._pointer = pointer
         row = pointer.current
         if row is None:
+            # A pointer that has moved (version > 0) and names nothing: only a restore does that,
+            # which empties the generations' catalogue (daemon/store/backup.py).
+            if pointer.version > 0 and self.cell.current() is None:
+                self._problem = REBUILDING_AFTER_RESTORE
             return
         if self._generation is not None and self._generation.manifest.generation_id == row.id:
             return

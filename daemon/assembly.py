@@ -121,6 +121,7 @@ def assemble(
         alive=lambda: supervisor.alive,
         capabilities=lambda: _capabilities(health, embedder, index, duplicates),
         duplicates=duplicates,
+        dsn=dsn,
     )
     children: list[ChildSpec] = []
     if embedded is not None:

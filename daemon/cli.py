@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from daemon import paths
+from daemon import backup_cli, paths
 from daemon.client import Client, ClientError
 from daemon.ingest import ingest
 
@@ -321,6 +321,7 @@ def build_parser() -> argparse.ArgumentParser:
     generations.add_argument("--wait", action="store_true", help="with --rebuild: show progress until done")
     generations.add_argument("--activate", metavar="ID", help="make an earlier verified generation current")
     generations.add_argument("--json", action="store_true")
+    backup_cli.add_commands(sub)
     return parser
 
 
@@ -334,6 +335,7 @@ _CLIENT_COMMANDS = {
     "forget": cmd_forget,
     "recall": cmd_recall,
     "ingest": cmd_ingest,
+    "backup": backup_cli.cmd_backup,
 }
 
 
@@ -341,6 +343,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "serve":
         return cmd_serve(args)
+    if args.command == "restore":  # the daemon is stopped: no socket to talk to
+        return backup_cli.cmd_restore(args)
     client = Client(paths.client_socket(args.socket))
     try:
         return _CLIENT_COMMANDS[args.command](client, args)

@@ -43,6 +43,8 @@ class Services:
     recall: RecallService
     alive: Callable[[], bool]
     capabilities: Callable[[], Awaitable[dict[str, bool]]]
+    dsn: str = ""
+    """The store's address: `GET /admin/backup` runs pg_dump against it (daemon/control/backup.py)."""
     duplicates: DuplicateChecker | None = None
     """The semantic duplicate check (daemon/duplicates.py)."""
 

@@ -30,6 +30,7 @@ class ErrorCode(StrEnum):
     STORE_UNAVAILABLE = "store_unavailable"
     SHUTTING_DOWN = "shutting_down"
     INTERNAL_ERROR = "internal_error"
+    BACKUP_FAILED = "backup_failed"
 
 
 class ApiError(Exception):

@@ -1,0 +1,124 @@
+"""`recalld backup` from a running daemon and `recalld restore` into an empty database: every
+record, revision and tombstone comes back, recall answers as before once the vector space is
+rebuilt from the stored vectors, and a restore never goes over someone's data."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from daemon.store.embedded import EmbeddedPostgres
+from tests.daemon.test_access_daemon import as_user
+from tests.support import RECALLD, ROOT, Daemon, create_database, namespace, scratch_dir, sql
+from tests.support.waits import wait_for_generation
+
+TOPICS = ["rotate keys", "restore the ledger", "refund an order", "page on-call"]
+
+
+def recalld(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*RECALLD, *args], capture_output=True, text=True, cwd=ROOT, timeout=300)
+
+
+def populate(daemon: Daemon, ns: str) -> tuple[list[str], list[str], list[str]]:
+    """24 records; 4 forgotten, 4 revised. Returns (all ids, forgotten, revised)."""
+    ids = []
+    for i in range(24):
+        title = f"Runbook {i}: how to {TOPICS[i % 4]}"
+        status, created = daemon.call(
+            "POST", "/v1/records", {"namespace": ns, "kind": "doc", "title": title, "body": f"Steps for case {i}. " * 4}
+        )
+        assert status == 201, created
+        ids.append(created["id"])
+    forgotten, revised = ids[:4], ids[4:8]
+    for rid in forgotten:
+        assert daemon.call("DELETE", f"/v1/records/{rid}")[0] == 200
+    for rid in revised:
+        status, body = daemon.call("GET", f"/v1/records/{rid}")
+        update = {"namespace": ns, "kind": "doc", "title": body["title"], "body": "revised: refund an order today"}
+        assert daemon.call("PUT", f"/v1/records/{rid}", update)[0] == 200
+    return ids, forgotten, revised
+
+
+def answers(daemon: Daemon, ns: str) -> list[list[str]]:
+    out = []
+    for query in ("refund an order", "restore the ledger", "who carries the pager"):
+        status, body = daemon.call("POST", "/v1/recall", {"namespace": ns, "query": query, "k": 5})
+        assert status == 200 and body["degraded_routes"] == [], body
+        out.append([hit["id"] for hit in body["results"]])
+    return out
+
+
+def test_a_backup_restored_into_an_empty_database_answers_as_before(
+    make_daemon: Any, postgres: EmbeddedPostgres
+) -> None:
+    source = make_daemon()
+    ns = namespace()
+    ids, forgotten, revised = populate(source, ns)
+    wait_for_generation(source)
+    before = {rid: source.call("GET", f"/v1/records/{rid}") for rid in ids}
+    recalled = answers(source, ns)
+    dest = scratch_dir("recalld-backup-") / "backup"
+
+    done = recalld("--socket", str(source.socket), "backup", str(dest))
+    assert done.returncode == 0, done.stderr
+    manifest = json.loads((dest / "manifest.json").read_text())
+    dump = (dest / manifest["dump"]["file"]).read_bytes()
+    assert manifest["dump"] == {"file": "database.dump", "bytes": len(dump), "sha256": hashlib.sha256(dump).hexdigest()}
+    assert manifest["counts"]["records"] == len(ids) and manifest["counts"]["generations"] >= 1
+    assert [space["vectors"] > 0 for space in manifest["vector_spaces"]] == [True]
+    assert dest.stat().st_mode & 0o077 == 0, "the backup holds records: its owner's alone"
+    source.stop()
+
+    occupied = source.env["RECALLD_STORE_DSN"]
+    refused = recalld("restore", str(dest), "--dsn", occupied)
+    assert refused.returncode == 1 and "not empty" in refused.stderr, refused.stderr
+    target = create_database(postgres)
+    done = recalld("restore", str(dest), "--dsn", target)
+    assert done.returncode == 0, done.stderr
+    assert sql(target, "SELECT current, version FROM generation_pointer")[0]["current"] is None
+    assert sql(target, "SELECT count(*) AS n FROM generations")[0]["n"] == 0, "generations are derived data"
+
+    restored = make_daemon(dsn=target)
+    for rid in ids:
+        assert restored.call("GET", f"/v1/records/{rid}") == before[rid], rid
+    for rid in forgotten:
+        assert before[rid][0] == 404, "forgotten stays forgotten"
+    for rid in revised:
+        assert before[rid][1]["revision"] == 2
+    wait_for_generation(restored)
+    assert answers(restored, ns) == recalled
+
+
+def test_a_restore_refuses_a_damaged_dump_and_a_data_directory_in_use(make_daemon: Any) -> None:
+    source = make_daemon()
+    source.call("POST", "/v1/records", {"namespace": namespace(), "kind": "doc", "title": "one", "body": "two"})
+    dest = scratch_dir("recalld-backup-") / "backup"
+    assert recalld("--socket", str(source.socket), "backup", str(dest)).returncode == 0
+    again = recalld("--socket", str(source.socket), "backup", str(dest))
+    assert again.returncode == 1 and "not empty" in again.stderr, "a backup never overwrites another"
+
+    occupied: Path = scratch_dir("recalld-data-")
+    (occupied / "something").write_text("theirs")
+    refused = recalld("restore", str(dest), "--data-dir", str(occupied))
+    assert refused.returncode == 1 and "not empty" in refused.stderr, refused.stderr
+    assert [p.name for p in occupied.iterdir()] == ["something"], "nothing of theirs touched"
+
+    dump = dest / "database.dump"
+    damage = bytearray(dump.read_bytes())
+    damage[len(damage) // 2] ^= 0xFF  # one bit rot on the backup disk
+    dump.write_bytes(bytes(damage))
+    damaged = recalld("restore", str(dest), "--data-dir", str(scratch_dir("recalld-data-") / "new"))
+    assert damaged.returncode == 1 and "SHA-256" in damaged.stderr, damaged.stderr
+
+
+def test_only_an_administrator_may_take_a_backup(make_daemon: Any) -> None:
+    """The dump holds every namespace: a reader of one gets 403, and no dump is started."""
+    ns = namespace()
+    daemon = make_daemon(
+        env={"RECALLD_SERVER_SOCKET_MODE": str(0o666), "RECALLD_ACCESS_READERS": f'{{ "65534" = ["{ns}"] }}'}
+    )
+    refused = as_user(daemon, 65534, "GET", "/admin/backup")
+    assert refused["status"] == 403 and refused["body"]["error"]["code"] == "forbidden", refused
