@@ -40,6 +40,7 @@ from daemon.notifications import listen
 from daemon.providers import make_provider
 from daemon.recall import RecallService, vector_search
 from daemon.store.embedded import EmbeddedPostgres, keep_running
+from daemon.store.evals import EvalStore
 from daemon.store.records import RecordRepository
 from daemon.store.search import FeedbackStore, SearchLog, SearchRecorder
 from daemon.store.titles import PgTitleStore
@@ -121,6 +122,7 @@ def assemble(
         alive=lambda: supervisor.alive,
         capabilities=lambda: _capabilities(health, embedder, index, duplicates),
         duplicates=duplicates,
+        evals=EvalStore(pool),
         dsn=dsn,
     )
     children: list[ChildSpec] = []

@@ -15,6 +15,8 @@ from urllib.parse import quote
 
 from daemon import backup_cli, paths
 from daemon.client import Client, ClientError
+from daemon.eval.command import add_parser as add_eval_parser
+from daemon.eval.command import cmd_eval
 from daemon.ingest import ingest
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
@@ -322,6 +324,7 @@ def build_parser() -> argparse.ArgumentParser:
     generations.add_argument("--activate", metavar="ID", help="make an earlier verified generation current")
     generations.add_argument("--json", action="store_true")
     backup_cli.add_commands(sub)
+    add_eval_parser(sub)
     return parser
 
 
@@ -335,6 +338,7 @@ _CLIENT_COMMANDS = {
     "forget": cmd_forget,
     "recall": cmd_recall,
     "ingest": cmd_ingest,
+    "eval": lambda client, args: cmd_eval(client, args, show=lambda text: shown(text, keep="\n")),
     "backup": backup_cli.cmd_backup,
 }
 

@@ -22,6 +22,7 @@ from daemon.control.wire import encode
 from daemon.duplicates import DuplicateChecker
 from daemon.metrics import Metrics
 from daemon.recall import RecallService
+from daemon.store.evals import EvalStore
 from daemon.store.records import RecordRepository
 from daemon.store.search import FeedbackStore
 from daemon.store.usage import UsageStore
@@ -47,6 +48,8 @@ class Services:
     """The store's address: `GET /admin/backup` runs pg_dump against it (daemon/control/backup.py)."""
     duplicates: DuplicateChecker | None = None
     """The semantic duplicate check (daemon/duplicates.py)."""
+    evals: EvalStore | None = None
+    """The history of `recalld eval` runs (daemon/control/evals.py)."""
 
 
 SERVICES = web.AppKey("services", Services)

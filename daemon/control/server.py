@@ -20,7 +20,7 @@ import anyio
 from aiohttp import web
 
 from daemon import paths
-from daemon.control import backup, duplicates, routes
+from daemon.control import backup, duplicates, evals, routes
 from daemon.control.access import peer_of
 from daemon.control.context import PEER, SERVICES, Services, error_response
 from daemon.control.errors import ApiError, ErrorCode
@@ -87,6 +87,7 @@ def make_app(services: Services) -> web.Application:
     app[SERVICES] = services
     routes.install(app)
     duplicates.install(app)
+    evals.install(app)
     backup.install(app)
     return app
 

@@ -1,0 +1,237 @@
+"""One eval run over the control socket, as any client does it (SPEC §6): ingest the golden set's
+corpus into a namespace of its own, wait until the vector route covers it, ask every question
+through each route and fused, score the answers, and forget the namespace's records afterwards.
+
+The namespace is fresh and timestamp-suffixed (`eval-<set>-<UTC time>`), so the searches an eval
+makes are recorded under a name no client uses: `recalld stats` and feedback are per namespace,
+and nothing of the eval mixes into a real namespace's figures.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from actors.retrieval_metrics import ALL, Score, first_rank, is_hit, score
+from daemon.eval.floor import SpaceIdentity
+from daemon.eval.golden import GoldenSet, slug
+from daemon.ingest import JsonClient, Summary, ingest
+
+ROUTES = ("fts", "vector", "fused")
+"""`fused` is a recall that names no route: the daemon's default routes and fusion."""
+RESULTS_K = 10
+DEADLINE_MS = 30_000
+"""Generous: an eval measures answers, not latency, and a route cut short by a busy machine
+would count as a miss that is not the model's."""
+SHOWN_FIRST = 3
+"""How many of a miss's first answers the report shows."""
+
+
+class EvalError(Exception):
+    """The run could not measure what it set out to (the daemon cannot embed, a route degraded)."""
+
+
+@dataclass
+class RouteRun:
+    route: str
+    answers: dict[str, list[str]] = field(default_factory=dict)
+    """Question id -> the answer's files, best first: corpus-relative paths, or `(title)` for a
+    record from outside the corpus (there should be none: the namespace is the eval's own)."""
+    latency_ms: list[float] = field(default_factory=list)
+    degraded: list[tuple[str, str]] = field(default_factory=list)
+    """(question id, `route: reason`) for every answer a route was missing from."""
+    fusion: dict[str, Any] | None = None
+
+    def latency(self) -> dict[str, float]:
+        if not self.latency_ms:
+            return {}
+        ordered = sorted(self.latency_ms)
+        p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+        return {"p50": round(statistics.median(ordered), 1), "p95": round(p95, 1)}
+
+
+@dataclass
+class EvalRun:
+    golden: GoldenSet
+    namespace: str
+    space: SpaceIdentity
+    space_id: str
+    started_at: dt.datetime
+    ingest: Summary
+    index_wait_s: float = 0.0
+    runs: dict[str, RouteRun] = field(default_factory=dict)
+    duration_s: float = 0.0
+    forgotten: int | None = None
+    """Records forgotten afterwards; None when the namespace was kept."""
+
+    def scores(self) -> dict[str, dict[str, Score]]:
+        kinds = self.golden.kinds
+        return {route: score(run.answers, self.golden.questions, kinds) for route, run in self.runs.items()}
+
+    def count(self, route: str = "fused") -> tuple[int, int] | None:
+        """The floor's measure: `route`'s hit@5 count over all questions, and of how many."""
+        if route not in self.runs:
+            return None
+        total = self.scores()[route][ALL]
+        return total.hits, total.of
+
+    def misses(self, route: str) -> list[dict[str, Any]]:
+        """The questions `route` did not answer in its top 5, with what came first instead."""
+        run = self.runs[route]
+        out = []
+        for q in self.golden.questions:
+            files = run.answers.get(q.id, [])
+            if not is_hit(files, q.expected):
+                out.append(
+                    {
+                        "id": q.id,
+                        "kind": q.kind,
+                        "question": q.text,
+                        "expected": list(q.expected),
+                        "rank": first_rank(files, q.expected),
+                        "first": list(dict.fromkeys(files))[:SHOWN_FIRST],
+                    }
+                )
+        return out
+
+    def degraded(self) -> list[tuple[str, str, str]]:
+        return [(route, qid, why) for route, run in self.runs.items() for qid, why in run.degraded]
+
+
+def namespace_for(golden: GoldenSet, now: dt.datetime) -> str:
+    return f"eval-{slug(golden.name)}-{now.astimezone(dt.UTC):%Y%m%dT%H%M%S}Z"
+
+
+def current_space(client: JsonClient) -> tuple[SpaceIdentity, str]:
+    """The vector space the daemon embeds in now (its readiness detail); an eval without one
+    would measure full text only, which is not what a floor per space is about."""
+    from daemon.client import ClientError
+
+    try:
+        checks = client.request("GET", "/readyz")["checks"]
+    except ClientError as exc:  # 503: not ready, but the detail is still there
+        checks = exc.body.get("checks", {}) if isinstance(exc.body, dict) else {}
+    detail = checks.get("embedding", {}).get("detail") or {}
+    if "space" not in detail:
+        reason = checks.get("embedding", {}).get("reason") or "no embedding check"
+        raise EvalError(f"the daemon reports no vector space ({reason}): an eval needs its embedding provider")
+    return SpaceIdentity.of(detail["space"]), str(detail["space_id"])
+
+
+class Bar:
+    """One line on stderr, redrawn on a terminal; a line per tenth otherwise; nothing when quiet."""
+
+    def __init__(self, what: str, enabled: bool) -> None:
+        self.what = what
+        self.enabled = enabled
+        self.tty = sys.stderr.isatty()
+        self._last = -1
+
+    def show(self, done: int, total: int, note: str = "") -> None:
+        if not self.enabled or total <= 0:
+            return
+        if self.tty:
+            filled = 30 * done // total
+            sys.stderr.write(f"\r{self.what} [{'#' * filled}{'.' * (30 - filled)}] {done}/{total} {note}\x1b[K")
+            sys.stderr.flush()
+        elif done * 10 // total != self._last or done == total:
+            self._last = done * 10 // total
+            print(f"{self.what}: {done}/{total} {note}".rstrip(), file=sys.stderr)
+
+    def end(self) -> None:
+        if self.enabled and self.tty:
+            sys.stderr.write("\n")
+
+
+def wait_for_vectors(
+    client: JsonClient, *, progress: bool, poll_s: float = 1.0, clock: Callable[[], float] = time.monotonic
+) -> float:
+    """Until the vector route covers every live chunk (`pending` 0 and a handle to search);
+    returns the seconds waited. The bar counts down the daemon's backlog, which is the
+    eval's corpus unless other writes are pending too."""
+    started = clock()
+    bar = Bar("embedding", progress)
+    most = 0
+    while True:
+        answer = client.request("GET", "/v1/generations")
+        pending = int(answer["pending"])
+        most = max(most, pending)
+        ready = answer["current"] is not None or (answer.get("index") or {}).get("handle") is not None
+        if pending == 0 and ready:
+            bar.show(most, most, "chunks")
+            bar.end()
+            return clock() - started
+        bar.show(most - pending, most, "chunks" if pending else "chunks; a generation is being built")
+        time.sleep(poll_s)  # a client polling the daemon's progress, not a test barrier
+
+
+def ask(client: JsonClient, golden: GoldenSet, namespace: str, route: str, *, progress: bool) -> RouteRun:
+    run = RouteRun(route)
+    bar = Bar(f"asking ({route})", progress)
+    for done, q in enumerate(golden.questions, start=1):
+        request: dict[str, Any] = {"namespace": namespace, "query": q.text, "k": RESULTS_K, "deadline_ms": DEADLINE_MS}
+        if route != "fused":
+            request["routes"] = [route]
+        started = time.perf_counter()
+        answer = client.request("POST", "/v1/recall", request)
+        run.latency_ms.append((time.perf_counter() - started) * 1000)
+        run.answers[q.id] = [golden.relative(r.get("source_path")) or f"({r['title']})" for r in answer["results"]]
+        run.fusion = answer.get("fusion")
+        run.degraded += [(q.id, f"{d['route']}: {d['reason']}") for d in answer["degraded_routes"]]
+        bar.show(done, len(golden.questions))
+    bar.end()
+    return run
+
+
+def forget_namespace(client: JsonClient, namespace: str) -> int:
+    """Forget every live record of `namespace` (the eval's own); returns how many."""
+    ids: list[str] = []
+    after: str | None = None
+    while True:
+        params = {"namespace": namespace, "limit": "1000"} | ({"after": after} if after else {})
+        page = client.request("GET", "/v1/records", params=params)
+        ids += [r["id"] for r in page["records"]]
+        after = page["next"]
+        if not after:
+            break
+    for record_id in ids:
+        client.request("DELETE", f"/v1/records/{record_id}")
+    return len(ids)
+
+
+def evaluate(
+    client: JsonClient,
+    golden: GoldenSet,
+    *,
+    routes: Sequence[str] = ROUTES,
+    namespace: str | None = None,
+    keep: bool = False,
+    progress: bool = True,
+) -> EvalRun:
+    """Run `golden` through the daemon. `namespace`: use (and keep) this one instead of a fresh
+    one; files already there unchanged are not embedded again. The eval's records are
+    forgotten at the end, whatever happened, unless kept."""
+    started = time.monotonic()
+    now = dt.datetime.now(dt.UTC)
+    space, space_id = current_space(client)
+    fresh = namespace is None
+    name = namespace or namespace_for(golden, now)
+    summary = Summary()
+    run = EvalRun(golden, name, space, space_id, now, summary)
+    try:
+        run.ingest = ingest(client, golden.corpus, namespace=name, kind="doc", progress=progress)
+        if run.ingest.failed:
+            raise EvalError(f"the corpus did not ingest whole: {run.ingest.line()}")
+        run.index_wait_s = wait_for_vectors(client, progress=progress)
+        for route in routes:
+            run.runs[route] = ask(client, golden, name, route, progress=progress)
+    finally:
+        if fresh and not keep:
+            run.forgotten = forget_namespace(client, name)
+        run.duration_s = time.monotonic() - started
+    return run
