@@ -29,6 +29,8 @@ from actors.kernel.supervisor import (
 )
 from actors.sweeper import Sweeper, SweepSettings
 from daemon.bringup import heartbeat
+from daemon.canonical import Canonical
+from daemon.canonical import build as build_canonical
 from daemon.config import Config
 from daemon.control.access import AccessPolicy
 from daemon.control.context import Services
@@ -102,6 +104,9 @@ def assemble(
     metrics.watch(embedder, index, query_vectors, searches)
     health = Health()
     duplicates = DuplicateChecker(PgTitleStore(pool), embedder, config.duplicates, metrics)
+    canonical = build_canonical(
+        config, pool=pool, http=http, usage=usage, metrics=metrics, prices=config.embedding.prices
+    )
     services = Services(
         config=config,
         metrics=metrics,
@@ -120,10 +125,11 @@ def assemble(
             vector_search(embedder, index, query_vectors) if embedder and index else None,
         ),
         alive=lambda: supervisor.alive,
-        capabilities=lambda: _capabilities(health, embedder, index, duplicates),
+        capabilities=lambda: _capabilities(health, embedder, index, duplicates, canonical),
         duplicates=duplicates,
         evals=EvalStore(pool),
         dsn=dsn,
+        canonical=canonical,
     )
     children: list[ChildSpec] = []
     if embedded is not None:
@@ -156,6 +162,7 @@ def assemble(
                 ).run,
             ),
         ]
+    children += canonical.children(config)
     children.append(
         ChildSpec(
             "control",
@@ -173,11 +180,16 @@ def assemble(
     health.add("actors", actors_check(supervisor), required=True)
     health.add("embedding", embedding_check(embedder), required=config.recall.vector_required)
     health.add("vector", vector_check(index), required=config.recall.vector_required)
+    health.add("resolver", canonical.readiness(), required=False)
     return Daemon(services, supervisor)
 
 
 async def _capabilities(
-    health: Health, embedder: Embedder | None, index: IndexManager | None, duplicates: DuplicateChecker
+    health: Health,
+    embedder: Embedder | None,
+    index: IndexManager | None,
+    duplicates: DuplicateChecker,
+    canonical: Canonical,
 ) -> dict[str, bool]:
     """What /v1/capabilities answers: which features this daemon can serve right now."""
     verdict = await health.readiness()
@@ -188,8 +200,8 @@ async def _capabilities(
         "recall.vector.v1": index is not None and index.problem() is None,
         "embedding.v1": embedder is not None and embedder.health().status == "pass",
         "duplicates.v1": store_up and duplicates.available,
-        "assignments.v1": False,
-        "resolver.v1": False,
+        "assignments.v1": store_up,
+        "resolver.v1": store_up and canonical.resolver_state() == "ok",
     }
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from daemon import backup_cli, paths
+from daemon import backup_cli, disputes_cli, paths
 from daemon.client import Client, ClientError
 from daemon.eval.command import add_parser as add_eval_parser
 from daemon.eval.command import cmd_eval
@@ -261,6 +261,14 @@ def cmd_stats(client: Client, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_disputes(client: Client, args: argparse.Namespace) -> int:
+    return disputes_cli.cmd_disputes(client, args, shown=shown, print_json=print_json)
+
+
+def cmd_assignments(client: Client, args: argparse.Namespace) -> int:
+    return disputes_cli.cmd_assignments(client, args, shown=shown, print_json=print_json)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="recalld", description=__doc__)
     parser.add_argument("--socket", help="control socket (default: $RECALLD_SOCKET, then the runtime dir)")
@@ -325,6 +333,7 @@ def build_parser() -> argparse.ArgumentParser:
     generations.add_argument("--json", action="store_true")
     backup_cli.add_commands(sub)
     add_eval_parser(sub)
+    disputes_cli.add_commands(sub)
     return parser
 
 
@@ -340,6 +349,8 @@ _CLIENT_COMMANDS = {
     "ingest": cmd_ingest,
     "eval": lambda client, args: cmd_eval(client, args, show=lambda text: shown(text, keep="\n")),
     "backup": backup_cli.cmd_backup,
+    "disputes": cmd_disputes,
+    "assignments": cmd_assignments,
 }
 
 

@@ -22,6 +22,7 @@ from msgspec import Meta
 from actors.embedding.settings import EmbedderSettings
 from actors.embedding.template import TEMPLATES
 from actors.index.settings import defaults as index_defaults
+from daemon.resolver_env import resolver_aliases
 
 ENV_PREFIX = "RECALLD_"
 # Every RECALLD_ variable that is not a config key: the CLI's socket (daemon/paths.py) and the
@@ -216,11 +217,24 @@ class ResolverConfig(_Section, frozen=True):
     model: str = ""
     api_key: str = ""
     interval_s: Seconds = 900.0
-    timeout_s: Seconds = 60.0
-    max_attempts: Annotated[int, Meta(ge=1, le=100)] = 3
+    timeout_s: Seconds = 180.0
+    """The deadline of one LLM call."""
+    max_attempts: Annotated[int, Meta(ge=1, le=100)] = 1
+    """LLM calls a dispute gets (one per tick) before it goes to moderation as attempts_exhausted."""
+    batch: Annotated[int, Meta(ge=1, le=10_000)] = 50
+    """Disputes one tick takes."""
+    breaker_failures: Annotated[int, Meta(ge=1, le=1000)] = 3
+    """Consecutive failed calls that open the circuit: no call until a probe after breaker_reset_s."""
+    breaker_reset_s: Seconds = 60.0
+
+    """The LLM resolver of disputes (SPEC §7). Also read from the design note's variables
+    ASSIGNMENT_RESOLVER_ENABLED, _TICK_INTERVAL, _MAX_LLM_ATTEMPTS, _LLM_MODEL and _LLM_TIMEOUT
+    (durations such as "15m" or "180s"); RECALLD_RESOLVER_* wins where both are set."""
 
 
+    """False: the resolver ticker is not started and disputes wait in `pending`."""
 class AssignmentsConfig(_Section, frozen=True):
+    """An OpenAI-compatible base URL (ending in /v1); the resolver POSTs {url}/chat/completions."""
     interval_s: Seconds = 60.0
 
 
@@ -230,6 +244,7 @@ class AccessConfig(_Section, frozen=True):
     The daemon's own uid and root are always admins. `readers`/`writers` map a uid or group
     name (as a string, e.g. "1000" or "@staff") to the namespaces it may use ("*" = all).
     """
+    """How often the strategy chain runs over the characteristics observed since its last run."""
 
     admins: list[str] = []
     readers: dict[str, list[str]] = {}
@@ -302,7 +317,10 @@ def _coerce_env(section: str, key: str, raw: str) -> Any:
 def build(document: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> Config:
     """Merge a parsed TOML document with environment overrides and validate the result."""
     merged: dict[str, Any] = {k: dict(v) if isinstance(v, dict) else v for k, v in document.items()}
-    for section, keys in env_overrides(environ or {}).items():
+    overrides = env_overrides(environ or {})
+    for key, raw in resolver_aliases(environ or {}).items():
+        overrides.setdefault("resolver", {}).setdefault(key, raw)  # RECALLD_RESOLVER_* wins
+    for section, keys in overrides.items():
         target = merged.setdefault(section, {})
         if not isinstance(target, dict):
             raise ConfigError(f"[{section}] must be a table")

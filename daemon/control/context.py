@@ -14,6 +14,7 @@ from aiohttp import web
 
 from actors.embedder import Embedder
 from actors.index_manager import IndexManager
+from daemon.canonical import Canonical
 from daemon.config import Config
 from daemon.control.access import AccessPolicy, Peer
 from daemon.control.errors import ApiError
@@ -50,6 +51,8 @@ class Services:
     """The semantic duplicate check (daemon/duplicates.py)."""
     evals: EvalStore | None = None
     """The history of `recalld eval` runs (daemon/control/evals.py)."""
+    canonical: Canonical | None = None
+    """Observations, assignments, disputes and the resolver (daemon/canonical.py)."""
 
 
 SERVICES = web.AppKey("services", Services)

@@ -20,7 +20,7 @@ import anyio
 from aiohttp import web
 
 from daemon import paths
-from daemon.control import backup, duplicates, evals, routes
+from daemon.control import assignments, backup, duplicates, evals, routes
 from daemon.control.access import peer_of
 from daemon.control.context import PEER, SERVICES, Services, error_response
 from daemon.control.errors import ApiError, ErrorCode
@@ -89,6 +89,7 @@ def make_app(services: Services) -> web.Application:
     duplicates.install(app)
     evals.install(app)
     backup.install(app)
+    assignments.install(app)
     return app
 
 

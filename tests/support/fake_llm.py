@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import anyio
@@ -90,3 +93,40 @@ async def chat_server(service: ChatService) -> AsyncIterator[str]:
         yield f"http://127.0.0.1:{port}/v1"
     finally:
         await runner.cleanup()
+
+
+@contextmanager
+def threaded_chat_server(service: ChatService) -> Iterator[str]:
+    """The same service in a thread (stdlib HTTP server), beside daemon processes under test;
+    yields the base URL (ending in /v1)."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            service.requests.append(body)
+            reply = service.reply_for(body)
+            if reply.delay_s:
+                time.sleep(reply.delay_s)
+            status, answer = (
+                (500, {"error": {"message": "overloaded"}})
+                if reply.kind == "http500"
+                else (200, service.completion(body, reply))
+            )
+            data = json.dumps(answer).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()

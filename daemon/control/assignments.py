@@ -1,0 +1,292 @@
+"""Routes of canonical assignments and the dispute queue (SPEC §7, §9, Appendix A).
+
+Observations and assignments are one catalogue shared by all namespaces; access to them is
+granted as to a namespace named `assignments` (`[access] writers = {"@etl" = ["assignments"]}`).
+Everything under /admin needs administrator rights: a 403 for anyone else, before the request is
+read.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import uuid
+from typing import Any, Literal
+
+import msgspec
+from aiohttp import web
+
+from actors.canonical.disputes import DisputeState, Event, Tier
+from actors.canonical.ports import DisputeConflict, Outcome
+from actors.canonical.strategy import Source
+from actors.resolver import CircuitOpen, ResolverBusy
+from daemon.canonical import Canonical
+from daemon.control.context import SERVICES, peer
+from daemon.control.errors import ApiError, ErrorCode, bad_value, not_found
+from daemon.control.routes import _body, ok
+from daemon.control.wire import check_text, decode
+from daemon.store.assignments import Observation
+
+SCOPE = "assignments"
+"""The namespace name access to observations and assignments is configured under."""
+MAX_BATCH = 1000
+NAME_CHARS, NAME_BYTES = 200, 800  # three names share one btree entry of at most 2,704 bytes
+VALUE_CHARS = 4000
+
+
+class _In(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    pass
+
+
+class ObservationIn(_In):
+    entity: str
+    characteristic: str
+    supplier: str
+    value: str
+    trust: float
+    observed_at: dt.datetime | None = None
+
+
+class ObservationsIn(_In):
+    observations: list[ObservationIn]
+
+
+class ManualIn(_In):
+    value: str
+
+
+class ForceIn(_In):
+    value: str | None = None
+
+
+class DecisionIn(_In):
+    action: Literal["approve", "override", "reject", "escalate"]
+    value: str | None = None
+
+
+def _canonical(request: web.Request) -> Canonical:
+    found = request.app[SERVICES].canonical
+    if found is None:
+        raise ApiError(503, ErrorCode.ROUTE_UNAVAILABLE, "canonical assignments are not wired in this daemon")
+    return found
+
+
+def _name(field: str, value: str) -> None:
+    check_text(field, value, max_chars=NAME_CHARS, max_bytes=NAME_BYTES)
+
+
+def _check_observation(index: int, item: ObservationIn) -> None:
+    at = f"observations[{index}]"
+    _name(f"{at}.entity", item.entity)
+    _name(f"{at}.characteristic", item.characteristic)
+    _name(f"{at}.supplier", item.supplier)
+    check_text(f"{at}.value", item.value, max_chars=VALUE_CHARS)
+    if not (math.isfinite(item.trust) and 0.0 <= item.trust <= 1.0):
+        raise bad_value(f"{at}.trust must be a number from 0 to 1")
+    if item.observed_at is not None and item.observed_at.tzinfo is None:
+        raise bad_value(f"{at}.observed_at needs a time zone (e.g. ...Z or +00:00)")
+
+
+def _dispute_id(request: web.Request) -> uuid.UUID:
+    raw = request.match_info["id"]
+    try:
+        return uuid.UUID(raw)
+    except ValueError:
+        raise ApiError(400, ErrorCode.INVALID_ID, f"{raw[:60]!r} is not a UUID") from None
+
+
+def _dispute_out(row: dict[str, Any]) -> dict[str, Any]:
+    out = {key: value for key, value in row.items() if value is not None}
+    out["id"] = str(row["id"])
+    return out
+
+
+def _require_admin(request: web.Request) -> None:
+    request.app[SERVICES].access.require_admin(peer(request))
+
+
+# -- observations and assignments
+
+
+async def observe(request: web.Request) -> web.Response:
+    """`{"observations": [...]}` -> 202 `{"accepted", "stored"}` (an observation older than the
+    supplier's stored one of the same characteristic is accepted but not stored)."""
+    services = request.app[SERVICES]
+    services.access.require_write(peer(request), SCOPE)
+    batch = decode(await _body(request), ObservationsIn).observations
+    if not 1 <= len(batch) <= MAX_BATCH:
+        raise bad_value(f"observations must hold 1 to {MAX_BATCH} items")
+    for index, item in enumerate(batch):
+        _check_observation(index, item)
+    stored = await _canonical(request).assignments.observe(
+        [
+            Observation(
+                item.entity,
+                item.characteristic,
+                item.supplier,
+                item.value,
+                item.trust,
+                item.observed_at.astimezone(dt.UTC) if item.observed_at else None,
+            )
+            for item in batch
+        ]
+    )
+    return ok({"accepted": len(batch), "stored": stored}, 202)
+
+
+async def assignments(request: web.Request) -> web.Response:
+    request.app[SERVICES].access.require_read(peer(request), SCOPE)
+    entity = request.match_info["entity"]
+    _name("entity", entity)
+    found = await _canonical(request).assignments.assignments(entity)
+    if found is None:
+        raise not_found(f"entity {entity[:80]!r}")
+    return ok({"entity": entity, "assignments": found})
+
+
+def _key(request: web.Request) -> tuple[str, str]:
+    entity, characteristic = request.match_info["entity"], request.match_info["characteristic"]
+    _name("entity", entity)
+    _name("characteristic", characteristic)
+    return entity, characteristic
+
+
+async def assign_manually(request: web.Request) -> web.Response:
+    """`PUT /v1/assignments/{entity}/{characteristic}` `{"value"}`: kept over anything automatic."""
+    request.app[SERVICES].access.require_write(peer(request), SCOPE)
+    entity, characteristic = _key(request)
+    value = decode(await _body(request), ManualIn).value
+    check_text("value", value, max_chars=VALUE_CHARS)
+    await _canonical(request).assignments.assign_manually(entity, characteristic, value)
+    return ok({"entity": entity, "characteristic": characteristic, "value": value, "source": str(Source.MANUAL)})
+
+
+async def unassign_manually(request: web.Request) -> web.Response:
+    """`DELETE /v1/assignments/{entity}/{characteristic}`: the chain assigns it again next tick."""
+    request.app[SERVICES].access.require_write(peer(request), SCOPE)
+    entity, characteristic = _key(request)
+    if not await _canonical(request).assignments.unassign_manually(entity, characteristic):
+        raise not_found(f"manual assignment of {characteristic[:80]!r}")
+    return ok({"entity": entity, "characteristic": characteristic, "deleted": True})
+
+
+# -- disputes (admin)
+
+
+def _choice(request: web.Request, name: str, allowed: type[DisputeState] | type[Tier]) -> str | None:
+    value = request.query.get(name)
+    if not value:
+        return None
+    if value not in {str(m) for m in allowed}:
+        raise bad_value(f"{name} must be one of {', '.join(str(m) for m in allowed)}")
+    return value
+
+
+async def list_disputes(request: web.Request) -> web.Response:
+    """`?state=`, `?tier=`, `?limit=` (1..1000, default 100), `?after=` (the `next` of a page)."""
+    _require_admin(request)
+    state = _choice(request, "state", DisputeState)
+    level = _choice(request, "tier", Tier)
+    try:
+        limit = int(request.query.get("limit", "100"))
+        after = uuid.UUID(request.query["after"]) if request.query.get("after") else None
+    except ValueError:
+        raise bad_value("limit must be an integer and after a UUID") from None
+    if not 1 <= limit <= 1000:
+        raise bad_value("limit must be between 1 and 1000")
+    rows = await _canonical(request).disputes.page(state=state, tier=level, limit=limit, after=after)
+    following = str(rows[-1]["id"]) if len(rows) == limit else None
+    return ok({"disputes": [_dispute_out(r) for r in rows], "next": following})
+
+
+async def _shown(canonical: Canonical, dispute_id: uuid.UUID) -> web.Response:
+    row = await canonical.disputes.get(dispute_id)
+    if row is None:
+        raise not_found(f"dispute {dispute_id}")
+    return ok(_dispute_out(row))
+
+
+async def get_dispute(request: web.Request) -> web.Response:
+    _require_admin(request)
+    return await _shown(_canonical(request), _dispute_id(request))
+
+
+async def _apply(canonical: Canonical, dispute_id: uuid.UUID, outcome: Outcome) -> None:
+    try:
+        await canonical.disputes.apply(dispute_id, outcome)
+    except KeyError:
+        raise not_found(f"dispute {dispute_id}") from None
+    except DisputeConflict as exc:
+        raise ApiError(409, ErrorCode.CONFLICT, str(exc)) from None
+
+
+async def supersede(request: web.Request) -> web.Response:
+    """`DELETE /admin/disputes/{id}`: withdrawn (`superseded`), until its value set changes."""
+    _require_admin(request)
+    canonical, dispute_id = _canonical(request), _dispute_id(request)
+    await _apply(canonical, dispute_id, Outcome(Event.SUPERSEDED))
+    return await _shown(canonical, dispute_id)
+
+
+async def force_resolve(request: web.Request) -> web.Response:
+    """`{"value"}`: resolved with that value (a manual assignment); no body or no value: sent to
+    the resolver now, which applies its answer or sends it to moderation."""
+    _require_admin(request)
+    canonical, dispute_id = _canonical(request), _dispute_id(request)
+    payload = await _body(request)
+    value = decode(payload, ForceIn).value if payload.strip() else None
+    if value is not None:
+        check_text("value", value, max_chars=VALUE_CHARS)
+        await _apply(canonical, dispute_id, Outcome(Event.DECIDED, value=value, source=Source.MANUAL, decision="force"))
+        return await _shown(canonical, dispute_id)
+    if canonical.resolver is None:
+        raise ApiError(409, ErrorCode.CONFLICT, "the resolver is off ([resolver] enabled = false): give a value")
+    try:
+        await canonical.resolver.force(dispute_id)
+    except KeyError:
+        raise not_found(f"dispute {dispute_id}") from None
+    except (DisputeConflict, ResolverBusy) as exc:
+        raise ApiError(409, ErrorCode.CONFLICT, str(exc)) from None
+    except CircuitOpen as exc:
+        raise ApiError(503, ErrorCode.ROUTE_UNAVAILABLE, str(exc)) from None
+    return await _shown(canonical, dispute_id)
+
+
+async def decide(request: web.Request) -> web.Response:
+    """`{"action": "approve"|"override"|"reject"|"escalate", "value"?}` on a dispute in moderation
+    (or still pending): approve applies the resolver's answer, override the value given (as a
+    manual assignment), reject keeps the chain's value, escalate leaves it in moderation."""
+    _require_admin(request)
+    canonical, dispute_id = _canonical(request), _dispute_id(request)
+    decision = decode(await _body(request), DecisionIn)
+    if (decision.value is not None) != (decision.action == "override"):
+        raise bad_value("value is required with override and only with override")
+    if decision.action == "override":
+        assert decision.value is not None
+        check_text("value", decision.value, max_chars=VALUE_CHARS)
+        outcome = Outcome(Event.DECIDED, value=decision.value, source=Source.MANUAL, decision="override")
+    elif decision.action == "approve":
+        row = await canonical.disputes.get(dispute_id)
+        if row is None:
+            raise not_found(f"dispute {dispute_id}")
+        if row["selected_value"] is None:
+            raise ApiError(409, ErrorCode.CONFLICT, "the resolver gave no usable answer to approve; override instead")
+        outcome = Outcome(Event.DECIDED, value=row["selected_value"], source=Source.LLM_RESOLVED, decision="approve")
+    elif decision.action == "reject":
+        outcome = Outcome(Event.DECIDED, decision="reject")
+    else:
+        outcome = Outcome(Event.ESCALATED, decision="escalate")
+    await _apply(canonical, dispute_id, outcome)
+    return await _shown(canonical, dispute_id)
+
+
+def install(app: web.Application) -> None:
+    app.router.add_post("/v1/observations", observe)
+    app.router.add_get("/v1/assignments/{entity}", assignments)
+    app.router.add_put("/v1/assignments/{entity}/{characteristic}", assign_manually)
+    app.router.add_delete("/v1/assignments/{entity}/{characteristic}", unassign_manually)
+    app.router.add_get("/admin/disputes", list_disputes)
+    app.router.add_get("/admin/disputes/{id}", get_dispute)
+    app.router.add_delete("/admin/disputes/{id}", supersede)
+    app.router.add_post("/admin/disputes/{id}/force-resolve", force_resolve)
+    app.router.add_post("/admin/moderation/{id}/decide", decide)

@@ -1,0 +1,98 @@
+"""`recalld disputes ...`: the dispute queue and moderation over the socket (admin only), and
+`recalld assignments ENTITY`. Text for people, `--json` for programs (the daemon's answer as is)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import quote
+
+from daemon.client import Client
+
+EXIT_OK = 0
+Shown = Callable[[str], str]
+ACTIONS = ("approve", "override", "reject", "escalate")
+
+
+def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    assignments = sub.add_parser("assignments", help="an entity's canonical values, their sources and disputes")
+    assignments.add_argument("entity")
+    assignments.add_argument("--json", action="store_true")
+    disputes = sub.add_parser("disputes", help="the dispute queue and moderation (administrators)")
+    verbs = disputes.add_subparsers(dest="verb", required=True)
+    listing = verbs.add_parser("list", help="disputes, oldest id first")
+    listing.add_argument("--state", help="pending, in_progress, resolved, manual_review, superseded, skipped_unchanged")
+    listing.add_argument("--tier", help="high, medium, low")
+    listing.add_argument("--limit", type=int, default=100, help="at most this many (all pages are read up to it)")
+    show = verbs.add_parser("show", help="one dispute whole")
+    force = verbs.add_parser("force-resolve", help="resolve now: with --value as given, else by the resolver")
+    force.add_argument("--value")
+    supersede = verbs.add_parser("supersede", help="withdraw a dispute (terminal until its values change)")
+    decide = verbs.add_parser("decide", help="a moderation decision")
+    decide.add_argument("action", choices=ACTIONS)
+    decide.add_argument("--value", help="the value, with override")
+    for verb in (show, force, supersede, decide):
+        verb.add_argument("id")
+    for verb in (listing, show, force, supersede, decide):
+        verb.add_argument("--json", action="store_true")
+
+
+def _line(dispute: dict[str, Any], shown: Shown) -> str:
+    tier = dispute.get("tier", "-")
+    return (
+        f"{dispute['id']}  {dispute['state']:<17} {tier:<6}  {shown(dispute['entity'])}"
+        f"  {shown(dispute['characteristic'])} = {shown(dispute['winning_value'])}"
+        f"  ({', '.join(shown(str(c['value'])) for c in dispute['candidates'])})"
+    )
+
+
+def cmd_assignments(
+    client: Client, args: argparse.Namespace, *, shown: Shown, print_json: Callable[[Any], None]
+) -> int:
+    answer = client.request("GET", f"/v1/assignments/{quote(args.entity, safe='')}")
+    if args.json:
+        print_json(answer)
+        return EXIT_OK
+    for item in answer["assignments"]:
+        dispute = item.get("dispute")
+        note = f"  [dispute {dispute['state']}]" if dispute else ""
+        print(f"{shown(item['characteristic'])} = {shown(item['value'])}  {item['source']}{note}")
+    return EXIT_OK
+
+
+def cmd_disputes(client: Client, args: argparse.Namespace, *, shown: Shown, print_json: Callable[[Any], None]) -> int:
+    if args.verb == "list":
+        found: list[dict[str, Any]] = []
+        params = {key: value for key, value in (("state", args.state), ("tier", args.tier)) if value}
+        after: str | None = None
+        while len(found) < args.limit:
+            page_params = {**params, "limit": str(min(1000, args.limit - len(found)))}
+            if after:
+                page_params["after"] = after
+            answer = client.request("GET", "/admin/disputes", params=page_params)
+            found += answer["disputes"]
+            after = answer["next"]
+            if after is None:
+                break
+        if args.json:
+            print_json({"disputes": found})
+        else:
+            for dispute in found:
+                print(_line(dispute, shown))
+        return EXIT_OK
+    target = f"/admin/disputes/{quote(args.id, safe='')}"
+    if args.verb == "show":
+        answer = client.request("GET", target)
+    elif args.verb == "force-resolve":
+        answer = client.request("POST", f"{target}/force-resolve", {"value": args.value} if args.value else None)
+    elif args.verb == "supersede":
+        answer = client.request("DELETE", target)
+    else:
+        body = {"action": args.action, **({"value": args.value} if args.value is not None else {})}
+        answer = client.request("POST", f"/admin/moderation/{quote(args.id, safe='')}/decide", body)
+    if args.json or args.verb == "show":
+        print_json(answer)
+    else:
+        print(_line(answer, shown))
+    return EXIT_OK

@@ -1,0 +1,296 @@
+"""Observations and canonical assignments in PostgreSQL (SPEC §7), and the tickers' advisory locks.
+
+The assignment ticker's batch (`assign_changed`) is one transaction: the changed keys it takes,
+the canonical rows it writes and the disputes it upserts commit together or not at all, so a
+canonical row and its dispute never disagree. Canonical rows are written by two functions only:
+`write_canonical` here (the chain's winners, and manual assignments) and the single writer of
+resolutions, `daemon.store.disputes.DisputeStore.apply`, which calls it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import logging
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+
+from actors.canonical.disputes import DisputeState, Event, transition, value_set_hash
+from actors.canonical.ports import AssignReport
+from actors.canonical.strategy import Candidate, Choice, Source, Vote, candidates
+from actors.canonical.values import normalise
+from daemon.store import db
+
+log = logging.getLogger("recalld.store.assignments")
+
+AUTOMATIC = (Source.TRUST_WEIGHTED, Source.MODE, Source.LATEST, Source.LLM_RESOLVED)
+
+
+def lock_key(name: str) -> int:
+    """The advisory lock key of a ticker: a signed 64-bit number from its name."""
+    return int.from_bytes(hashlib.sha256(f"recalld:{name}".encode()).digest()[:8], "big", signed=True)
+
+
+class PgTickLocks:
+    """Implements `actors.canonical.ports.TickLocks`: a session-level advisory lock on a pooled
+    connection, held for the block and released (or the connection dropped) when it ends."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    @asynccontextmanager
+    async def hold(self, name: str) -> AsyncIterator[bool]:
+        key = lock_key(name)
+        async with db.connection(self._pool) as conn:
+            held = bool(await conn.fetchval("SELECT pg_try_advisory_lock($1)", key))
+            try:
+                yield held
+            finally:
+                if held:
+                    try:
+                        await conn.execute("SELECT pg_advisory_unlock($1)", key)
+                    except BaseException:
+                        conn.terminate()  # the session's end releases the lock
+                        raise
+
+
+@dataclass(frozen=True)
+class Observation:
+    entity: str
+    characteristic: str
+    supplier: str
+    value: str
+    trust: float
+    observed_at: dt.datetime | None
+
+
+async def write_canonical(
+    conn: asyncpg.Connection, entity: str, characteristic: str, value: str, source: Source, value_hash: str
+) -> str:
+    """Write one canonical row by the rules of its source, and return the value now in place.
+
+    A manual row is replaced only by a manual one; the chain does not replace an auto:llm_resolved
+    row of the same value set (the resolver already decided that tie)."""
+    chain = source in (Source.TRUST_WEIGHTED, Source.MODE, Source.LATEST)
+    current: str | None = await conn.fetchval(
+        """INSERT INTO canonical_assignments AS c (entity, characteristic, value, source, value_set_hash)
+           VALUES ($1, $2, $3, $4, $5)
+           ON CONFLICT (entity, characteristic) DO UPDATE
+              SET value = EXCLUDED.value, source = EXCLUDED.source,
+                  value_set_hash = EXCLUDED.value_set_hash, updated_at = now()
+            WHERE EXCLUDED.source = 'manual'
+               OR (c.source <> 'manual'
+                   AND NOT ($6 AND c.source = 'auto:llm_resolved' AND c.value_set_hash = EXCLUDED.value_set_hash))
+           RETURNING value""",
+        entity,
+        characteristic,
+        value,
+        str(source),
+        value_hash,
+        chain,
+    )
+    if current is None:
+        current = await conn.fetchval(
+            "SELECT value FROM canonical_assignments WHERE entity = $1 AND characteristic = $2", entity, characteristic
+        )
+    assert current is not None
+    return current
+
+
+def candidates_json(found: Sequence[Candidate]) -> list[dict[str, Any]]:
+    return [{"value": c.value, "trust": c.trust, "suppliers": list(c.suppliers), "raws": list(c.raws)} for c in found]
+
+
+def _vote(row: asyncpg.Record) -> Vote:
+    return Vote(row["supplier"], row["normalised"], row["value"], row["trust"], row["observed_at"])
+
+
+class AssignmentStore:
+    """Implements `actors.canonical.ports.Assignments`; answers the observation and assignment routes."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    async def observe(self, batch: Sequence[Observation]) -> int:
+        """Store a batch in one transaction; an observation older than the supplier's stored one
+        of the same characteristic is kept out. Returns how many were taken."""
+        now = dt.datetime.now(dt.UTC)
+        taken = 0
+        async with db.connection(self._pool) as conn, db.transaction(conn):
+            for item in batch:
+                row = await conn.fetchval(
+                    """INSERT INTO observations AS o (entity, characteristic, supplier, value, normalised, trust,
+                                                      observed_at)
+                       VALUES ($1, $2, $3, $4, $5, $6, $7)
+                       ON CONFLICT (entity, characteristic, supplier) DO UPDATE
+                          SET value = EXCLUDED.value, normalised = EXCLUDED.normalised, trust = EXCLUDED.trust,
+                              observed_at = EXCLUDED.observed_at, received_at = now()
+                        WHERE EXCLUDED.observed_at >= o.observed_at
+                       RETURNING 1""",
+                    item.entity,
+                    item.characteristic,
+                    item.supplier,
+                    item.value,
+                    normalise(item.value).value,
+                    item.trust,
+                    item.observed_at or now,
+                )
+                if row is None:
+                    continue
+                taken += 1
+                await conn.execute(
+                    "INSERT INTO assignments_changed VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                    item.entity,
+                    item.characteristic,
+                )
+        return taken
+
+    async def assign_changed(self, decide: Callable[[Sequence[Vote]], Choice], *, limit: int) -> AssignReport:
+        report = AssignReport()
+        async with db.connection(self._pool) as conn, db.transaction(conn):
+            keys = await conn.fetch(
+                """DELETE FROM assignments_changed WHERE (entity, characteristic) IN (
+                       SELECT entity, characteristic FROM assignments_changed
+                       ORDER BY entity, characteristic LIMIT $1 FOR UPDATE SKIP LOCKED)
+                   RETURNING entity, characteristic""",
+                limit,
+            )
+            if not keys:
+                return report
+            rows = await conn.fetch(
+                """SELECT o.* FROM observations o
+                   JOIN unnest($1::text[], $2::text[]) AS k(entity, characteristic)
+                     ON o.entity = k.entity AND o.characteristic = k.characteristic""",
+                [k["entity"] for k in keys],
+                [k["characteristic"] for k in keys],
+            )
+            votes: dict[tuple[str, str], list[Vote]] = {}
+            for row in rows:
+                votes.setdefault((row["entity"], row["characteristic"]), []).append(_vote(row))
+            for (entity, characteristic), found in sorted(votes.items()):
+                choice = decide(found)
+                await self._assign(conn, entity, characteristic, choice, report)
+                report.keys += 1
+        return report
+
+    async def _assign(
+        self, conn: asyncpg.Connection, entity: str, characteristic: str, choice: Choice, report: AssignReport
+    ) -> None:
+        value_hash = value_set_hash(c.value for c in choice.candidates)
+        winner = await write_canonical(conn, entity, characteristic, choice.value, choice.source, value_hash)
+        prior = await conn.fetchrow(
+            "SELECT state, value_set_hash FROM disputes WHERE entity = $1 AND characteristic = $2 FOR UPDATE",
+            entity,
+            characteristic,
+        )
+        prior_state = DisputeState(prior["state"]) if prior is not None else None
+        if not choice.disputed:
+            if transition(prior_state, Event.SETTLED) is not None:
+                await conn.execute(
+                    """UPDATE disputes SET state = 'superseded', winning_value = $3, updated_at = now()
+                       WHERE entity = $1 AND characteristic = $2""",
+                    entity,
+                    characteristic,
+                    winner,
+                )
+                report.settled += 1
+            return
+        same = prior is not None and prior["value_set_hash"] == value_hash
+        if transition(prior_state, Event.TIED, same_hash=same) is None:
+            return  # the guard: in progress, in moderation, or already decided on this value set
+        await conn.execute(
+            """INSERT INTO disputes (entity, characteristic, state, value_set_hash, candidates, tied, winning_value)
+               VALUES ($1, $2, 'pending', $3, $4, $5, $6)
+               ON CONFLICT (entity, characteristic) DO UPDATE
+                  SET state = 'pending', value_set_hash = EXCLUDED.value_set_hash,
+                      candidates = EXCLUDED.candidates, tied = EXCLUDED.tied,
+                      winning_value = EXCLUDED.winning_value, updated_at = now(),
+                      tier = NULL, confidence = NULL, confidence_source = NULL, model_confidence = NULL,
+                      selected_value = NULL, reason = NULL, decision = NULL,
+                      attempts = CASE WHEN disputes.value_set_hash = EXCLUDED.value_set_hash
+                                      THEN disputes.attempts ELSE 0 END""",
+            entity,
+            characteristic,
+            value_hash,
+            candidates_json(choice.candidates),
+            [str(s) for s in choice.tied],
+            winner,
+        )
+        report.enqueued += 1
+
+    async def dispute_counts(self) -> dict[tuple[str, str], int]:
+        async with db.connection(self._pool) as conn:
+            rows = await conn.fetch(
+                "SELECT state, coalesce(tier, '') AS tier, count(*) AS n FROM disputes GROUP BY 1, 2"
+            )
+        return {(r["state"], r["tier"]): int(r["n"]) for r in rows}
+
+    async def assignments(self, entity: str) -> list[dict[str, Any]] | None:
+        """Each characteristic's canonical row with its candidates and open dispute; None when the
+        entity has neither observations nor assignments."""
+        async with db.connection(self._pool) as conn:
+            canon = await conn.fetch(
+                "SELECT characteristic, value, source FROM canonical_assignments WHERE entity = $1 ORDER BY 1", entity
+            )
+            observed = await conn.fetch("SELECT * FROM observations WHERE entity = $1", entity)
+            disputes = await conn.fetch(
+                """SELECT characteristic, id, state, tier FROM disputes
+                   WHERE entity = $1 AND state <> 'superseded'""",
+                entity,
+            )
+        if not canon and not observed:
+            return None
+        votes: dict[str, list[Vote]] = {}
+        for row in observed:
+            votes.setdefault(row["characteristic"], []).append(_vote(row))
+        by_key = {d["characteristic"]: d for d in disputes}
+        out: list[dict[str, Any]] = []
+        for row in canon:
+            entry: dict[str, Any] = {
+                "characteristic": row["characteristic"],
+                "value": row["value"],
+                "source": row["source"],
+                "candidates": candidates_json(candidates(votes.get(row["characteristic"], []))),
+            }
+            dispute = by_key.get(row["characteristic"])
+            if dispute is not None:
+                entry["dispute"] = {"id": str(dispute["id"]), "state": dispute["state"]}
+                if dispute["tier"] is not None:
+                    entry["dispute"]["tier"] = dispute["tier"]
+            out.append(entry)
+        return out
+
+    async def assign_manually(self, entity: str, characteristic: str, value: str) -> None:
+        """A manual assignment: kept over anything automatic until it is removed."""
+        async with db.connection(self._pool) as conn, db.transaction(conn):
+            observed = await conn.fetch(
+                "SELECT normalised FROM observations WHERE entity = $1 AND characteristic = $2",
+                entity,
+                characteristic,
+            )
+            value_hash = value_set_hash(r["normalised"] for r in observed)
+            await write_canonical(conn, entity, characteristic, value, Source.MANUAL, value_hash)
+
+    async def unassign_manually(self, entity: str, characteristic: str) -> bool:
+        """Remove a manual assignment; the next tick assigns the characteristic from its votes."""
+        async with db.connection(self._pool) as conn, db.transaction(conn):
+            gone = await conn.fetchval(
+                """DELETE FROM canonical_assignments WHERE entity = $1 AND characteristic = $2 AND source = 'manual'
+                   RETURNING 1""",
+                entity,
+                characteristic,
+            )
+            if gone is None:
+                return False
+            await conn.execute(
+                """INSERT INTO assignments_changed
+                   SELECT $1, $2 WHERE EXISTS (SELECT 1 FROM observations WHERE entity = $1 AND characteristic = $2)
+                   ON CONFLICT DO NOTHING""",
+                entity,
+                characteristic,
+            )
+        return True

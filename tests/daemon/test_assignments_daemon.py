@@ -1,0 +1,263 @@
+"""Canonical assignments, disputes and moderation over a real daemon's socket (SPEC §7, Appendix A)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from tests.support import RECALLD, ROOT, Daemon
+from tests.support.fake_llm import ChatService, Reply, threaded_chat_server
+
+FAST = {"RECALLD_EMBEDDING_PROVIDER": "none", "RECALLD_ASSIGNMENTS_INTERVAL_S": "0.2"}
+
+
+def entity() -> str:
+    return "e-" + uuid.uuid4().hex[:8]
+
+
+def tie(daemon: Daemon, key: str, characteristic: str, a: str, b: str) -> None:
+    status, body = daemon.call(
+        "POST",
+        "/v1/observations",
+        {
+            "observations": [
+                {"entity": key, "characteristic": characteristic, "supplier": "acme", "value": a, "trust": 0.5},
+                {"entity": key, "characteristic": characteristic, "supplier": "globex", "value": b, "trust": 0.5},
+            ]
+        },
+    )
+    assert (status, body) == (202, {"accepted": 2, "stored": 2})
+
+
+def until(probe: Callable[[], Any], timeout: float = 60.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while not (found := probe()):
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.1)
+    return found
+
+
+def cli(daemon: Daemon, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "RECALLD_SOCKET": str(daemon.socket)}
+    return subprocess.run([*RECALLD, *args], capture_output=True, text=True, timeout=120, env=env, cwd=ROOT)
+
+
+def assignment(daemon: Daemon, key: str, characteristic: str) -> dict[str, Any] | None:
+    status, body = daemon.call("GET", f"/v1/assignments/{key}")
+    if status != 200:
+        return None
+    return next((a for a in body["assignments"] if a["characteristic"] == characteristic), None)
+
+
+def test_with_the_resolver_off_disputes_wait_while_assignments_tick(make_daemon: Any) -> None:
+    daemon = make_daemon(env={**FAST, "ASSIGNMENT_RESOLVER_ENABLED": "false"})
+    key = entity()
+    tie(daemon, key, "voltage", "230", "220")
+    found = until(lambda: assignment(daemon, key, "voltage"))
+    assert found["source"] == "auto:latest" and found["value"] == "220"
+    assert found["dispute"]["state"] == "pending"
+    # later observations keep being assigned; the dispute still waits for a resolver
+    tie(daemon, key, "width", "1.2 m", "120 cm")
+    assert until(lambda: assignment(daemon, key, "width"))["source"] == "auto:trust_weighted"
+    status, body = daemon.call("GET", f"/admin/disputes/{found['dispute']['id']}")
+    assert (status, body["state"]) == (200, "pending")
+    status, ready = daemon.call("GET", "/readyz")
+    assert ready["checks"]["resolver"] == {"status": "pass", "detail": {"state": "off"}}
+    _, caps = daemon.call("GET", "/v1/capabilities")
+    available = {c["name"]: c["available"] for c in caps["capabilities"]}
+    assert (available["assignments.v1"], available["resolver.v1"]) == (True, False)
+    # the CLI shows the same queue
+    listed = cli(daemon, "disputes", "list", "--state", "pending", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert found["dispute"]["id"] in {d["id"] for d in json.loads(listed.stdout)["disputes"]}
+    shown = cli(daemon, "assignments", key)
+    assert "voltage = 220  auto:latest  [dispute pending]" in shown.stdout
+    # force-resolve needs a value while the resolver is off
+    status, body = daemon.call("POST", f"/admin/disputes/{found['dispute']['id']}/force-resolve")
+    assert (status, body["error"]["code"]) == (409, "conflict")
+    refused = cli(daemon, "disputes", "force-resolve", found["dispute"]["id"])
+    assert refused.returncode == 1 and "conflict" in refused.stderr
+    done = cli(daemon, "disputes", "force-resolve", found["dispute"]["id"], "--value", "230", "--json")
+    assert done.returncode == 0, done.stderr
+    body = json.loads(done.stdout)
+    assert (body["state"], body["decision"]) == ("resolved", "force")
+    assert assignment(daemon, key, "voltage")["source"] == "manual"  # type: ignore[index]
+
+
+def test_moderation_decisions_apply_through_the_single_writer(make_daemon: Any) -> None:
+    service = ChatService(
+        {
+            "colour": Reply(value="red", confidence=0.3),
+            "finish": Reply(value="matte", confidence=0.2),
+            "size": Reply(value="M", confidence=0.1),
+            "shape": Reply(kind="garbage"),
+        }
+    )
+    with threaded_chat_server(service) as url:
+        daemon = make_daemon(
+            env={
+                **FAST,
+                "RECALLD_RESOLVER_ENABLED": "true",
+                "RECALLD_RESOLVER_URL": url,
+                "RECALLD_RESOLVER_INTERVAL_S": "0.2",
+            }
+        )
+        key = entity()
+        for name, (a, b) in {
+            "colour": ("red", "crimson"),
+            "finish": ("matte", "gloss"),
+            "size": ("M", "L"),
+            "shape": ("round", "oval"),
+        }.items():
+            tie(daemon, key, name, a, b)
+
+        def moderated() -> dict[str, str] | None:
+            _, body = daemon.call("GET", "/admin/disputes?state=manual_review")
+            mine = {d["characteristic"]: d for d in body["disputes"] if d["entity"] == key}
+            return mine if len(mine) == 4 else None
+
+        queue = until(moderated)
+        assert queue["colour"]["tier"] == "low" and queue["colour"]["selected_value"] == "red"
+        assert queue["shape"]["reason"] == "unparseable_answer"
+        decide = lambda name, body: daemon.call("POST", f"/admin/moderation/{queue[name]['id']}/decide", body)  # noqa: E731
+        # approve: the resolver's answer, as auto:llm_resolved
+        status, body = decide("colour", {"action": "approve"})
+        assert (status, body["state"], body["decision"]) == (200, "resolved", "approve")
+        assert assignment(daemon, key, "colour") | {"candidates": None} == {
+            "characteristic": "colour",
+            "value": "red",
+            "source": "auto:llm_resolved",
+            "candidates": None,
+            "dispute": {"id": queue["colour"]["id"], "state": "resolved", "tier": "low"},
+        }
+        # a decided dispute cannot be decided again
+        assert decide("colour", {"action": "reject"})[0] == 409
+        # override: the value given, as a manual assignment
+        assert decide("finish", {"action": "override", "value": "satin"})[0] == 200
+        assert assignment(daemon, key, "finish")["value"] == "satin"  # type: ignore[index]
+        assert assignment(daemon, key, "finish")["source"] == "manual"  # type: ignore[index]
+        # reject keeps the chain's value; escalate keeps the dispute in moderation
+        before = assignment(daemon, key, "size")
+        assert decide("size", {"action": "reject"})[1]["state"] == "resolved"
+        assert assignment(daemon, key, "size")["value"] == before["value"]  # type: ignore[index]
+        assert decide("shape", {"action": "approve"})[0] == 409  # nothing usable to approve
+        assert decide("shape", {"action": "escalate"})[1]["state"] == "manual_review"
+        # bad decisions are 4xx, never half applied
+        assert decide("shape", {"action": "override"})[1]["error"]["code"] == "invalid_value"
+        assert decide("shape", {"action": "approve", "value": "x"})[1]["error"]["code"] == "invalid_value"
+        assert decide("shape", {"action": "shrug"})[1]["error"]["code"] == "invalid_request"
+        status, body = daemon.call("POST", f"/admin/moderation/{uuid.uuid4()}/decide", {"action": "reject"})
+        assert (status, body["error"]["code"]) == (404, "not_found")
+        status, body = daemon.call("POST", "/admin/moderation/nope/decide", {"action": "reject"})
+        assert (status, body["error"]["code"]) == (400, "invalid_id")
+        # supersede (DELETE): terminal
+        status, body = daemon.call("DELETE", f"/admin/disputes/{queue['shape']['id']}")
+        assert (status, body["state"]) == (200, "superseded")
+        assert daemon.call("DELETE", f"/admin/disputes/{queue['shape']['id']}")[0] == 409
+        # the list filters and pages
+        status, body = daemon.call("GET", "/admin/disputes?state=resolved&limit=1")
+        assert status == 200 and len(body["disputes"]) == 1 and body["next"]
+        status, body = daemon.call("GET", f"/admin/disputes?state=resolved&limit=1&after={body['next']}")
+        assert status == 200 and len(body["disputes"]) == 1
+        assert daemon.call("GET", "/admin/disputes?state=open")[0] == 400
+        assert daemon.call("GET", "/admin/disputes?tier=low")[0] == 200
+        metrics = daemon.call("GET", "/metrics")[1]
+        assert 'recalld_resolver_llm_calls_total{outcome="ok"} 4.0' in metrics
+        assert "recalld_disputes{state=" in metrics
+
+
+def test_bad_observations_are_refused_whole(make_daemon: Any) -> None:
+    daemon = make_daemon(env=FAST)
+    key = entity()
+    good = {"entity": key, "characteristic": "c", "supplier": "s", "value": "1", "trust": 0.5}
+    for bad, code in [
+        ({**good, "trust": 1.5}, "invalid_value"),
+        ({**good, "trust": "high"}, "invalid_request"),
+        ({**good, "entity": ""}, "invalid_value"),
+        ({**good, "value": "a\u0000b"}, "invalid_value"),
+        ({**good, "observed_at": "2026-01-01T00:00:00"}, "invalid_value"),
+        ({**good, "observed_at": "yesterday"}, "invalid_request"),
+        ({**good, "colour": "red"}, "invalid_request"),
+        ({**good, "entity": "x" * 201}, "invalid_value"),
+    ]:
+        status, body = daemon.call("POST", "/v1/observations", {"observations": [good, bad]})
+        assert (status, body["error"]["code"]) == (400, code), bad
+    assert daemon.call("POST", "/v1/observations", {"observations": []})[0] == 400
+    assert daemon.call("GET", f"/v1/assignments/{key}")[0] == 404  # nothing of the batches was written
+
+
+# Runs as another user: one request over the socket, prints its status.
+CLIENT = """
+import socket, sys
+path, method, target = sys.argv[1:4]
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(30)
+try:
+    s.connect(path)
+except OSError as e:
+    print("refused"); sys.exit(0)
+body = b'{"action": "reject", "value": "x"}'
+s.sendall(f"{method} {target} HTTP/1.1\\r\\nHost: r\\r\\nConnection: close\\r\\nContent-Type: application/json\\r\\nContent-Length: {len(body)}\\r\\n\\r\\n".encode() + body)
+print(s.recv(200).decode().split()[1])
+"""
+
+
+def test_non_admin_peers_get_403_on_every_admin_route(make_daemon: Any) -> None:
+    # uid 65534 may write and read every namespace, assignments included: still no admin
+    daemon = make_daemon(env={**FAST, "RECALLD_ACCESS_WRITERS": '{"65534" = ["*"]}'})
+    daemon.socket.parent.chmod(0o755)
+    daemon.socket.chmod(0o666)
+    some = uuid.uuid4()
+    routes = [
+        ("GET", "/admin/disputes"),
+        ("GET", f"/admin/disputes/{some}"),
+        ("DELETE", f"/admin/disputes/{some}"),
+        ("POST", f"/admin/disputes/{some}/force-resolve"),
+        ("POST", f"/admin/moderation/{some}/decide"),
+    ]
+    for method, target in routes:
+        done = subprocess.run(
+            [
+                "setpriv",
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                sys.executable,
+                "-c",
+                CLIENT,
+                str(daemon.socket),
+                method,
+                target,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        assert done.stdout.strip() == "403", (method, target, done.stdout, done.stderr)
+    # while the same peer may use the assignment routes its rights cover
+    done = subprocess.run(
+        [
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            sys.executable,
+            "-c",
+            CLIENT,
+            str(daemon.socket),
+            "GET",
+            f"/v1/assignments/{entity()}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert done.stdout.strip() == "404"

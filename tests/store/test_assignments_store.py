@@ -1,0 +1,150 @@
+"""Observations, canonical rows and the dispute upsert guard in real PostgreSQL
+(daemon/store/assignments.py, daemon/store/disputes.py), and the tickers' advisory locks."""
+
+from __future__ import annotations
+
+import uuid
+
+import asyncpg
+import pytest
+
+from actors.assignment_ticker import AssignmentTicker, TickerSettings
+from actors.canonical.disputes import DisputeState, Event
+from actors.canonical.ports import DisputeConflict, Outcome
+from actors.canonical.strategy import Source
+from daemon.store.assignments import AssignmentStore, Observation, PgTickLocks
+from daemon.store.disputes import DisputeStore
+
+pytestmark = pytest.mark.anyio
+
+
+def entity() -> str:
+    return "e-" + uuid.uuid4().hex[:8]
+
+
+async def observe(store: AssignmentStore, key: str, *pairs: tuple[str, str, float]) -> None:
+    await store.observe([Observation(key, "power", supplier, value, trust, None) for supplier, value, trust in pairs])
+
+
+async def state(pool: asyncpg.Pool, key: str) -> tuple[str | None, str | None, str | None]:
+    """(dispute state, canonical value, canonical source)"""
+    async with pool.acquire() as conn:
+        d = await conn.fetchval("SELECT state FROM disputes WHERE entity = $1", key)
+        c = await conn.fetchrow("SELECT value, source FROM canonical_assignments WHERE entity = $1", key)
+    return d, c["value"] if c else None, c["source"] if c else None
+
+
+def ticker(pool: asyncpg.Pool) -> AssignmentTicker:
+    return AssignmentTicker(AssignmentStore(pool), PgTickLocks(pool), TickerSettings(interval_s=60.0))
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "value"),
+    [
+        ("1,5 kW", "1500 W", "1500 W"),
+        ("120 cm", "1.2 m", "1.2 m"),
+        ("0.23 kV", "230 V", "230 V"),
+        ("Red", "red", "red"),
+    ],
+)
+async def test_normalised_values_agree_instead_of_disputing(pool: asyncpg.Pool, a: str, b: str, value: str) -> None:
+    store, key = AssignmentStore(pool), entity()
+    await observe(store, key, ("acme", a, 0.5), ("globex", b, 0.5))
+    await ticker(pool).tick_once()
+    assert await state(pool, key) == (None, value, "auto:trust_weighted")
+    found = await store.assignments(key)
+    assert found is not None
+    assert found[0]["candidates"] == [
+        {"value": value, "trust": 1.0, "suppliers": ["acme", "globex"], "raws": sorted([a, b])}
+    ]
+
+
+async def test_a_tie_writes_latest_and_enqueues_a_dispute_in_the_same_tick(pool: asyncpg.Pool) -> None:
+    store, key = AssignmentStore(pool), entity()
+    await observe(store, key, ("acme", "1 W", 0.5), ("globex", "2 W", 0.5))
+    report = await ticker(pool).tick_once()
+    assert report is not None and (report.keys, report.enqueued) == (1, 1)
+    assert await state(pool, key) == ("pending", "1 W", "auto:latest")
+    async with pool.acquire() as conn:
+        row = await conn.fetchrow("SELECT * FROM disputes WHERE entity = $1", key)
+    assert row["tied"] == ["trust_weighted", "mode", "latest"]
+    assert row["winning_value"] == "1 W"
+    assert [c["value"] for c in row["candidates"]] == ["1 W", "2 W"]
+    # a supplier changes its mind: the tie is gone, the pending dispute settled
+    await observe(store, key, ("globex", "1 W", 0.5))
+    await ticker(pool).tick_once()
+    assert await state(pool, key) == ("superseded", "1 W", "auto:trust_weighted")
+
+
+async def test_manual_assignments_are_never_overwritten_by_the_chain(pool: asyncpg.Pool) -> None:
+    store, key = AssignmentStore(pool), entity()
+    await observe(store, key, ("acme", "1 W", 0.9))
+    await ticker(pool).tick_once()
+    await store.assign_manually(key, "power", "7 W")
+    await observe(store, key, ("globex", "2 W", 1.0))
+    await ticker(pool).tick_once()
+    assert (await state(pool, key))[1:] == ("7 W", "manual")
+    assert await store.unassign_manually(key, "power")
+    await ticker(pool).tick_once()
+    assert (await state(pool, key))[1:] == ("2 W", "auto:trust_weighted")
+
+
+# The ticker's upsert under the prior-state guard: prior -> (after the same tie, after a new one)
+GUARD = {
+    DisputeState.PENDING: ("pending", "pending"),
+    DisputeState.IN_PROGRESS: ("in_progress", "in_progress"),
+    DisputeState.MANUAL_REVIEW: ("manual_review", "manual_review"),
+    DisputeState.RESOLVED: ("resolved", "pending"),
+    DisputeState.SUPERSEDED: ("superseded", "pending"),
+    DisputeState.SKIPPED_UNCHANGED: ("skipped_unchanged", "pending"),
+}
+
+
+@pytest.mark.parametrize("prior", list(GUARD))
+async def test_the_upsert_guard_for_every_prior_state(pool: asyncpg.Pool, prior: DisputeState) -> None:
+    store, key = AssignmentStore(pool), entity()
+    await observe(store, key, ("acme", "1 W", 0.5), ("globex", "2 W", 0.5))
+    await ticker(pool).tick_once()
+    async with pool.acquire() as conn:
+        await conn.execute("UPDATE disputes SET state = $2, winning_value = 'x' WHERE entity = $1", key, str(prior))
+    same, changed = GUARD[prior]
+    await observe(store, key, ("acme", "1 W", 0.5))  # the same value set, observed again
+    await ticker(pool).tick_once()
+    async with pool.acquire() as conn:
+        row = await conn.fetchrow("SELECT state, winning_value FROM disputes WHERE entity = $1", key)
+    assert row["state"] == same
+    assert (row["winning_value"] == "x") == (same != "pending")  # an untouched row is not written at all
+    await observe(store, key, ("acme", "3 W", 0.5))  # a new value set
+    await ticker(pool).tick_once()
+    assert (await state(pool, key))[0] == changed
+
+
+async def test_the_single_writer_checks_the_transition_under_the_row_lock(pool: asyncpg.Pool) -> None:
+    store, disputes, key = AssignmentStore(pool), DisputeStore(pool), entity()
+    await observe(store, key, ("acme", "1 W", 0.5), ("globex", "2 W", 0.5))
+    await ticker(pool).tick_once()
+    [claimed] = await disputes.claim(limit=10)
+    with pytest.raises(DisputeConflict):
+        await disputes.apply(claimed.id, Outcome(Event.DECIDED, value="2 W", source=Source.MANUAL))
+    assert await disputes.apply(claimed.id, Outcome(Event.TO_MODERATION)) is DisputeState.MANUAL_REVIEW
+    override = Outcome(Event.DECIDED, value="2 W", source=Source.MANUAL, decision="override")
+    assert await disputes.apply(claimed.id, override) is DisputeState.RESOLVED
+    assert await state(pool, key) == ("resolved", "2 W", "manual")
+    with pytest.raises(KeyError):
+        await disputes.apply(uuid.uuid4(), override)
+
+
+async def test_two_daemons_never_run_the_same_tick_at_once(pool: asyncpg.Pool) -> None:
+    locks, others = PgTickLocks(pool), PgTickLocks(pool)
+    store, key = AssignmentStore(pool), entity()
+    await observe(store, key, ("acme", "1 W", 0.5))
+    async with locks.hold("canonical_assignment") as held:
+        assert held
+        async with others.hold("canonical_assignment") as again:
+            assert not again
+        async with others.hold("canonical_assignment_resolver") as other_lock:
+            assert other_lock  # the two tickers do not block each other
+        assert await ticker(pool).tick_once() is None  # skipped: nothing taken
+        assert await state(pool, key) == (None, None, None)
+    report = await ticker(pool).tick_once()  # released: the next tick runs
+    assert report is not None and report.keys == 1
