@@ -212,8 +212,14 @@ class DuplicatesConfig(_Section, frozen=True):
 
 
 class ResolverConfig(_Section, frozen=True):
+    """The LLM resolver of disputes (SPEC §7). Also read from the design note's variables
+    ASSIGNMENT_RESOLVER_ENABLED, _TICK_INTERVAL, _MAX_LLM_ATTEMPTS, _LLM_MODEL and _LLM_TIMEOUT
+    (durations such as "15m" or "180s"); RECALLD_RESOLVER_* wins where both are set."""
+
     enabled: bool = False
+    """False: the resolver ticker is not started and disputes wait in `pending`."""
     url: str = ""
+    """An OpenAI-compatible base URL (ending in /v1); the resolver POSTs {url}/chat/completions."""
     model: str = ""
     api_key: str = ""
     interval_s: Seconds = 900.0
@@ -227,15 +233,10 @@ class ResolverConfig(_Section, frozen=True):
     """Consecutive failed calls that open the circuit: no call until a probe after breaker_reset_s."""
     breaker_reset_s: Seconds = 60.0
 
-    """The LLM resolver of disputes (SPEC §7). Also read from the design note's variables
-    ASSIGNMENT_RESOLVER_ENABLED, _TICK_INTERVAL, _MAX_LLM_ATTEMPTS, _LLM_MODEL and _LLM_TIMEOUT
-    (durations such as "15m" or "180s"); RECALLD_RESOLVER_* wins where both are set."""
 
-
-    """False: the resolver ticker is not started and disputes wait in `pending`."""
 class AssignmentsConfig(_Section, frozen=True):
-    """An OpenAI-compatible base URL (ending in /v1); the resolver POSTs {url}/chat/completions."""
     interval_s: Seconds = 60.0
+    """How often the strategy chain runs over the characteristics observed since its last run."""
 
 
 class AccessConfig(_Section, frozen=True):
@@ -244,7 +245,6 @@ class AccessConfig(_Section, frozen=True):
     The daemon's own uid and root are always admins. `readers`/`writers` map a uid or group
     name (as a string, e.g. "1000" or "@staff") to the namespaces it may use ("*" = all).
     """
-    """How often the strategy chain runs over the characteristics observed since its last run."""
 
     admins: list[str] = []
     readers: dict[str, list[str]] = {}
