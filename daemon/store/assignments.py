@@ -120,8 +120,11 @@ class AssignmentStore:
         of the same characteristic is kept out. Returns how many were taken."""
         now = dt.datetime.now(dt.UTC)
         taken = 0
+        # rows locked in one order by every batch, so two batches sharing keys cannot deadlock;
+        # the sort is stable, so of two observations of one key the later in the batch wins
+        ordered = sorted(batch, key=lambda o: (o.entity, o.characteristic, o.supplier))
         async with db.connection(self._pool) as conn, db.transaction(conn):
-            for item in batch:
+            for item in ordered:
                 row = await conn.fetchval(
                     """INSERT INTO observations AS o (entity, characteristic, supplier, value, normalised, trust,
                                                       observed_at)
@@ -181,12 +184,13 @@ class AssignmentStore:
         self, conn: asyncpg.Connection, entity: str, characteristic: str, choice: Choice, report: AssignReport
     ) -> None:
         value_hash = value_set_hash(c.value for c in choice.candidates)
-        winner = await write_canonical(conn, entity, characteristic, choice.value, choice.source, value_hash)
+        # the dispute row before the canonical one, in the single writer's order: no deadlock
         prior = await conn.fetchrow(
             "SELECT state, value_set_hash FROM disputes WHERE entity = $1 AND characteristic = $2 FOR UPDATE",
             entity,
             characteristic,
         )
+        winner = await write_canonical(conn, entity, characteristic, choice.value, choice.source, value_hash)
         prior_state = DisputeState(prior["state"]) if prior is not None else None
         if not choice.disputed:
             if transition(prior_state, Event.SETTLED) is not None:

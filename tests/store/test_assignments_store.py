@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 
+import anyio
 import asyncpg
 import pytest
 
@@ -148,3 +149,18 @@ async def test_two_daemons_never_run_the_same_tick_at_once(pool: asyncpg.Pool) -
         assert await state(pool, key) == (None, None, None)
     report = await ticker(pool).tick_once()  # released: the next tick runs
     assert report is not None and report.keys == 1
+
+
+async def test_concurrent_batches_over_the_same_keys_never_deadlock(pool: asyncpg.Pool) -> None:
+    store, key = AssignmentStore(pool), entity()
+    batch = [Observation(key, f"c{i:02d}", "acme", str(i), 0.5, None) for i in range(40)]
+
+    async def write(items: list[Observation]) -> None:
+        for _ in range(5):
+            await store.observe(items)
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(write, batch)
+        tasks.start_soon(write, batch[::-1])
+    found = await store.assignments(key)
+    assert found == []  # observed, not yet assigned: nothing failed, nothing half written
