@@ -4,12 +4,15 @@
 Implements `actors.canonical.ports.ChatModel`. Each call has `[resolver] timeout_s` as its
 deadline, both as the httpx timeout of every phase and as a cancel scope over the whole call, so
 a server that trickles its answer cannot stretch it. Every failure is an `LlmFailure` with a
-reason code; what the answer says is read by `actors.canonical.verdict.read_answer`.
+reason code; what the answer says is read by `actors.canonical.verdict.read_answer`. A server
+that refuses OpenAI's `json_schema` response format is asked in llama-cpp-python's dialect, then
+with none (`FORMATS`).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 import anyio
@@ -17,6 +20,13 @@ import httpx
 
 from actors.canonical.ports import ChatAnswer, LlmFailure
 from actors.canonical.verdict import Question, ResolverReason, messages, response_format
+
+log = logging.getLogger("recalld.resolver")
+
+FORMATS = ("json_schema", "json_object", None)
+"""How `response_format` is asked, in order: OpenAI's JSON schema; llama-cpp-python's
+`json_object` with a `schema`; none (the prompt alone asks for the JSON)."""
+_FORMAT_REFUSALS = frozenset({400, 422})
 
 
 def _tokens(value: Any) -> int | None:
@@ -32,36 +42,68 @@ class OpenAIChat:
         self._model = model
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._timeout_s = timeout_s
+        self._dialect = 0
 
     @property
     def model(self) -> str:
         return self._model
 
-    def request(self, question: Question) -> dict[str, Any]:
-        return {
+    def request(self, question: Question, dialect: int = 0) -> dict[str, Any]:
+        """The request body in `FORMATS[dialect]`."""
+        body: dict[str, Any] = {
             "model": self._model,
             "messages": messages(question),
-            "response_format": response_format(question),
             "temperature": 0,
             # the probability of the chosen option, where the server gives it, is the confidence
             "logprobs": True,
             "top_logprobs": 1,
         }
+        shape = FORMATS[dialect]
+        if shape == "json_schema":
+            body["response_format"] = response_format(question)
+        elif shape == "json_object":
+            body["response_format"] = {
+                "type": "json_object",
+                "schema": response_format(question)["json_schema"]["schema"],
+            }
+        return body
 
     async def complete(self, question: Question) -> ChatAnswer:
-        response: httpx.Response | None = None
         limit = self._timeout_s
+        response: httpx.Response | None = None
         with anyio.move_on_after(limit) as scope:
+            response = await self._post(question, limit)
+        if scope.cancelled_caught or response is None:
+            raise LlmFailure(ResolverReason.LLM_TIMEOUT, f"no answer within {limit:g}s")
+        return self._read(response)
+
+    async def _post(self, question: Question, limit: float) -> httpx.Response:
+        """POST in the dialect this server took last; a server that refuses a `response_format`
+        (400, 422) is asked again in the next one, down to none at all, and remembered."""
+        while True:
             try:
                 response = await self._http.post(
-                    self._url, json=self.request(question), headers=self._headers, timeout=httpx.Timeout(limit)
+                    self._url,
+                    json=self.request(question, self._dialect),
+                    headers=self._headers,
+                    timeout=httpx.Timeout(limit),
                 )
             except httpx.TimeoutException as exc:
                 raise LlmFailure(ResolverReason.LLM_TIMEOUT, f"no answer within {limit:g}s") from exc
             except httpx.HTTPError as exc:
                 raise LlmFailure(ResolverReason.LLM_ERROR, f"{self._url}: {exc!r}") from exc
-        if scope.cancelled_caught or response is None:
-            raise LlmFailure(ResolverReason.LLM_TIMEOUT, f"no answer within {limit:g}s")
+            if response.status_code in _FORMAT_REFUSALS and self._dialect + 1 < len(FORMATS):
+                log.info(
+                    "the LLM server refused response_format %s (%d); trying %s",
+                    FORMATS[self._dialect],
+                    response.status_code,
+                    FORMATS[self._dialect + 1],
+                )
+                self._dialect += 1
+                continue
+            return response
+
+    def _read(self, response: httpx.Response) -> ChatAnswer:
         if response.status_code >= 400:
             raise LlmFailure(ResolverReason.LLM_ERROR, f"answered {response.status_code}: {response.text[:120]!r}")
         try:

@@ -57,3 +57,18 @@ async def test_an_unreachable_endpoint_is_an_error() -> None:
 def test_a_url_is_required() -> None:
     with pytest.raises(ValueError, match="url"):
         OpenAIChat(httpx.AsyncClient(), url="", model="m", api_key="", timeout_s=1.0)
+
+
+async def test_a_server_refusing_json_schema_is_asked_in_its_own_dialect_then_without() -> None:
+    service = ChatService({"voltage": Reply(value="230 V", confidence=0.9)}, formats=frozenset({None}))
+    async with chat_server(service) as url, httpx.AsyncClient() as http:
+        chat = OpenAIChat(http, url=url, model="m", api_key="", timeout_s=5.0)
+        first = await chat.complete(Q)
+        second = await chat.complete(Q)
+    assert first.body["choices"][0]["message"]["content"] and second.body["choices"]
+    shapes = [(r.get("response_format") or {}).get("type") for r in service.requests]
+    assert shapes == ["json_schema", "json_object", None, None]  # remembered after the first call
+    assert service.requests[1]["response_format"]["schema"]["properties"]["selected_value"]["enum"] == [
+        "230 V",
+        "220 V",
+    ]

@@ -34,6 +34,12 @@ class Reply:
 class ChatService:
     script: dict[str, Reply] = field(default_factory=dict)
     requests: list[dict[str, Any]] = field(default_factory=list)
+    formats: frozenset[str | None] | None = None
+    """The `response_format` types this server takes (None: any); others are answered 400."""
+
+    def refuses(self, body: dict[str, Any]) -> bool:
+        asked = body.get("response_format", {}).get("type") if body.get("response_format") else None
+        return self.formats is not None and asked not in self.formats
 
     def reply_for(self, body: dict[str, Any]) -> Reply:
         asked = json.loads(body["messages"][-1]["content"])
@@ -73,6 +79,8 @@ async def chat_server(service: ChatService) -> AsyncIterator[str]:
     async def handler(request: web.Request) -> web.Response:
         body = json.loads(await request.read())
         service.requests.append(body)
+        if service.refuses(body):
+            return web.Response(status=400, text='{"error": {"message": "bad response_format"}}')
         reply = service.reply_for(body)
         if reply.delay_s:
             await anyio.sleep(reply.delay_s)
