@@ -9,7 +9,10 @@ time cap) is `daemon/duplicates.py`; the title vectors are kept by the index man
 from __future__ import annotations
 
 import hashlib
+import re
+import unicodedata
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from actors.records import normalise_title
@@ -46,9 +49,90 @@ class Similar:
     score: float
 
 
-def most_similar(scored: list[tuple[uuid.UUID, float]], threshold: float, limit: int) -> list[Similar]:
-    """The records whose score warns, the most similar first (ties by id, so the order is
-    stable), at most `limit`."""
-    hits = [Similar(record_id, reported(score)) for record_id, score in scored if warns(score, threshold)]
+@dataclass(frozen=True, slots=True)
+class Contrast:
+    """The lexical second stage: two titles that share their frame and differ only in a slot of
+    at most `slot_words` content words ("Export the sales report to CSV" / "... to PDF", "Add
+    dark mode to the mobile app" / "... to the web dashboard") name two neighbouring items, not
+    one item twice, however close their vectors are: such a pair must score `penalty` higher to
+    warn. Paraphrases share fewer words than that. Chosen on the calibration pairs
+    (docs/DUPLICATES.md); a penalty of 0 turns the stage off."""
+
+    penalty: float = 0.0
+    slot_words: int = 2
+    min_shared: int = 2
+
+
+# Function words of English, Portuguese and Spanish: what two titles share in these says nothing
+# about their frame ("the", "de", "para").
+STOPWORDS = frozenset(
+    """a an the to of for in on at by with and or is are be can should must my our their as via from
+    into i we you it this that per not no do does de da das dos o os as um uma e em na nas nos no
+    para por com ao aos pelo pela que se el la los las un una y en con del al mi mis su sus lo le es""".split()
+)
+
+
+def content_words(title: str) -> frozenset[str]:
+    """A title's words, case and accents folded, function words left out."""
+    folded = unicodedata.normalize("NFKD", title.casefold())
+    bare = "".join(ch for ch in folded if not unicodedata.combining(ch))
+    return frozenset(w for w in re.sub(r"[\W_]+", " ", bare).split() if w not in STOPWORDS)
+
+
+def contrasted(a: str, b: str, contrast: Contrast) -> bool:
+    """Whether the pair shares its frame and differs in a small slot (see `Contrast`)."""
+    words_a, words_b = content_words(a), content_words(b)
+    shared = len(words_a & words_b)
+    slot = max(len(words_a - words_b), len(words_b - words_a))
+    return shared >= contrast.min_shared and 1 <= slot <= contrast.slot_words
+
+
+def staged(cosine: float, a: str, b: str, contrast: Contrast) -> float:
+    """A pair's score after the stages: its cosine, less the contrast penalty where it applies."""
+    if contrast.penalty and contrasted(a, b, contrast):
+        return cosine - contrast.penalty
+    return cosine
+
+
+def most_similar(
+    scored: Sequence[tuple[uuid.UUID, str, float]], title: str, threshold: float, limit: int, contrast: Contrast
+) -> list[Similar]:
+    """Of (id, title, cosine) candidates, those whose staged score warns, the most similar first
+    (ties by id, so the order is stable), at most `limit`."""
+    hits = [
+        Similar(record_id, reported(score))
+        for record_id, other, cosine in scored
+        if warns(score := staged(cosine, title, other, contrast), threshold)
+    ]
     hits.sort(key=lambda s: (-s.score, str(s.id)))
     return hits[:limit]
+
+
+@dataclass(frozen=True, slots=True)
+class Tally:
+    """How a threshold fares on labelled pairs: duplicates caught, false alarms raised."""
+
+    caught: int
+    duplicates: int
+    false_alarms: int
+    distinct: int
+
+
+def tally(scored: Sequence[tuple[float, bool]], threshold: float) -> Tally:
+    """(score, is a duplicate) pairs judged at `threshold` (inclusive)."""
+    return Tally(
+        caught=sum(1 for score, dup in scored if dup and warns(score, threshold)),
+        duplicates=sum(1 for _, dup in scored if dup),
+        false_alarms=sum(1 for score, dup in scored if not dup and warns(score, threshold)),
+        distinct=sum(1 for _, dup in scored if not dup),
+    )
+
+
+def separating_range(scored: Sequence[tuple[float, bool]]) -> tuple[float, float] | None:
+    """(lowest, highest) thresholds that warn on every duplicate and on no distinct pair: any t
+    with lowest < t <= highest; None when no threshold separates them."""
+    duplicates = [reported(s) for s, dup in scored if dup]
+    distinct = [reported(s) for s, dup in scored if not dup]
+    if not duplicates or not distinct or max(distinct) >= min(duplicates):
+        return None
+    return max(distinct), min(duplicates)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from daemon import backup_cli, disputes_cli, paths
+from daemon import backup_cli, disputes_cli, duplicates_cli, paths
 from daemon.client import Client, ClientError
 from daemon.eval.command import add_parser as add_eval_parser
 from daemon.eval.command import cmd_eval
@@ -269,6 +269,10 @@ def cmd_assignments(client: Client, args: argparse.Namespace) -> int:
     return disputes_cli.cmd_assignments(client, args, shown=shown, print_json=print_json)
 
 
+def cmd_dupes(client: Client, args: argparse.Namespace) -> int:
+    return duplicates_cli.cmd_dupes(client, args, shown=shown, print_json=print_json)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="recalld", description=__doc__)
     parser.add_argument("--socket", help="control socket (default: $RECALLD_SOCKET, then the runtime dir)")
@@ -332,6 +336,7 @@ def build_parser() -> argparse.ArgumentParser:
     generations.add_argument("--activate", metavar="ID", help="make an earlier verified generation current")
     generations.add_argument("--json", action="store_true")
     backup_cli.add_commands(sub)
+    duplicates_cli.add_commands(sub)
     add_eval_parser(sub)
     disputes_cli.add_commands(sub)
     return parser
@@ -351,6 +356,7 @@ _CLIENT_COMMANDS = {
     "backup": backup_cli.cmd_backup,
     "disputes": cmd_disputes,
     "assignments": cmd_assignments,
+    "dupes": cmd_dupes,
 }
 
 
@@ -360,6 +366,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return cmd_serve(args)
     if args.command == "restore":  # the daemon is stopped: no socket to talk to
         return backup_cli.cmd_restore(args)
+    if args.command == "calibrate":  # the model runs here: no daemon needed
+        return duplicates_cli.cmd_calibrate(args, shown=shown)
     client = Client(paths.client_socket(args.socket))
     try:
         return _CLIENT_COMMANDS[args.command](client, args)

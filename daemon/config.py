@@ -200,7 +200,7 @@ class DuplicatesConfig(_Section, frozen=True):
     """The least title similarity that warns (inclusive) for a model not in `thresholds`: the
     usual starting point for sentence-embedding models, not a measurement."""
     thresholds: dict[str, Annotated[float, Meta(ge=-1, le=1)]] = msgspec.field(
-        default_factory=lambda: {"all-MiniLM-L6-v2-onnx-int8": 0.60}
+        default_factory=lambda: {"all-MiniLM-L6-v2-onnx-int8": 0.49}
     )
     """Embedding model -> its threshold, chosen with `recalld calibrate` on
     tests/fixtures/duplicates/pairs.json (docs/DUPLICATES.md has the figures)."""
@@ -209,6 +209,11 @@ class DuplicatesConfig(_Section, frozen=True):
     this, or it is skipped with `time_cap_exceeded`: the record is written either way."""
     max_similar: Annotated[int, Meta(ge=1, le=1000)] = 10
     """At most this many similar records are named in a warning, the most similar first."""
+    contrast_penalty: Annotated[float, Meta(ge=0, le=2)] = 0.25
+    """The lexical second stage: a pair of titles that share at least two content words and
+    differ in at most `contrast_slot_words` on either side ("... report to CSV" / "... report to
+    PDF") must score this much higher to warn; 0 turns the stage off."""
+    contrast_slot_words: Annotated[int, Meta(ge=1, le=20)] = 2
 
 
 class ResolverConfig(_Section, frozen=True):

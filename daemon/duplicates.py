@@ -19,7 +19,7 @@ import asyncpg
 import numpy as np
 import numpy.typing as npt
 
-from actors.duplicates import most_similar, reported, title_key, title_text
+from actors.duplicates import Contrast, most_similar, reported, staged, title_key, title_text
 from actors.embedder import Embedder
 from actors.embedding.breaker import BreakerState
 from actors.embedding.errors import EmbeddingError, Reason
@@ -76,18 +76,18 @@ def compare(
     candidates: Sequence[tuple[uuid.UUID, str]],
     query: npt.NDArray[np.float32],
     threshold: float,
-) -> tuple[list[tuple[uuid.UUID, float]], int]:
+) -> tuple[list[tuple[uuid.UUID, str, float]], int]:
     """Blocking (a worker thread): every candidate's cosine with `query`, exact, and how many
     candidates had a vector to compare. Scores near the threshold are recomputed in float64."""
-    found = [(record_id, rows[norm]) for record_id, norm in candidates if norm in rows]
+    found = [(record_id, norm, rows[norm]) for record_id, norm in candidates if norm in rows]
     if not found:
         return [], 0
-    index = np.fromiter((row for _, row in found), dtype=np.int64, count=len(found))
+    index = np.fromiter((row for _, _, row in found), dtype=np.int64, count=len(found))
     scores = (matrix[index] @ query).astype(np.float64)
     near = np.flatnonzero(scores >= threshold - RESCORE_MARGIN)
     if len(near):
         scores[near] = matrix[index[near]].astype(np.float64) @ query.astype(np.float64)
-    return [(found[i][0], float(scores[i])) for i in near], len(found)
+    return [(found[i][0], found[i][1], float(scores[i])) for i in near], len(found)
 
 
 class DuplicateChecker:
@@ -115,6 +115,11 @@ class DuplicateChecker:
         """Whether a check can run now (`duplicates.v1` in /v1/capabilities)."""
         embedder = self._embedder
         return embedder is not None and embedder.health().status == "pass"
+
+    @property
+    def contrast(self) -> Contrast:
+        config = self._config
+        return Contrast(penalty=config.contrast_penalty, slot_words=config.contrast_slot_words)
 
     def threshold(self) -> float:
         """The threshold of the model in use (the configured one before the first probe)."""
@@ -196,7 +201,7 @@ class DuplicateChecker:
             return skipped(DuplicateSkipReason.UNAVAILABLE, of=len(candidates))
         vectors, rows = matrix.matrix, matrix.rows
         scored, compared = await anyio.to_thread.run_sync(compare, vectors, rows, candidates, query, threshold)
-        similar = most_similar(scored, threshold, self._config.max_similar)
+        similar = most_similar(scored, norm, threshold, self._config.max_similar, self.contrast)
         titles = await self._store.titles([s.id for s in similar]) if similar else {}
         named = [{"id": str(s.id), "title": titles[s.id], "score": s.score} for s in similar if s.id in titles]
         return DuplicateCheck(
@@ -221,26 +226,30 @@ class DuplicateChecker:
             raise EmbeddingError(Reason.EMBEDDER_NOT_READY, "the embedder has not probed its provider yet")
         threshold = self._config.thresholds.get(space.model, self._config.threshold)
         matrix = self._matrices.setdefault(space.key, TitleMatrix(space.dimension))
+        contrast = self.contrast
         records = await self._store.namespace_titles(namespace, kind)
         await self._read_missing(space.key, matrix, [(record_id, norm) for record_id, _, norm in records])
         rows = matrix.rows
-        by_kind: dict[str, list[tuple[uuid.UUID, int]]] = {}
+        by_kind: dict[str, list[tuple[uuid.UUID, int, str]]] = {}
         for record_id, record_kind, norm in records:
             if norm in rows:
-                by_kind.setdefault(record_kind, []).append((record_id, rows[norm]))
+                by_kind.setdefault(record_kind, []).append((record_id, rows[norm], norm))
         page = [r for r in records if after is None or r[0] > after][:limit]
         found: list[tuple[uuid.UUID, uuid.UUID, str, float]] = []
         vectors = matrix.matrix
         for record_kind, members in by_kind.items():
-            position = {record_id: at for at, (record_id, _) in enumerate(members)}
-            mine = [(record_id, rows[norm]) for record_id, k, norm in page if k == record_kind and norm in rows]
+            position = {record_id: at for at, (record_id, _, _) in enumerate(members)}
+            mine = [(record_id, rows[norm], norm) for record_id, k, norm in page if k == record_kind and norm in rows]
             if not mine:
                 continue
-            kind_vectors = vectors[np.fromiter((row for _, row in members), dtype=np.int64, count=len(members))]
-            page_vectors = vectors[np.fromiter((row for _, row in mine), dtype=np.int64, count=len(mine))]
-            page_at = np.fromiter((position[record_id] for record_id, _ in mine), dtype=np.int64, count=len(mine))
+            kind_vectors = vectors[np.fromiter((row for _, row, _ in members), dtype=np.int64, count=len(members))]
+            page_vectors = vectors[np.fromiter((row for _, row, _ in mine), dtype=np.int64, count=len(mine))]
+            page_at = np.fromiter((position[record_id] for record_id, _, _ in mine), dtype=np.int64, count=len(mine))
             pairs = await anyio.to_thread.run_sync(audit_pairs, page_vectors, page_at, kind_vectors, threshold)
-            found += [(mine[i][0], members[j][0], record_kind, score) for i, j, score in pairs]
+            for i, j, cosine in pairs:
+                score = reported(staged(cosine, mine[i][2], members[j][2], contrast))
+                if score >= threshold:
+                    found.append((mine[i][0], members[j][0], record_kind, score))
         found.sort(key=lambda p: (-p[3], str(p[0]), str(p[1])))
         titles = await self._store.titles([record_id for pair in found for record_id in pair[:2]])
         return {

@@ -4,6 +4,10 @@ provider's failures."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -12,7 +16,7 @@ import numpy as np
 import pytest
 
 from actors.duplicates import title_text
-from tests.support import Daemon, sql
+from tests.support import ROOT, Daemon, sql
 from tests.support.fake_openai import FakeOpenAI, unit_vector
 
 POLL_S = 0.2
@@ -170,7 +174,14 @@ def test_a_score_equal_to_the_threshold_warns(make_daemon: Any, fake: FakeOpenAI
     new = "the new backlog item"
     scores = sorted((cosine(new, t), t) for t in titles)
     threshold, at = scores[-3]  # two score above it, one exactly at it
-    daemon = make_daemon(env={**fake.env(), "RECALLD_DUPLICATES_THRESHOLDS": f'{{"fake-embedder" = {threshold!r}}}'})
+    daemon = make_daemon(
+        env={
+            **fake.env(),
+            "RECALLD_DUPLICATES_THRESHOLDS": f'{{"fake-embedder" = {threshold!r}}}',
+            # the titles share a frame ("backlog item"): the cosine alone is what this test controls
+            "RECALLD_DUPLICATES_CONTRAST_PENALTY": "0",
+        }
+    )
     for title in titles:
         create(daemon, "eq", title)
     wait_comparable(daemon, "eq", len(titles))
@@ -246,3 +257,35 @@ def test_with_nothing_to_compare_a_provider_down_is_still_a_skip(make_daemon: An
     )
     check = create(daemon, "unreachable", "the first story of its kind")["duplicate_check"]
     assert check["status"] == "skipped" and check["reason"] == "provider_down" and check["of"] == 0
+
+
+def test_dupes_lists_the_pairs_of_a_namespace(daemon: Daemon, backlog: str) -> None:
+    ns = "dupes-audit"
+    first = create(daemon, ns, "Export the monthly invoice report as PDF")
+    second = create(daemon, ns, "Export monthly invoices report to PDF")
+    create(daemon, ns, "Archive closed tickets after a year")
+    create(daemon, ns, "Export the monthly invoice report as PDF", kind="rule")  # other kind: not paired
+    wait_comparable(daemon, ns, 3)
+    env = {**os.environ, "RECALLD_SOCKET": str(daemon.socket)}
+    done = subprocess.run(
+        [sys.executable, "-m", "daemon", "dupes", "-n", ns, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    assert [{pair["a"]["id"], pair["b"]["id"]} for pair in answer["pairs"]] == [{first["id"], second["id"]}]
+    assert answer["of"] == 4 and answer["compared"] == 4
+    assert "compared 4 of 4 records" in done.stderr
+    done = subprocess.run(
+        [sys.executable, "-m", "daemon", "dupes", "-n", ns, "--kind", "story"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0 and "1 pairs at or above" in done.stdout, done.stdout

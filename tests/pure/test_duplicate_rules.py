@@ -1,0 +1,115 @@
+"""The duplicate check's pure rules (actors/duplicates.py): what a title is embedded as, which
+scores warn, the contrast stage, the order of the similar, and the calibration tallies."""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+
+import pytest
+
+from actors.duplicates import (
+    Contrast,
+    Tally,
+    content_words,
+    contrasted,
+    most_similar,
+    reported,
+    separating_range,
+    staged,
+    tally,
+    title_key,
+    title_text,
+    warns,
+)
+
+ON = Contrast(penalty=0.25, slot_words=2)
+
+
+@pytest.mark.parametrize(
+    ("title", "text"),
+    [
+        ("  Reset the PASSWORD, by e-mail! ", "reset the password by e mail"),
+        ("Exportar relatório: vendas", "exportar relatório vendas"),
+    ],
+)
+def test_a_title_is_embedded_normalised(title: str, text: str) -> None:
+    assert title_text(title) == text
+
+
+def test_the_key_of_a_title_is_the_sha256_of_its_normalised_text() -> None:
+    assert title_key("reset password") == hashlib.sha256(b"reset password").hexdigest()
+
+
+@pytest.mark.parametrize(
+    ("score", "threshold", "expected"),
+    [
+        (0.49, 0.49, True),  # equal warns
+        (0.4900004, 0.49, True),
+        (0.4899996, 0.49, True),  # equal as reported (6 decimals)
+        (0.489999, 0.49, False),
+        (0.9, 0.49, True),
+        (-0.2, 0.49, False),
+    ],
+)
+def test_the_threshold_is_inclusive_at_the_reported_precision(score: float, threshold: float, expected: bool) -> None:
+    assert warns(score, threshold) is expected
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "expected"),
+    [
+        ("Export monthly sales report to CSV", "Export monthly sales report to PDF", True),
+        ("Add dark mode to the mobile app", "Add dark mode to the web dashboard", True),
+        ("Exportar relatório mensal de vendas em PDF", "Exportar relatório mensal de estoque em PDF", True),
+        # paraphrases share fewer words than a frame
+        ("Search results should be sortable by price", "Let users order product search results by price", False),
+        ("Discount codes cannot be combined", "Only one coupon may be applied per order", False),
+        # one shared content word is no frame
+        ("Refund approvals", "Refund policy", False),
+        # the same content words: no slot differs, so nothing contrasts
+        ("Export the report", "Export a report", False),
+    ],
+)
+def test_contrast_finds_titles_that_differ_in_a_small_slot(a: str, b: str, expected: bool) -> None:
+    assert contrasted(title_text(a), title_text(b), ON) is expected
+
+
+def test_content_words_fold_case_and_accents_and_drop_function_words() -> None:
+    assert content_words("A Emissão de NOTA fiscal") == {"emissao", "nota", "fiscal"}
+
+
+@pytest.mark.parametrize(
+    ("cosine", "a", "b", "contrast", "expected"),
+    [
+        (0.8, "export sales report to csv", "export sales report to pdf", ON, 0.55),
+        (0.8, "export sales report to csv", "download each month s sales as a csv file", ON, 0.8),
+        (0.8, "export sales report to csv", "export sales report to pdf", Contrast(penalty=0.0), 0.8),
+    ],
+)
+def test_staged_takes_the_penalty_only_from_contrasting_pairs(
+    cosine: float, a: str, b: str, contrast: Contrast, expected: float
+) -> None:
+    assert reported(staged(cosine, a, b, contrast)) == expected
+
+
+def test_most_similar_orders_by_score_then_id_and_cuts_at_the_limit() -> None:
+    ids = [uuid.UUID(int=i) for i in range(5)]
+    scored = [
+        (ids[3], "alpha one", 0.7),
+        (ids[1], "beta two", 0.9),
+        (ids[2], "gamma three", 0.7),
+        (ids[4], "delta four", 0.3),  # below the threshold
+        (ids[0], "export sales report to pdf", 0.9),  # contrasts with the title: 0.65
+    ]
+    hits = most_similar(scored, "export sales report to csv", 0.5, 3, ON)
+    assert [(h.id, h.score) for h in hits] == [(ids[1], 0.9), (ids[2], 0.7), (ids[3], 0.7)]
+
+
+def test_tally_and_the_separating_range() -> None:
+    scored = [(0.9, True), (0.7, True), (0.6, False), (0.2, False)]
+    assert tally(scored, 0.7) == Tally(caught=2, duplicates=2, false_alarms=0, distinct=2)
+    assert tally(scored, 0.6) == Tally(caught=2, duplicates=2, false_alarms=1, distinct=2)
+    assert separating_range(scored) == (0.6, 0.7)
+    assert separating_range([*scored, (0.75, False)]) is None
+    assert separating_range([(0.5, True)]) is None
