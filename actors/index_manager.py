@@ -438,6 +438,11 @@ class IndexManager:
         if handle is None or handle.space_id != space.key:
             if handle is not None and query_compatible(handle.space_id, space, self._spaces):
                 return  # keep serving the older-template generation until the new one is built
+            if handle is None and self._problem is not None and self._problem[0] == IndexReason.VECTOR_INDEX_CORRUPT:
+                # SPEC: past a corrupt current generation the route is served from a previous
+                # verified generation or reported degraded, never from a handle of our own
+                # making; the builder replaces the damaged generation (`heal`) and we load that.
+                return
             handle = Handle.empty(space)
         seen = handle.seen
         changed = False
