@@ -69,6 +69,7 @@ def write_png(run: EvalRun, judgement: Judgement | None, path: Path) -> None:
             fontsize=8,
             color="#c44e52",
             fontweight="bold",
+            bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.85},
         )
     hits_axis.legend(loc="lower left", fontsize=8)
     figure.suptitle(f"{run.golden.name}: {len(run.golden.questions)} questions, {run.space.model}", fontsize=10)
