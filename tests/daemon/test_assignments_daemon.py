@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from tests.support import RECALLD, ROOT, Daemon
+from tests.support import RECALLD, ROOT, Daemon, create_database
 from tests.support.fake_llm import ChatService, Reply, threaded_chat_server
 
 FAST = {"RECALLD_EMBEDDING_PROVIDER": "none", "RECALLD_ASSIGNMENTS_INTERVAL_S": "0.2"}
@@ -261,3 +261,28 @@ def test_non_admin_peers_get_403_on_every_admin_route(make_daemon: Any) -> None:
         check=True,
     )
     assert done.stdout.strip() == "404"
+
+
+def test_two_daemons_on_one_database_never_run_a_resolver_tick_at_once(make_daemon: Any, postgres: Any) -> None:
+    names = [f"c{i}" for i in range(6)]
+    service = ChatService({name: Reply(value="a", confidence=0.9, delay_s=0.3) for name in names})
+    with threaded_chat_server(service) as url:
+        env = {
+            **FAST,
+            "RECALLD_STORE_DSN": create_database(postgres),
+            "RECALLD_RESOLVER_ENABLED": "true",
+            "RECALLD_RESOLVER_URL": url,
+            "RECALLD_RESOLVER_INTERVAL_S": "0.1",
+            "RECALLD_RESOLVER_BATCH": "1",
+        }
+        first, second = make_daemon(env=env), make_daemon(env=env)
+        key = entity()
+        for name in names:
+            tie(first if name < "c3" else second, key, name, "a", "b")
+
+        def all_resolved() -> bool:
+            return all((assignment(second, key, name) or {}).get("source") == "auto:llm_resolved" for name in names)
+
+        until(all_resolved)
+    assert len(service.requests) == len(names)  # each dispute asked once
+    assert service.most_in_flight == 1  # never two ticks at once, though both daemons tick every 0.1 s

@@ -36,6 +36,9 @@ class ChatService:
     requests: list[dict[str, Any]] = field(default_factory=list)
     formats: frozenset[str | None] | None = None
     """The `response_format` types this server takes (None: any); others are answered 400."""
+    in_flight: int = 0
+    most_in_flight: int = 0
+    """The most requests the threaded server was answering at once."""
 
     def refuses(self, body: dict[str, Any]) -> bool:
         asked = body.get("response_format", {}).get("type") if body.get("response_format") else None
@@ -108,16 +111,23 @@ def threaded_chat_server(service: ChatService) -> Iterator[str]:
     """The same service in a thread (stdlib HTTP server), beside daemon processes under test;
     yields the base URL (ending in /v1)."""
 
+    lock = threading.Lock()
+
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *args: Any) -> None:
             pass
 
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            service.requests.append(body)
+            with lock:
+                service.requests.append(body)
+                service.in_flight += 1
+                service.most_in_flight = max(service.most_in_flight, service.in_flight)
             reply = service.reply_for(body)
             if reply.delay_s:
                 time.sleep(reply.delay_s)
+            with lock:
+                service.in_flight -= 1
             status, answer = (
                 (500, {"error": {"message": "overloaded"}})
                 if reply.kind == "http500"
