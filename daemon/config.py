@@ -347,6 +347,11 @@ def build(document: Mapping[str, Any], environ: Mapping[str, str] | None = None)
             f"invalid configuration: embedding.template_version {config.embedding.template_version} is unknown"
             f" (known: {sorted(TEMPLATES)})"
         )
+    if config.resolver.enabled and not config.resolver.url.startswith(("http://", "https://")):
+        raise ConfigError(
+            "invalid configuration: resolver.url must be an http(s) URL (an OpenAI-compatible base ending"
+            f" in /v1) when resolver.enabled is true; it is {config.resolver.url!r}"
+        )
     return config
 
 

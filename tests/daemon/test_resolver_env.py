@@ -47,3 +47,10 @@ def test_recalld_variables_win_and_both_win_over_the_file() -> None:
 def test_a_bad_alias_is_refused_by_name() -> None:
     with pytest.raises(ConfigError, match="interval_s"):
         build({}, {"ASSIGNMENT_RESOLVER_TICK_INTERVAL": "soon"})
+
+
+@pytest.mark.parametrize("url", ["", "127.0.0.1:8080/v1", "ftp://x/v1"])
+def test_an_enabled_resolver_needs_an_http_url(url: str) -> None:
+    with pytest.raises(ConfigError, match=r"resolver\.url"):
+        build({}, {"RECALLD_RESOLVER_ENABLED": "true", "RECALLD_RESOLVER_URL": url})
+    assert not build({}, {"RECALLD_RESOLVER_URL": url}).resolver.enabled  # off: no URL needed
