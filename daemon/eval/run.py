@@ -103,8 +103,12 @@ class EvalRun:
         return [(route, qid, why) for route, run in self.runs.items() for qid, why in run.degraded]
 
 
+NAME_IN_NAMESPACE = 64
+"""The set's name is cut to this in its namespace, well inside `[records] max_namespace_chars`."""
+
+
 def namespace_for(golden: GoldenSet, now: dt.datetime) -> str:
-    return f"eval-{slug(golden.name)}-{now.astimezone(dt.UTC):%Y%m%dT%H%M%S}Z"
+    return f"eval-{slug(golden.name)[:NAME_IN_NAMESPACE]}-{now.astimezone(dt.UTC):%Y%m%dT%H%M%S}Z"
 
 
 def current_space(client: JsonClient) -> tuple[SpaceIdentity, str]:

@@ -84,6 +84,25 @@ def test_eval_reports_judges_the_floor_forgets_its_namespace_and_keeps_history(d
     first = recalld(daemon, "eval", str(golden), "--json", "--plot", str(plot), "--accept")
     assert first.returncode == 0, first.stderr
     run = json.loads(first.stdout)
+    # --json is a stable shape (docs/EVAL.md): these fields keep their names and meaning
+    assert set(run) == {
+        "version",
+        "golden",
+        "namespace",
+        "kept",
+        "space",
+        "started_at",
+        "duration_s",
+        "index_wait_s",
+        "ingest",
+        "routes",
+        "floor",
+        "misses",
+        "passed",
+    }
+    assert run["version"] == 1
+    assert set(run["routes"]["fused"]) == {"kinds", "latency_ms", "fusion", "degraded"}
+    assert set(run["floor"]) == {"measure", "path", "space", "verdict", "count", "of", "floor", "accepted"}
     assert run["golden"] | {"source": None, "corpus": None} == {
         "name": "handbook",
         "description": "a household handbook",
