@@ -30,6 +30,7 @@ def test_environment_overrides_file(tmp_path: Path) -> None:
             "RECALLD_EMBEDDING_PROVIDER": "openai",
             "RECALLD_EMBEDDING_URL": "http://127.0.0.1:8080/v1",
             "RECALLD_RESOLVER_ENABLED": "true",
+            "RECALLD_RESOLVER_URL": "http://127.0.0.1:8081/v1",  # an enabled resolver needs one
             "RECALLD_RESOLVER_INTERVAL_S": "1",
             "RECALLD_ACCESS_ADMINS": '["@wheel", "1000"]',
             "RECALLD_SOCKET": "/ignored/by/the/daemon.sock",

@@ -21,6 +21,7 @@ def test_the_aliases_set_the_resolver() -> None:
         {},
         {
             "ASSIGNMENT_RESOLVER_ENABLED": "true",
+            "RECALLD_RESOLVER_URL": "http://127.0.0.1:8081/v1",
             "ASSIGNMENT_RESOLVER_TICK_INTERVAL": "15m",
             "ASSIGNMENT_RESOLVER_MAX_LLM_ATTEMPTS": "2",
             "ASSIGNMENT_RESOLVER_LLM_MODEL": "qwen",
