@@ -108,6 +108,10 @@ class RecallConfig(_Section, frozen=True):
     max_k: Annotated[int, Meta(ge=1, le=1000)] = 200
     default_deadline_ms: Annotated[int, Meta(ge=1, le=120_000)] = 5_000
     max_deadline_ms: Annotated[int, Meta(ge=1, le=600_000)] = 60_000
+    max_query_chars: Annotated[int, Meta(ge=1, le=1_000_000)] = 4096
+    """A longer query is refused (400, naming this key): it would only cost parsing and embedding."""
+    max_filter_kinds: Annotated[int, Meta(ge=1, le=100_000)] = 100
+    """Kinds in one recall's `kinds` filter (500,000 cost 1.7 s of CPU before this limit)."""
     fts_candidates: Annotated[int, Meta(ge=1, le=10_000)] = 30
     """Candidates the full-text route hands to fusion (at least k). Fused quality on the golden
     set is the same at 20, 30, 50 and 100 (docs/RETRIEVAL.md); fewer cost less."""
@@ -191,6 +195,10 @@ class RecordsConfig(_Section, frozen=True):
     max_body_chars: Annotated[int, Meta(ge=1, le=64 * 1024 * 1024)] = 4 * 1024 * 1024
     max_namespace_chars: Annotated[int, Meta(ge=1, le=1_000)] = 128
     max_kind_chars: Annotated[int, Meta(ge=1, le=1_000)] = 64
+    max_attributes: Annotated[int, Meta(ge=1, le=1_000_000)] = 1_000
+    """Values in a record's attributes (or a recall's attribute filter), nested ones counted."""
+    max_attributes_bytes: Annotated[int, Meta(ge=64, le=64 * 1024 * 1024)] = 256 * 1024
+    """The size of those attributes as JSON."""
 
 
 class DuplicatesConfig(_Section, frozen=True):

@@ -24,6 +24,7 @@ from daemon.control import assignments, backup, duplicates, evals, routes
 from daemon.control.access import peer_of
 from daemon.control.context import PEER, SERVICES, Services, error_response
 from daemon.control.errors import ApiError, ErrorCode
+from daemon.control.limits import over_limit
 from daemon.log import rejected_requests_logged
 from daemon.store.db import STORE_DOWN_ERRORS, STORE_LIMIT_ERRORS
 
@@ -47,6 +48,10 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
         response = await handler(request)
     except ApiError as exc:
         response = error_response(exc)
+    except web.HTTPRequestEntityTooLarge:
+        limit, size = services.config.server.max_body_bytes, request.content_length  # None: chunked
+        refusal = over_limit("bytes in the request body", size, "server.max_body_bytes", limit, status=413)
+        response = error_response(refusal)
     except web.HTTPException as exc:
         code = _HTTP_CODES.get(exc.status, ErrorCode.INVALID_REQUEST)
         status = exc.status if exc.status >= 400 else 400

@@ -16,6 +16,7 @@ import msgspec
 
 from daemon.config import Config
 from daemon.control.errors import ApiError, ErrorCode, bad_value
+from daemon.control.limits import check_attributes, check_query, over_limit
 
 Route = Literal["fts", "vector", "structured"]
 Fusion = Literal["rrf", "weighted"]
@@ -247,16 +248,22 @@ def check_record(record: RecordIn | RecordUpdate, config: Config) -> None:
     check_text("body", record.body, max_chars=limits.max_body_chars, required=False)
     if record.source_path is not None:
         check_text("source_path", record.source_path, max_chars=SOURCE_PATH_MAX_BYTES, max_bytes=SOURCE_PATH_MAX_BYTES)
+    check_attributes("attributes", record.attributes, config)
     _check_json_text("attributes", record.attributes)
 
 
 def check_recall(request: RecallRequest, config: Config) -> None:
     limits = config.recall
     check_text("namespace", request.namespace, max_chars=config.records.max_namespace_chars)
-    check_text("query", request.query, max_chars=4096)
-    if request.k is not None and not 1 <= request.k <= limits.max_k:
+    check_query(request.query, request.kinds, config)
+    check_text("query", request.query, max_chars=limits.max_query_chars)
+    if request.k is not None and request.k > limits.max_k:
+        raise over_limit("k", request.k, "recall.max_k", limits.max_k)
+    if request.k is not None and request.k < 1:
         raise bad_value(f"k must be between 1 and {limits.max_k}, got {request.k}")
-    if request.deadline_ms is not None and not 1 <= request.deadline_ms <= limits.max_deadline_ms:
+    if request.deadline_ms is not None and request.deadline_ms > limits.max_deadline_ms:
+        raise over_limit("deadline_ms", request.deadline_ms, "recall.max_deadline_ms", limits.max_deadline_ms)
+    if request.deadline_ms is not None and request.deadline_ms < 1:
         raise bad_value(f"deadline_ms must be between 1 and {limits.max_deadline_ms}, got {request.deadline_ms}")
     if request.routes is not None and not request.routes:
         raise bad_value("routes must name at least one route")
@@ -266,4 +273,5 @@ def check_recall(request: RecallRequest, config: Config) -> None:
     for kind in request.kinds or []:
         check_text("kinds[]", kind, max_chars=config.records.max_kind_chars)
     if request.attributes is not None:
+        check_attributes("attributes", request.attributes, config)
         _check_json_text("attributes", request.attributes)
