@@ -134,6 +134,7 @@ def main() -> int:
     parser.add_argument("--write", type=Path, help="replace this markdown file's resolver section")
     args = parser.parse_args()
     home = Path(tempfile.mkdtemp(prefix="recalld-bench-resolver-"))
+    home.chmod(0o755)  # as root, the embedded PostgreSQL runs as its own user and must get in
     port = free_port()
     llm = daemon = None
     try:
