@@ -28,6 +28,7 @@ from actors.embedding.breaker import BreakerSnapshot, BreakerState, CircuitBreak
 from actors.embedding.dispatch import Dispatcher, EmbedRequest
 from actors.embedding.errors import EmbeddingError, Reason
 from actors.embedding.meter import Meter
+from actors.embedding.pace import BULK_LANE, LANES, lane_of
 from actors.embedding.probe import PROBE_TEXT, Prober
 from actors.embedding.ratelimit import TokenBucket
 from actors.embedding.settings import (
@@ -78,7 +79,10 @@ class Embedder:
     - it returns or raises by the caller's deadline (plus scheduling noise), whatever the
       provider does; a provider call made for it never gets more than
       min(timeout_s, the latest deadline among the callers in its batch);
-    - when the circuit is open it fails at once with `circuit_open`, without queueing.
+    - when the circuit is open it fails at once with `circuit_open`, without queueing;
+    - callers are served by priority, query before duplicate check before indexing, and a
+      provider call never mixes them (see `Dispatcher`): a query waits behind at most the call
+      in flight, and a query's deadline never cuts an indexing call short.
     """
 
     def __init__(
@@ -173,7 +177,9 @@ class Embedder:
         except EmbeddingError as error:
             raise self._meter.refuse(error) from None
 
-        step = self.settings.max_batch
+        lane = lane_of(purpose)
+        # Indexing goes in parts the provider takes about bulk_call_s for: the most a query waits.
+        step = self._dispatcher.pace.batch if lane == BULK_LANE else self.settings.max_batch
         mailbox = self._mailbox
         assert mailbox is not None  # accepting implies a run, and each run makes its mailbox
         calls: list[Envelope[EmbedRequest, Vectors]] = []
@@ -181,7 +187,8 @@ class Embedder:
             # The mailbox is unbounded, so posting never waits: no yield between the checks above
             # and the queueing, and a stop (which closes the mailbox) cannot come in between.
             for i in range(0, len(texts), step):
-                calls.append(await mailbox.post(EmbedRequest(list(texts[i : i + step]), purpose, namespace, deadline)))
+                request = EmbedRequest(list(texts[i : i + step]), purpose, namespace, deadline)
+                calls.append(await mailbox.post(request, lane=lane))
             with anyio.CancelScope(deadline=deadline):
                 for call in calls:
                     await call.wait()
@@ -273,7 +280,7 @@ class Embedder:
         stop = stop_requested()
         # A restart probes afresh: the provider behind it may have changed since.
         self._prober.reset()
-        mailbox = self._mailbox = Mailbox[EmbedRequest, Vectors](capacity=math.inf, name="embedder")
+        mailbox = self._mailbox = Mailbox[EmbedRequest, Vectors](capacity=math.inf, name="embedder", lanes=LANES)
         try:
             async with self._provider, anyio.create_task_group() as tasks:
                 # Not the supervisor's stop: calls still finishing during a graceful stop meter

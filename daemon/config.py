@@ -93,6 +93,9 @@ class EmbeddingConfig(_Section, frozen=True):
     timeout_s: Seconds = _EMBEDDER.timeout_s
     max_batch: Annotated[int, Meta(ge=1, le=4096)] = _EMBEDDER.max_batch
     max_wait_ms: Annotated[float, Meta(ge=0, le=10_000)] = _EMBEDDER.max_wait_s * 1000.0
+    bulk_call_ms: Annotated[float, Meta(gt=0, le=600_000)] = _EMBEDDER.bulk_call_s * 1000.0
+    """Indexing's provider calls are sized to cost about this long (from the provider's recent
+    speed), so a query, served first, waits behind at most one such call."""
     rate_per_s: Annotated[float, Meta(ge=0)] = _EMBEDDER.rate_per_s
     """Provider calls per second; 0 means unlimited."""
     breaker_failures: Annotated[int, Meta(ge=1, le=1000)] = _EMBEDDER.breaker_failures

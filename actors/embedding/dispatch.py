@@ -14,6 +14,7 @@ from actors.embedding import template as templates
 from actors.embedding.breaker import CircuitBreaker, Permit
 from actors.embedding.errors import EmbeddingError, Reason
 from actors.embedding.meter import Meter
+from actors.embedding.pace import BULK_LANE, LANES, QUERY_LANE, BulkPace, lane_of
 from actors.embedding.ratelimit import TokenBucket
 from actors.embedding.settings import EmbedderSettings
 from actors.embedding.validation import Vectors, as_matrix, check_dimension, row_errors
@@ -56,11 +57,16 @@ class Dispatcher:
     """Takes requests from the embedder's mailbox, merges them into provider calls and answers them.
 
     Guarantees:
+    - callers are served by priority (`actors.embedding.pace`: queries, then duplicate checks,
+      then indexing): a call carries requests of one lane only, so a query is never merged into
+      indexing work, never shares its deadline and never fails because of it;
+    - a batch is taken only when a provider slot is free, so a query waits behind at most the
+      calls in flight (one, for the local model); an indexing call carries what the provider
+      lately took `bulk_call_s` for (`BulkPace`), so that wait stays well under a query's deadline;
     - a provider call carries at most max_batch texts and requests are merged in mailbox order
       (a request that does not fit waits for the next call, it is not overtaken);
-    - at most the provider's max_concurrency calls run at once; while all are busy the next batch
-      keeps filling, so under load a call starts full the moment a slot frees; with no call in
-      flight a batch starts at once (max_wait only ever applies while another call runs);
+    - at most the provider's max_concurrency calls run at once; with no call in flight a batch
+      starts at once (max_wait only ever applies to queries while another call runs);
     - a request whose deadline passed, or whose caller gave up, is dropped before the call;
       one that expired fails with `deadline_exceeded`;
     - a provider call gets min(timeout_s, the latest deadline among its callers) and the token
@@ -91,36 +97,25 @@ class Dispatcher:
         self._space = space
         self._clock = clock
         self.in_flight = 0
+        self.pace = BulkPace(settings.bulk_call_s, settings.max_batch)
+        """Texts per indexing call, from the provider's recent speed."""
 
     async def serve(self, inbox: Inbox[EmbedRequest, Vectors], calls: TaskGroup) -> None:
         """Assemble batches and start their provider calls in `calls`, until the mailbox is closed
         and empty."""
         slots = anyio.Semaphore(max(1, self._info.max_concurrency))
-        max_batch, max_wait = self._settings.max_batch, self._settings.max_wait_s
         batch: list[Call] = []  # taken from the mailbox, not yet handed to a provider call
         try:
             while True:
-                try:
-                    taken = await inbox.receive_batch(max_batch, weight=texts_in)
-                except anyio.EndOfStream:
-                    break
-                size = self._fill(inbox, batch, self._keep(batch, taken, 0), max_batch)
-                if size == 0:
-                    continue
-                # Idle, a request goes at once: any company would come by chance, and waiting for
-                # it would add max_wait to every lone query. Busy, waiting fills the next free slot.
-                if size < max_batch and max_wait > 0 and self.in_flight > 0:
-                    with anyio.move_on_after(max_wait):
-                        while size < max_batch:
-                            try:
-                                taken = await inbox.receive_batch(max_batch - size, weight=texts_in)
-                            except anyio.EndOfStream:
-                                break  # stopping: nothing more will come
-                            if not taken:
-                                break  # the next request does not fit: send this batch now
-                            size = self._keep(batch, taken, size)
+                # A free provider slot first, then the batch: what is taken goes out at once, so a
+                # query that comes while every slot is busy is next in line, behind nothing but
+                # the calls in flight (a batch held for a slot would go before it).
                 await slots.acquire()
-                size = self._fill(inbox, batch, size, max_batch)
+                try:
+                    await self._take(inbox, batch)
+                except anyio.EndOfStream:
+                    slots.release()
+                    break
                 self.in_flight += 1
                 calls.start_soon(self._call, batch, slots)
                 batch = []
@@ -129,10 +124,36 @@ class Dispatcher:
             self._fail(batch, EmbeddingError(Reason.EMBEDDER_NOT_READY, "embedder stopped"))
         log.info("embedder draining stopped: queue empty")
 
+    async def _take(self, inbox: Inbox[EmbedRequest, Vectors], batch: list[Call]) -> None:
+        """Fill `batch` with live requests of one lane, the first with work (`receive_lane`):
+        queries before duplicate checks before indexing, never two lanes in one call."""
+        max_batch, max_wait = self._settings.max_batch, self._settings.max_wait_s
+        limits = [max_batch] * LANES
+        size = 0
+        while size == 0:
+            limits[BULK_LANE] = self.pace.batch
+            lane, taken = await inbox.receive_lane(limits, weight=texts_in)
+            size = self._keep(batch, taken, 0)
+        if lane != QUERY_LANE:
+            return  # bulk callers queue their texts at once: nothing to wait for
+        # Idle, a query goes at once: any company would come by chance, and waiting for it would
+        # add max_wait to every lone query. Busy, concurrent queries share the call.
+        if size < max_batch and max_wait > 0 and self.in_flight > 0:
+            with anyio.move_on_after(max_wait):
+                while size < max_batch:
+                    try:
+                        taken = await inbox.receive_batch(max_batch - size, weight=texts_in, lane=QUERY_LANE)
+                    except anyio.EndOfStream:
+                        break  # stopping: nothing more will come
+                    if not taken:
+                        break  # the next query does not fit, or other work came: send this batch now
+                    size = self._keep(batch, taken, size)
+        self._fill(inbox, batch, size, max_batch)
+
     def _fill(self, inbox: Inbox[EmbedRequest, Vectors], batch: list[Call], size: int, max_batch: int) -> int:
-        """Add what is queued now and fits (mailbox order) to `batch`; returns its size in texts."""
+        """Add the queries queued now that fit (mailbox order) to `batch`; returns its size in texts."""
         while size < max_batch:
-            taken = inbox.receive_batch_nowait(max_batch - size, weight=texts_in)
+            taken = inbox.receive_batch_nowait(max_batch - size, weight=texts_in, lane=QUERY_LANE)
             if not taken:
                 break
             size = self._keep(batch, taken, size)
@@ -209,7 +230,10 @@ class Dispatcher:
             self._breaker.abandoned(permit)
             raise
         finally:
-            counters.provider_seconds += self._clock() - now
+            elapsed = self._clock() - now
+            counters.provider_seconds += elapsed
+            if lane_of(live[0].request.purpose) == BULK_LANE:
+                self.pace.observe(len(texts), elapsed)
         parts = [call.request for call in live]
         if refused is not None:
             # One caller's input gets the whole call refused: ask for each caller's texts on

@@ -32,6 +32,8 @@ class EmbeddingSettingsSource(Protocol):
     @property
     def max_wait_ms(self) -> float: ...
     @property
+    def bulk_call_ms(self) -> float: ...
+    @property
     def rate_per_s(self) -> float: ...
     @property
     def breaker_failures(self) -> int: ...
@@ -51,6 +53,10 @@ class EmbedderSettings:
     """Most texts in one provider call; a caller's longer list is split."""
     max_wait_s: float = 0.005
     """How long the first request of a batch waits for others to join it."""
+    bulk_call_s: float = 0.5
+    """What one provider call for bulk work (indexing) may cost: its texts are as many as the
+    provider took this long for lately (at most max_batch). A query waits behind at most one
+    call in flight, so this bounds what indexing adds to a query's time, well under its deadline."""
     rate_per_s: float = 0.0
     breaker_failures: int = 5
     breaker_reset_s: float = 30.0
@@ -80,6 +86,7 @@ class EmbedderSettings:
             "timeout_s": config.timeout_s,
             "max_batch": config.max_batch,
             "max_wait_s": config.max_wait_ms / 1000.0,
+            "bulk_call_s": config.bulk_call_ms / 1000.0,
             "rate_per_s": config.rate_per_s,
             "breaker_failures": config.breaker_failures,
             "breaker_reset_s": config.breaker_reset_s,

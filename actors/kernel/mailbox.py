@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Generic, TypeVar
 
@@ -165,7 +165,7 @@ class Inbox(Generic[RequestT, ReplyT]):
         return taken[0]
 
     async def receive_batch(
-        self, limit: float, *, weight: Callable[[RequestT], int] = _one
+        self, limit: float, *, weight: Callable[[RequestT], int] = _one, lane: int | None = None
     ) -> list[Envelope[RequestT, ReplyT]]:
         """Wait until a request is queued, then take queued requests while their total weight
         stays within ``limit`` (by default each weighs 1, so ``limit`` counts requests).
@@ -173,12 +173,13 @@ class Inbox(Generic[RequestT, ReplyT]):
         Takes from the first non-empty lane and goes on into the next lanes in order, but stops at
         the first request that does not fit: it stays queued, first in line, so a heavy request is
         never overtaken in its lane. The result is empty only when that first request alone weighs
-        more than ``limit``. Raises :class:`anyio.EndOfStream` once the mailbox is closed and
-        nothing is queued.
+        more than ``limit``. With ``lane``, takes from that lane only, and is also empty when that
+        lane is while another has work. Raises :class:`anyio.EndOfStream` once the mailbox is
+        closed and nothing is queued.
         """
         await anyio.lowlevel.checkpoint()
         while True:
-            taken = self.receive_batch_nowait(limit, weight=weight)
+            taken = self.receive_batch_nowait(limit, weight=weight, lane=lane)
             if taken or self._mailbox._queued:
                 return taken
             if self._mailbox._closed:
@@ -186,29 +187,61 @@ class Inbox(Generic[RequestT, ReplyT]):
             await self._mailbox._wait_queued()
 
     def receive_batch_nowait(
-        self, limit: float, *, weight: Callable[[RequestT], int] = _one
+        self, limit: float, *, weight: Callable[[RequestT], int] = _one, lane: int | None = None
     ) -> list[Envelope[RequestT, ReplyT]]:
-        """What :meth:`receive_batch` would take now, without waiting or yielding (maybe nothing)."""
+        """What :meth:`receive_batch` would take now, without waiting or yielding (maybe nothing).
+        With ``lane``, only from that lane (empty when it is)."""
         mailbox = self._mailbox
         taken: list[Envelope[RequestT, ReplyT]] = []
         total = 0
-        for lane in mailbox._lanes:
-            while lane:
-                head = lane[0]
+        for queue in mailbox._lanes if lane is None else [mailbox._lanes[lane]]:
+            while queue:
+                head = queue[0]
                 if head.caller_gone:  # withdrawn while queued; its room was freed then
-                    lane.popleft()
+                    queue.popleft()
                     continue
                 size = weight(head.request)
                 if total + size > limit:
                     return taken
-                lane.popleft()
-                mailbox._took()
+                self._take(queue)
                 total += size
-                if head.expects_reply:
-                    self._outstanding.add(head)
-                    head._on_settle = self._outstanding.discard
                 taken.append(head)
         return taken
+
+    async def receive_lane(
+        self, limits: Sequence[float], *, weight: Callable[[RequestT], int] = _one
+    ) -> tuple[int, list[Envelope[RequestT, ReplyT]]]:
+        """Wait until a request is queued, then take from the first non-empty lane only: its head
+        whatever it weighs, then the requests behind it in that lane while their total weight
+        stays within ``limits[lane]``. Returns the lane and what was taken (never empty).
+
+        Requests of two lanes never come back together: an actor that batches its work keeps
+        priorities apart (a query is never merged into bulk work). Raises
+        :class:`anyio.EndOfStream` once the mailbox is closed and nothing is queued.
+        """
+        await anyio.lowlevel.checkpoint()
+        mailbox = self._mailbox
+        while True:
+            for number, queue in enumerate(mailbox._lanes):
+                while queue and queue[0].caller_gone:
+                    queue.popleft()
+                if not queue:
+                    continue
+                total = weight(queue[0].request)
+                taken = [self._take(queue)]
+                rest = self.receive_batch_nowait(limits[number] - total, weight=weight, lane=number)
+                return number, taken + rest
+            if mailbox._closed:
+                raise anyio.EndOfStream
+            await mailbox._wait_queued()
+
+    def _take(self, queue: deque[Envelope[RequestT, ReplyT]]) -> Envelope[RequestT, ReplyT]:
+        head = queue.popleft()
+        self._mailbox._took()
+        if head.expects_reply:
+            self._outstanding.add(head)
+            head._on_settle = self._outstanding.discard
+        return head
 
     def _abandon(self, cause: BaseException | None) -> None:
         for envelope in list(self._outstanding):

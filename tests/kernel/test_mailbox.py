@@ -303,6 +303,31 @@ async def test_a_batch_does_not_pass_a_heavy_request_for_a_later_lane() -> None:
     assert mailbox.queued == 2
 
 
+async def test_receive_lane_takes_one_lane_only_its_head_whatever_it_weighs() -> None:
+    mailbox: Mailbox[int, None] = Mailbox(lanes=3)
+    for request, lane in [(7, 2), (1, 2), (1, 1), (9, 1), (2, 2)]:
+        await mailbox.cast(request, lane=lane)
+    async with mailbox.receiving() as inbox:
+        check = await inbox.receive_lane([10, 10, 3], weight=lambda n: n)
+        bulk = await inbox.receive_lane([10, 10, 3], weight=lambda n: n)
+        bulk_rest = await inbox.receive_lane([10, 10, 3], weight=lambda n: n)
+    # lane 1 first, never mixed with lane 2; lane 2's heavy head goes alone, the rest after it
+    assert (check[0], [e.request for e in check[1]]) == (1, [1, 9])
+    assert (bulk[0], [e.request for e in bulk[1]]) == (2, [7])
+    assert (bulk_rest[0], [e.request for e in bulk_rest[1]]) == (2, [1, 2])
+    assert mailbox.queued == 0
+
+
+async def test_receive_batch_of_one_lane_leaves_the_others() -> None:
+    mailbox: Mailbox[str, None] = Mailbox(lanes=2)
+    await mailbox.cast("bulk", lane=1)
+    async with mailbox.receiving() as inbox:
+        assert await inbox.receive_batch(5, lane=0) == []
+        await mailbox.cast("query", lane=0)
+        assert [e.request for e in await inbox.receive_batch(5, lane=0)] == ["query"]
+    assert mailbox.queued == 1
+
+
 async def test_an_unknown_lane_is_refused_before_anything_is_queued() -> None:
     mailbox: Mailbox[str, None] = Mailbox(lanes=2)
     with pytest.raises(ValueError, match="no lane 2"):
