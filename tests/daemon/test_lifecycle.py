@@ -304,7 +304,11 @@ def test_a_stop_during_start_up_unwinds_it_and_leaves_no_postgresql(make_daemon:
         assert time.monotonic() < deadline and daemon.proc.poll() is None, daemon.log()
         time.sleep(0.02)
     daemon.proc.send_signal(signal.SIGTERM)  # systemd's start timeout, or `systemctl stop` during start
-    time.sleep(0.05)
+    # Only once the first is handled: two signals pending at once are delivered lowest number
+    # first (SIGINT before SIGTERM), which a fixed pause on a loaded machine did not rule out.
+    while "received SIGTERM; shutting down" not in daemon.log_path.read_text(errors="replace"):
+        assert time.monotonic() < deadline and daemon.proc.poll() is None, daemon.log()
+        time.sleep(0.02)  # polling for the condition above, not a barrier
     daemon.proc.send_signal(signal.SIGINT)  # an impatient second Ctrl-C
     assert daemon.proc.wait(60) == 0, daemon.log()
     assert not postgres_processes(daemon.data_dir), "the embedded server is stopped, not orphaned"

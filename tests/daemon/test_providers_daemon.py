@@ -127,11 +127,13 @@ def test_vector_required_makes_the_daemon_unready_without_a_provider(make_daemon
     fake.down = True
     daemon: Daemon = make_daemon(env={**fake.env(), "RECALLD_RECALL_VECTOR_REQUIRED": "true"}, wait_ready=False)
     deadline = time.monotonic() + 30
-    while not daemon.socket.exists():
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
-    time.sleep(0.5)
-    status, body = daemon.call("GET", "/readyz")
+    while True:  # until the socket answers and the embedding check has its verdict
+        answer = daemon.call("GET", "/readyz") if daemon.socket.exists() else None
+        if answer is not None and answer[1]["checks"].get("embedding", {}).get("status") == "fail":
+            break
+        assert time.monotonic() < deadline, answer
+        time.sleep(0.1)  # polling for the condition above, not a barrier
+    status, body = answer
     assert status == 503 and body["checks"]["embedding"]["status"] == "fail"
     assert daemon.call("GET", "/livez")[0] == 200
 

@@ -94,7 +94,9 @@ async def test_slow_server_times_out_at_the_deadline(
         await provider.embed(TEXTS, timeout=0.3)
     elapsed = anyio.current_time() - start
     assert caught.value.reason is Reason.PROVIDER_TIMEOUT
-    assert 0.25 <= elapsed < 0.3 + 0.15, elapsed
+    # not before the deadline; and ended by it, not by the server's 5 s (the bound is generous:
+    # a loaded machine stalls the real clock's reader for hundreds of milliseconds)
+    assert 0.3 - 0.01 <= elapsed < 0.3 + 2.0, elapsed
 
 
 @pytest.mark.parametrize(
