@@ -17,6 +17,8 @@ import subprocess
 import sys
 from typing import Any
 
+import pytest
+
 from daemon.eval.golden import load
 from daemon.store.embedded import EmbeddedPostgres
 from tests.support import ROOT, Daemon, create_database, scratch_dir
@@ -43,6 +45,7 @@ def figures(run: dict[str, Any], route: str) -> dict[str, Any]:
     return dict(run["routes"][route]["kinds"])
 
 
+@pytest.mark.slow
 def test_the_ci_set_holds_its_floor_and_a_broken_fusion_falls_below_it(postgres: EmbeddedPostgres) -> None:
     golden = load(CI_SET)
     dsn = create_database(postgres)
