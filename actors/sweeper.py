@@ -6,7 +6,8 @@
   so a crash in between leaves an unreferenced directory, never a row pointing at nothing.
 - Build directories left by a crash (`.tmp-*`) and generation directories no row knows are
   removed once older than a grace period; they never affect loading or readiness.
-- Search telemetry older than its retention is deleted.
+- Search telemetry older than its retention is deleted, and so are disputes finished (resolved,
+  superseded, skipped) longer ago than theirs.
 - Index holds (records the provider would not embed) of record revisions that are no longer live
   are deleted: the record was forgotten, or its newer revision is tried afresh anyway.
 - What is left of a retired chunk (a forget or an update took its text and vectors when it
@@ -47,12 +48,20 @@ class RetentionStore(Protocol):
     async def delete_searches_before(self, cutoff: dt.datetime) -> int: ...
 
 
+class DisputeRetention(Protocol):
+    async def delete_finished_disputes_before(self, cutoff: dt.datetime) -> int:
+        """Disputes in a finished state (resolved, superseded, skipped_unchanged) last changed
+        before `cutoff`; pending, in-progress and moderated ones are never deleted."""
+        ...
+
+
 @dataclass(frozen=True)
 class SweepSettings:
     interval_s: float = 60.0
     rollback_window_s: float = 3600.0
     temp_grace_s: float = 3600.0
     search_retention_s: float = 30 * 86400.0
+    dispute_retention_s: float = 90 * 86400.0
 
 
 @dataclass
@@ -63,6 +72,8 @@ class SweepReport:
     holds: int = 0
     chunks: int = 0
     """Surrogate rows of retired chunks deleted."""
+    disputes: int = 0
+    """Finished disputes deleted."""
 
 
 def generation_removable(
@@ -113,9 +124,11 @@ class Sweeper:
         settings: SweepSettings,
         on_delete: Callable[[str], None] | None = None,
         clock: Callable[[], float] = time.time,
+        disputes: DisputeRetention | None = None,
     ) -> None:
         self._store = store
         self._retention = retention
+        self._disputes = disputes
         self._root = root
         self._leased = leased
         self.settings = settings
@@ -177,6 +190,11 @@ class Sweeper:
         report.searches = await self._retention.delete_searches_before(cutoff)
         if report.searches and self._on_delete is not None:
             self._on_delete("searches")
+        if self._disputes is not None:
+            finished_before = now - dt.timedelta(seconds=self.settings.dispute_retention_s)
+            report.disputes = await self._disputes.delete_finished_disputes_before(finished_before)
+            if report.disputes and self._on_delete is not None:
+                self._on_delete("disputes")
         report.holds = await self._store.delete_stale_holds()
         if report.holds and self._on_delete is not None:
             self._on_delete("holds")

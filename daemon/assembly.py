@@ -157,8 +157,10 @@ def assemble(
                         rollback_window_s=config.gc.rollback_window_s,
                         temp_grace_s=config.gc.temp_grace_s,
                         search_retention_s=config.gc.search_retention_days * 86400,
+                        dispute_retention_s=config.gc.dispute_retention_days * 86400,
                     ),
                     on_delete=lambda what: metrics.sweeper_deletions.labels(what=what).inc(),
+                    disputes=canonical.disputes,
                 ).run,
             ),
         ]

@@ -191,6 +191,9 @@ class GcConfig(_Section, frozen=True):
     temp_grace_s: Annotated[float, Meta(ge=0)] = 3600.0
     """Build directories left by a crash are removed once this old."""
     search_retention_days: Annotated[float, Meta(gt=0, le=36_500)] = 30.0
+    dispute_retention_days: Annotated[float, Meta(gt=0, le=36_500)] = 90.0
+    """Disputes finished (resolved, superseded, skipped) longer ago than this are deleted; one
+    whose tie comes back later is asked afresh. Pending and moderated ones are kept."""
 
 
 class RecordsConfig(_Section, frozen=True):

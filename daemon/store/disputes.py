@@ -9,6 +9,7 @@ the canonical value it applies commit together. The resolver never writes canoni
 
 from __future__ import annotations
 
+import datetime as dt
 import uuid
 from typing import Any
 
@@ -125,6 +126,17 @@ class DisputeStore:
                 resolved,
             )
         return after
+
+    async def delete_finished_disputes_before(self, cutoff: dt.datetime) -> int:
+        """Implements the sweeper's `DisputeRetention`. A tie that comes back after its dispute
+        is gone is a new dispute (asked again), which is what retention means."""
+        async with db.connection(self._pool) as conn:
+            done = await conn.execute(
+                """DELETE FROM disputes
+                   WHERE state IN ('resolved', 'superseded', 'skipped_unchanged') AND updated_at < $1""",
+                cutoff,
+            )
+        return int(done.split()[-1])
 
     async def counts(self) -> dict[tuple[str, str], int]:
         return await AssignmentStore(self._pool).dispute_counts()

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 
 import anyio
 import asyncpg
@@ -13,8 +14,11 @@ from actors.assignment_ticker import AssignmentTicker, TickerSettings
 from actors.canonical.disputes import DisputeState, Event
 from actors.canonical.ports import DisputeConflict, Outcome
 from actors.canonical.strategy import Source
+from actors.sweeper import Sweeper, SweepSettings
 from daemon.store.assignments import AssignmentStore, Observation, PgTickLocks
 from daemon.store.disputes import DisputeStore
+from daemon.store.search import SearchLog
+from daemon.store.vectors import PgVectorStore
 
 pytestmark = pytest.mark.anyio
 
@@ -164,3 +168,39 @@ async def test_concurrent_batches_over_the_same_keys_never_deadlock(pool: asyncp
         tasks.start_soon(write, batch[::-1])
     found = await store.assignments(key)
     assert found == []  # observed, not yet assigned: nothing failed, nothing half written
+
+
+async def test_the_sweeper_deletes_finished_disputes_past_their_retention_only(
+    pool: asyncpg.Pool, tmp_path: Path
+) -> None:
+    store, disputes = AssignmentStore(pool), DisputeStore(pool)
+    keys = {state: entity() for state in DisputeState}
+    for key in keys.values():
+        await observe(store, key, ("acme", "1 W", 0.5), ("globex", "2 W", 0.5))
+    await ticker(pool).tick_once()
+    async with pool.acquire() as conn:
+        for state, key in keys.items():
+            await conn.execute(
+                "UPDATE disputes SET state = $2, updated_at = now() - interval '100 days' WHERE entity = $1",
+                key,
+                str(state),
+            )
+    fresh = entity()  # finished, but within the retention
+    await observe(store, fresh, ("acme", "1 W", 0.5), ("globex", "2 W", 0.5))
+    await ticker(pool).tick_once()
+    async with pool.acquire() as conn:
+        await conn.execute("UPDATE disputes SET state = 'resolved' WHERE entity = $1", fresh)
+    sweeper = Sweeper(
+        PgVectorStore(pool),
+        SearchLog(pool),
+        tmp_path,
+        leased=set,
+        settings=SweepSettings(dispute_retention_s=90 * 86400),
+        disputes=disputes,
+    )
+    report = await sweeper.sweep_once()
+    assert report.disputes == 3
+    async with pool.acquire() as conn:
+        left = {r["entity"] for r in await conn.fetch("SELECT entity FROM disputes")}
+    finished = {DisputeState.RESOLVED, DisputeState.SUPERSEDED, DisputeState.SKIPPED_UNCHANGED}
+    assert left == {key for state, key in keys.items() if state not in finished} | {fresh}
