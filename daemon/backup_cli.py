@@ -12,15 +12,7 @@ from pathlib import Path
 import httpx
 import msgspec
 
-from daemon.backup import (
-    DUMP_FILE,
-    MANIFEST_FILE,
-    BackupError,
-    DumpFile,
-    Manifest,
-    restore_into_data_dir,
-    restore_into_database,
-)
+from daemon.backup import DUMP_FILE, MANIFEST_FILE, BackupError, DumpFile, Manifest
 from daemon.client import Client, ClientError
 from daemon.store.embedded import EmbeddedPostgresError
 
@@ -127,6 +119,10 @@ def cmd_backup(client: Client, args: argparse.Namespace) -> int:
 
 
 def cmd_restore(args: argparse.Namespace) -> int:
+    # here, not at the top: the server's side (PostgreSQL, the data directory's lock) is loaded
+    # for this command alone, not for every client command
+    from daemon.restore import restore_into_data_dir, restore_into_database
+
     source = Path(args.source).absolute()
     # Restored records are as private as the daemon's own files (see cmd_serve).
     os.umask(os.umask(0o077) | 0o077)
