@@ -122,6 +122,7 @@ class IndexManager:
         on_swap: Callable[[str], None] | None = None,
         extend_start: Callable[[float], None] | None = None,
         titles: TitleBacklog | None = None,
+        title_embedder: Embedder | None = None,
     ) -> None:
         self._store = store
         self._lock = lock
@@ -138,8 +139,10 @@ class IndexManager:
         # coalesce into it (`wake` drops them) instead of queueing steps.
         self._wakeups = Mailbox[None, None](capacity=1, name="index")
         self._catch_up = CatchUp(store, embedder, settings) if embedder is not None else None
-        # Title vectors for the duplicate check, caught up with the chunks by the same builder.
-        self._titles = TitleCatchUp(titles, embedder) if titles is not None and embedder is not None else None
+        # Title vectors for the duplicate check, caught up after the chunks by the same builder,
+        # with the duplicate check's own embedder (`title_embedder`) when it has one.
+        title_embedder = title_embedder or embedder
+        self._titles = TitleCatchUp(titles, title_embedder) if titles and title_embedder else None
         self._builds = Builds(store, settings, self._spaces, new_generation_id=new_generation_id, published=self.wake)
         self._full_passes = 0
         """Steps that read every live record (catch-up and count); once every record is indexed,
@@ -348,10 +351,6 @@ class IndexManager:
             trouble = await self._catch_up.run(space, after=after)
             if trouble is not None:
                 self._last_error = trouble
-        if builder and self._titles is not None:
-            trouble = await self._titles.run(space, after=after)
-            if trouble is not None:
-                self._last_error = trouble
         await self._refresh(space)
         self._pending = await self._store.count_to_index(space.key, self.settings.chunker, after=after)
         self._holds = await self._store.held(space.key)
@@ -372,6 +371,12 @@ class IndexManager:
         ):
             builds.building = True
             tasks.start_soon(builds.build, space)
+        # Last: the handle is refreshed and a build started before titles are embedded, so the
+        # vector route never waits for the duplicate check's vectors.
+        if builder and self._titles is not None:
+            trouble = await self._titles.run(after=after)
+            if trouble is not None:
+                self._last_error = trouble
 
     def _known_mark(self, space: VectorSpace) -> int:
         """The change mark through which every live record is known to be indexed in `space`

@@ -40,6 +40,7 @@ from daemon.duplicates import DuplicateChecker
 from daemon.metrics import Metrics
 from daemon.notifications import listen
 from daemon.providers import make_provider
+from daemon.providers.titles import TitleModelProvider, uses_title_model
 from daemon.recall import RecallService, vector_search
 from daemon.store.embedded import EmbeddedPostgres, keep_running
 from daemon.store.evals import EvalStore
@@ -79,6 +80,12 @@ def assemble(
     provider = make_provider(config.embedding, http)
     embedder = None
     index = None
+    # The duplicate check's own title model (`[duplicates] model`), behind an embedder of its own.
+    title_embedder = None
+    if uses_title_model(config.duplicates.model, config.embedding.provider):
+        title_embedder = Embedder(
+            TitleModelProvider(), usage=usage, settings=EmbedderSettings.from_config(config.embedding)
+        )
     if provider is not None:
         embedder = Embedder(
             provider,
@@ -98,12 +105,13 @@ def assemble(
             on_swap=lambda why: metrics.handle_swaps.labels(why=why.split()[0]).inc(),
             extend_start=notifier.extend_timeout,
             titles=PgTitleStore(pool),
+            title_embedder=title_embedder,
         )
     query_vectors = QueryVectorCache(config.recall.query_cache)
     searches = SearchRecorder(pool)
     metrics.watch(embedder, index, query_vectors, searches)
     health = Health()
-    duplicates = DuplicateChecker(PgTitleStore(pool), embedder, config.duplicates, metrics)
+    duplicates = DuplicateChecker(PgTitleStore(pool), title_embedder or embedder, config.duplicates, metrics)
     canonical = build_canonical(
         config, pool=pool, http=http, usage=usage, metrics=metrics, prices=config.embedding.prices
     )
@@ -140,6 +148,10 @@ def assemble(
         ChildSpec("watchdog", functools.partial(heartbeat, lambda: supervisor.alive, notifier)),
         ChildSpec("searches", searches.run),
     ]
+    if title_embedder is not None:  # before the index manager, whose catch-up embeds titles with it
+        children.append(
+            ChildSpec("title-embedder", title_embedder.run, shutdown_timeout=config.embedding.timeout_s)
+        )
     if embedder is not None and index is not None:
         children += [
             ChildSpec("embedder", embedder.run, shutdown_timeout=config.embedding.timeout_s),

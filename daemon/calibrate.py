@@ -1,5 +1,5 @@
-"""`recalld calibrate PAIRS`: every labelled title pair's score with the configured embedding
-model and duplicate stages, its verdict at the configured threshold, and the thresholds (if any)
+"""`recalld calibrate PAIRS`: every labelled title pair's score with the configured title model
+(`[duplicates] model`) and duplicate stages, its verdict at the configured threshold, and the thresholds (if any)
 that separate the pairs (SPEC §5; docs/DUPLICATES.md).
 
 It runs the provider in-process, as the daemon would, without a daemon: the pairs are the
@@ -19,8 +19,10 @@ import numpy as np
 
 from actors.duplicates import Contrast, Tally, reported, separating_range, staged, tally, title_text
 from actors.embedding.template import render_title
+from actors.kernel.ports import EmbeddingProvider
 from daemon.config import Config
 from daemon.providers import make_provider
+from daemon.providers.titles import TitleModelProvider, uses_title_model
 
 
 class PairsError(ValueError):
@@ -114,7 +116,11 @@ async def calibrate(pairs: list[Pair], config: Config) -> Calibration:
     contrast = Contrast(penalty=settings.contrast_penalty, slot_words=settings.contrast_slot_words)
     texts = sorted({title_text(t) for pair in pairs for t in (pair.a, pair.b)})
     async with httpx.AsyncClient() as http:
-        provider = make_provider(config.embedding, http)
+        provider: EmbeddingProvider | None
+        if uses_title_model(settings.model, config.embedding.provider):
+            provider = TitleModelProvider()
+        else:
+            provider = make_provider(config.embedding, http)
         if provider is None:
             raise PairsError("no embedding provider is configured ([embedding] provider = none)")
         model = provider.describe().model

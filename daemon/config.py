@@ -210,11 +210,16 @@ class RecordsConfig(_Section, frozen=True):
 class DuplicatesConfig(_Section, frozen=True):
     """Semantic duplicate warnings on create (SPEC §5; docs/DUPLICATES.md)."""
 
+    model: Literal["auto", "embedding", "use-multilingual-v3"] = "auto"
+    """What embeds titles: `use-multilingual-v3`, the multilingual title model shipped with
+    recalld (it separates duplicates better, across languages too); `embedding`, the
+    `[embedding]` provider; `auto`, the title model when that provider is `local` (the English
+    recall model) and the provider otherwise (a configured model may be multilingual already)."""
     threshold: Annotated[float, Meta(ge=-1, le=1)] = 0.80
     """The least title similarity that warns (inclusive) for a model not in `thresholds`: the
     usual starting point for sentence-embedding models, not a measurement."""
     thresholds: dict[str, Annotated[float, Meta(ge=-1, le=1)]] = msgspec.field(
-        default_factory=lambda: {"all-MiniLM-L6-v2-onnx-int8": 0.49}
+        default_factory=lambda: {"use-multilingual-v3": 0.501, "all-MiniLM-L6-v2-onnx-int8": 0.489}
     )
     """Embedding model -> its threshold, chosen with `recalld calibrate` on
     tests/fixtures/duplicates/pairs.json (docs/DUPLICATES.md has the figures)."""
@@ -227,7 +232,7 @@ class DuplicatesConfig(_Section, frozen=True):
     """The lexical second stage: a pair of titles that share at least two content words and
     differ in at most `contrast_slot_words` on either side ("... report to CSV" / "... report to
     PDF") must score this much higher to warn; 0 turns the stage off."""
-    contrast_slot_words: Annotated[int, Meta(ge=1, le=20)] = 2
+    contrast_slot_words: Annotated[int, Meta(ge=1, le=20)] = 3
 
 
 class ResolverConfig(_Section, frozen=True):

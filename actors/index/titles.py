@@ -32,6 +32,10 @@ class TitleBacklog(Protocol):
     Its own port rather than a role of `VectorStore`: title vectors are the duplicate check's,
     and a daemon without it (or a test's in-memory store) indexes chunks as before."""
 
+    async def ensure_space(self, space: VectorSpace) -> None:
+        """Register the space (once is enough; again is a no-op) before anything is stored in it."""
+        ...
+
     async def titles_to_embed(self, space_id: str, limit: int, *, after: int = 0) -> list[tuple[str, str]]:
         """Distinct normalised titles of live records changed after change mark `after` that
         have no vector in the space, at most `limit`, each with one namespace that holds it
@@ -55,7 +59,8 @@ class TitleCatchUp:
     Guarantees: a title is embedded at most once per space while it is stored (its key is its
     normalised text's hash, shared by every record with that title); provider trouble ends the
     pass with what was stored kept, and the next step resumes. Embedding is metered as `index`
-    work, per namespace.
+    work, per namespace. The space is the title embedder's own, which need not be the chunks'
+    (the duplicate check may use a title model of its own, `[duplicates] model`).
     """
 
     def __init__(self, store: TitleBacklog, embedder: Embedder) -> None:
@@ -63,10 +68,18 @@ class TitleCatchUp:
         self._embedder = embedder
         self.embedded_titles = 0
         """Title vectors stored by this daemon since it started."""
+        self._known: set[str] = set()
 
-    async def run(self, space: VectorSpace, *, after: int = 0) -> str | None:
-        """Embed and store every missing title; the provider's trouble that ended the pass
-        early, if any, as `reason: message`. A full pass (`after` 0) also deletes orphans."""
+    async def run(self, *, after: int = 0) -> str | None:
+        """Embed and store every missing title of live records changed after change mark
+        `after`; the provider's trouble that ended the pass early, if any, as `reason: message`.
+        A full pass (`after` 0) also deletes orphans. Nothing while the embedder has no space."""
+        space = self._embedder.space
+        if space is None:
+            return None
+        if space.key not in self._known:
+            await self._store.ensure_space(space)
+            self._known.add(space.key)
         step = max(1, self._embedder.settings.max_batch)
         while True:
             backlog = await self._store.titles_to_embed(space.key, TITLE_BATCH, after=after)

@@ -10,9 +10,11 @@ import uuid
 from collections.abc import Sequence
 
 import asyncpg
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
+from actors.kernel.ports import VectorSpace
 from daemon.store import db
 
 # The key of a record's normalised title, as `actors.duplicates.title_key` computes it.
@@ -26,6 +28,14 @@ class PgTitleStore:
         self._pool = pool
 
     # -- the index manager's catch-up (TitleBacklog)
+
+    async def ensure_space(self, space: VectorSpace) -> None:
+        async with db.connection(self._pool) as conn:
+            await conn.execute(
+                "INSERT INTO vector_spaces (space_id, spec) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                space.key,
+                msgspec.to_builtins(space),
+            )
 
     async def titles_to_embed(self, space_id: str, limit: int, *, after: int = 0) -> list[tuple[str, str]]:
         async with db.connection(self._pool) as conn:

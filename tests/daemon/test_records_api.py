@@ -24,7 +24,7 @@ def test_create_read_update_forget(daemon: Daemon, ns: str) -> None:
     assert status == 201
     assert created["revision"] == 1
     # The first record of its namespace and kind: nothing to compare with (tests/daemon/test_duplicates_daemon.py)
-    assert created["duplicate_check"] == {"status": "clear", "threshold": 0.49, "compared": 0, "of": 0}
+    assert created["duplicate_check"] == {"status": "clear", "threshold": 0.501, "compared": 0, "of": 0}
     rid = created["id"]
 
     status, got = daemon.call("GET", f"/v1/records/{rid}")
