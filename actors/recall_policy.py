@@ -12,7 +12,7 @@ here, so each can be tried in a table without a daemon:
 - when the vector route scores the filtered records exactly (`RecallPolicy.exact_filter_limit`),
   and when it searches again, deeper (`RecallPolicy.overfetch`);
 - which routes are named degraded, and why (`DegradedReason`, `unanswered`, `route_limit_missed`,
-  `RecallPolicy.shortfall`);
+  `RecallPolicy.shortfall`, `still_indexing`);
 - when a recall has no answer to give at all (`nothing_answered`): a `NothingAnswered` the
   control layer answers with a 503 `route_unavailable`.
 """
@@ -49,6 +49,9 @@ class DegradedReason(StrEnum):
     OVERFETCH_EXHAUSTED = "overfetch_exhausted"
     """The vector route searched as deep as `overfetch_rounds` allows, and the filters or
     rehydration dropped so many of its records that fewer than k are left."""
+    VECTOR_INDEXING = "vector_indexing"
+    """The vector route answered, but records of the namespace are not searchable by it yet
+    (`pending` says how many): its answer is partial, and fusion weighs it so (`partial`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +61,8 @@ class Degradation:
     route: str
     reason: str
     message: str = ""
+    pending: int | None = None
+    """`vector_indexing`: records of the namespace the route cannot find yet."""
 
 
 class NothingAnswered(Exception):
@@ -115,6 +120,9 @@ class RecallPolicy:
     """Route -> the least score its candidates must reach, unless a request says otherwise."""
     overfetch_rounds: int
     exact_filter_max_records: int
+    partial_weight: float
+    """Factor on the weight of a route whose answer is partial (the vector route while the
+    namespace is still being indexed)."""
 
     def caps(self, k: int) -> dict[str, int]:
         """Route -> how many candidates it is asked for: its configured cap, and at least k,
@@ -130,16 +138,28 @@ class RecallPolicy:
         the request's own."""
         return dict(self.thresholds) | dict(requested or {})
 
-    def fuse(self, method: str, scored: Mapping[str, Sequence[tuple[Key, float]]]) -> list[Fused[Key]]:
+    def fuse(
+        self, method: str, scored: Mapping[str, Sequence[tuple[Key, float]]], *, partial: Collection[str] = ()
+    ) -> list[Fused[Key]]:
         """Fuse the routes' best-first, one-per-record lists with `method` (`weighted`, else
         reciprocal rank). A full-text candidate weighs by its evidence level, read from its
-        banded score (exact, every word, some words: `fts_evidence_weights`)."""
-        factors = {
-            FTS: [self.fts_evidence_weights.get(evidence_of(score).key, 1.0) for _, score in scored.get(FTS, [])]
-        }
+        banded score (exact, every word, some words: `fts_evidence_weights`).
+
+        A route in `partial` answered from part of the namespace (the vector route while it is
+        still indexed): its weight is multiplied by `partial_weight`, and full-text evidence is
+        never weighed below 1, since the evidence weights assume a vector route that saw every
+        record. So a half-built vector route cannot crowd out what full text found."""
+        evidence = [self.fts_evidence_weights.get(evidence_of(score).key, 1.0) for _, score in scored.get(FTS, [])]
+        if partial:
+            evidence = [max(factor, 1.0) for factor in evidence]
+        factors = {FTS: evidence}
+        weights = {route: self.weights.get(route, 1.0) for route in scored}
+        for route in partial:
+            if route in weights:
+                weights[route] *= self.partial_weight
         if method == WEIGHTED_NAME:
-            return weighted_score(scored, weights=self.weights, factors=factors)
-        return reciprocal_rank(scored, k=self.rrf_k, weights=self.weights, factors=factors)
+            return weighted_score(scored, weights=weights, factors=factors)
+        return reciprocal_rank(scored, k=self.rrf_k, weights=weights, factors=factors)
 
     def exact_filter_limit(self, cap: int, *, beyond_namespace: bool) -> int | None:
         """How many records the filters may let through for the vector route to score just
@@ -184,11 +204,13 @@ def loose_up_front(routes: Collection[str]) -> bool:
     return VECTOR not in routes
 
 
-def loose_after(routes: Collection[str], found: Mapping[str, Sequence[object]]) -> bool:
+def loose_after(routes: Collection[str], found: Mapping[str, Sequence[object]], partial: Collection[str] = ()) -> bool:
     """Whether full text runs again, loose, after the first pass: the vector route was asked for
-    but failed or found nothing (nothing indexed yet, nothing above its floor), so any-word
-    matches are the answer now. Not when full text itself failed."""
-    return not loose_up_front(routes) and FTS in found and not found.get(VECTOR)
+    but failed, found nothing (nothing indexed yet, nothing above its floor) or answered from
+    part of the namespace only (`partial`), so any-word matches count now. Not when full text
+    itself failed."""
+    vector_answered = bool(found.get(VECTOR)) and VECTOR not in partial
+    return not loose_up_front(routes) and FTS in found and not vector_answered
 
 
 def above_floor(found: Sequence[Scored], floor: float | None) -> list[Scored]:
@@ -214,6 +236,15 @@ def one_per_record(found: Iterable[OfRecord]) -> list[OfRecord]:
 def filled(found: int, asked: int) -> bool:
     """Whether a route's answer filled the cap it was asked for: searching deeper may find more."""
     return found >= asked
+
+
+def still_indexing(pending: int) -> Degradation | None:
+    """The vector route, named when `pending` records of the namespace are not searchable by it
+    yet: its answer stands, but is partial (None when nothing is pending)."""
+    if pending <= 0:
+        return None
+    message = f"{pending} records of the namespace are not searchable by the vector route yet (indexing)"
+    return Degradation(VECTOR, DegradedReason.VECTOR_INDEXING, message, pending=pending)
 
 
 def route_limit_missed(route: str, own_ms: int, *, limit: float, deadline: float) -> Degradation | None:

@@ -157,6 +157,10 @@ class RecallConfig(_Section, frozen=True):
     they lie from the query, the best k of them come back. Broader filters are left to the index
     walk and the over-fetch. Reading the records costs 1–2 ms per 1,000 (docs/RETRIEVAL.md,
     "Filters"). 0: never."""
+    partial_weight: Annotated[float, Meta(ge=0, le=1)] = 0.5
+    """While a namespace is still being indexed the vector route answers from part of it
+    (`vector_indexing`): its fusion weight is multiplied by this, and full-text evidence counts
+    at least 1, so a half-built vector route does not crowd out what full text found."""
     query_cache: Annotated[int, Meta(ge=0, le=1_000_000)] = 1024
     """Query vectors kept for repeated queries (least recently used go first); 0 turns it off.
     About 1.6 KB each at 384 dimensions."""

@@ -41,6 +41,7 @@ from actors.recall_policy import (
     nothing_answered,
     one_per_record,
     route_limit_missed,
+    still_indexing,
     unanswered,
 )
 from actors.records import query_hash
@@ -53,6 +54,7 @@ from daemon.control.wire import (
     RecallResponse,
     Route,
 )
+from daemon.indexing_status import IndexingStatus
 from daemon.metrics import Metrics
 from daemon.store import db, search
 from daemon.store.db import STORE_DOWN_ERRORS
@@ -79,6 +81,8 @@ class VectorAnswer:
     candidates: list[Candidate]
     embed_ms: float
     generation: str | None
+    pending: int = 0
+    """Records of the namespace not searchable yet: the answer is partial when above 0."""
 
 
 # The vector route: (filters, query, candidate cap, deadline as anyio time, the only records to
@@ -103,6 +107,8 @@ class _Run:
     limits: dict[str, float] = field(default_factory=dict)
     """Route -> when its own `route_deadline_ms` runs out, set by its first call."""
     generation: str | None = None
+    partial: set[str] = field(default_factory=set)
+    """Routes that answered from part of the namespace (the vector route while it is indexed)."""
 
     def down(self, degraded: Degradation) -> None:
         """Name a route degraded; its first reason stands."""
@@ -132,6 +138,7 @@ def recall_policy(config: RecallConfig) -> RecallPolicy:
         thresholds=_by_name(config.thresholds),
         overfetch_rounds=config.overfetch_rounds,
         exact_filter_max_records=config.exact_filter_max_records,
+        partial_weight=config.partial_weight,
     )
 
 
@@ -190,6 +197,10 @@ class RecallService:
                     raise RouteDown(Reason.NO_PROVIDER, "no embedding provider is configured")
                 answer = await self._vector(filters, query, cap, deadline, await self._within(run, filters, cap))
                 found, embed_ms, run.generation = answer.candidates, answer.embed_ms, answer.generation
+                indexing = still_indexing(answer.pending)
+                if indexing is not None:
+                    run.down(indexing)
+                    run.partial.add(route)
                 run.timings["embed"] = run.timings.get("embed", 0.0) + embed_ms
                 found = above_floor(found, run.thresholds.get(route))
         except RouteDown as exc:
@@ -237,7 +248,7 @@ class RecallService:
         """Fuse the routes' candidates with `method` (`RecallPolicy.fuse`)."""
         started = time.perf_counter()
         scored = {route: [(c.id, c.score) for c in found] for route, found in run.found.items()}
-        fused = self._policy.fuse(method, scored)
+        fused = self._policy.fuse(method, scored, partial=run.partial)
         run.timings["fusion"] = run.timings.get("fusion", 0.0) + (time.perf_counter() - started) * 1000
         return fused
 
@@ -326,7 +337,10 @@ class RecallService:
             self._metrics.recall_stages.labels(stage=stage).observe(ms / 1000)
         return RecallResponse(
             results=results,
-            degraded_routes=[DegradedRoute(route=d.route, reason=d.reason, message=d.message) for d in run.degraded],
+            degraded_routes=[
+                DegradedRoute(route=d.route, reason=d.reason, message=d.message, pending=d.pending)
+                for d in run.degraded
+            ],
             fusion=fusion,
             generation=run.generation,
             timings_ms=timings,
@@ -348,7 +362,7 @@ class RecallService:
                 for route_call in others:
                     tg.start_soon(route_call)
                 await last()  # in this task: one task fewer to start per recall
-        if loose_after(routes, run.found):
+        if loose_after(routes, run.found, run.partial):
             with anyio.move_on_at(deadline):
                 await self._bounded(run, FTS, filters, query, caps[FTS], deadline)
 
@@ -428,9 +442,13 @@ class RecallService:
         )
 
 
-def vector_search(embedder: Embedder, index: IndexManager, query_vectors: QueryVectorCache) -> VectorSearch:
+def vector_search(
+    embedder: Embedder, index: IndexManager, query_vectors: QueryVectorCache, status: IndexingStatus | None = None
+) -> VectorSearch:
     """The vector route: embed the query (purpose `query`; a repeated query's vector comes from
-    `query_vectors`), then search the leased handle (only the records `within`, when given)."""
+    `query_vectors`), then search the leased handle (only the records `within`, when given).
+    The answer says how many records of the namespace it could not search yet (`status`)."""
+    status = status or IndexingStatus(index)
 
     async def route(
         filters: Filters, query: str, cap: int, deadline: float, within: list[uuid.UUID] | None
@@ -438,6 +456,8 @@ def vector_search(embedder: Embedder, index: IndexManager, query_vectors: QueryV
         problem = index.problem()
         if problem is not None:
             raise RouteDown(*problem)
+        # Counted as the request comes (at most once a second per namespace, see IndexingStatus).
+        pending = await status.pending(filters.namespace)
         started = time.perf_counter()
         text = embedder.render_query(query).text
         space = embedder.space
@@ -455,6 +475,6 @@ def vector_search(embedder: Embedder, index: IndexManager, query_vectors: QueryV
         except IndexUnavailable as exc:
             raise RouteDown(exc.reason, exc.message) from None
         candidates = [Candidate(h.record_id, h.revision, h.score, h.surrogate) for h in hits]
-        return VectorAnswer(candidates, embed_ms, generation)
+        return VectorAnswer(candidates, embed_ms, generation, pending)
 
     return route

@@ -157,6 +157,8 @@ class DegradedRoute(msgspec.Struct, kw_only=True):
     route: str
     reason: str
     message: str = ""
+    pending: int | None = None
+    """`vector_indexing`: records of the namespace the vector route cannot find yet."""
 
 
 class FusionInfo(msgspec.Struct, kw_only=True):

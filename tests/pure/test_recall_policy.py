@@ -21,6 +21,7 @@ from actors.recall_policy import (
     nothing_answered,
     one_per_record,
     route_limit_missed,
+    still_indexing,
     unanswered,
 )
 
@@ -34,6 +35,7 @@ POLICY = RecallPolicy(
     thresholds={},
     overfetch_rounds=3,
     exact_filter_max_records=1000,
+    partial_weight=0.5,
 )
 
 
@@ -121,6 +123,41 @@ def test_the_loose_full_text_step_runs_only_when_its_matches_are_the_answer(
 ) -> None:
     assert loose_up_front(routes) is up_front
     assert loose_after(routes, found) is after
+
+
+def test_the_loose_full_text_step_runs_next_to_a_partial_vector_route() -> None:
+    found = {"fts": ["x"], "vector": ["y"]}
+    assert loose_after(["fts", "vector"], found, partial={"vector"})
+    assert not loose_after(["fts", "vector"], found, partial=set())
+
+
+@pytest.mark.parametrize(("pending", "named"), [(0, False), (-1, False), (1, True), (9000, True)])
+def test_the_vector_route_is_named_while_its_namespace_is_indexed(pending: int, named: bool) -> None:
+    degraded = still_indexing(pending)
+    if not named:
+        assert degraded is None
+        return
+    assert degraded is not None
+    assert (degraded.route, degraded.reason, degraded.pending) == ("vector", DegradedReason.VECTOR_INDEXING, pending)
+    assert str(pending) in degraded.message
+
+
+@pytest.mark.parametrize("method", ["rrf", "weighted"])
+def test_a_partial_vector_route_does_not_crowd_out_full_text(method: str) -> None:
+    # The trial: half indexed, the vector route's best were wrong files and full text's
+    # every-word matches (weighed 0.03 next to a complete vector route) were right.
+    scored = {
+        "fts": [("right", banded_score(Evidence.ALL_TERMS, 0.9)), ("also", banded_score(Evidence.ALL_TERMS, 0.8))],
+        "vector": [(f"wrong {i}", 0.8 - i / 100) for i in range(10)],
+    }
+    complete = POLICY.fuse(method, scored)
+    partial = POLICY.fuse(method, scored, partial={"vector"})
+    assert complete[0].key == "wrong 0"  # a complete vector route leads, as before
+    assert partial[0].key == "right"
+    if method == "rrf":  # every full-text match ahead of a half-built route's first
+        assert [f.key for f in partial[:2]] == ["right", "also"]
+    # its candidates still count: the weights only scale
+    assert {f.key for f in partial} == {f.key for f in complete}
 
 
 def test_full_text_weighs_by_what_it_matched() -> None:
@@ -253,7 +290,12 @@ def test_a_short_answer_names_the_vector_route_and_why(
 
 
 def test_the_reason_codes_clients_see_are_unchanged() -> None:
-    assert {r.value for r in DegradedReason} == {"deadline_exceeded", "store_unavailable", "overfetch_exhausted"}
+    assert {r.value for r in DegradedReason} == {
+        "deadline_exceeded",
+        "store_unavailable",
+        "overfetch_exhausted",
+        "vector_indexing",
+    }
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,60 @@
+"""Recall while a namespace is still being indexed (issue 22 item 1): the vector route answers,
+says it is partial (`vector_indexing`, with the records pending), and full text's answer is not
+crowded out. A real daemon, real PostgreSQL and FAISS; the provider is a slow embedding server
+on loopback."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from tests.support import Daemon
+from tests.support.fake_openai import FakeOpenAI
+from tests.support.waits import wait_for_generation
+
+SLOW_S = 2.0
+"""Each provider call takes this long: the records created stay pending for seconds."""
+
+
+def recall(daemon: Daemon, ns: str, query: str) -> dict[str, Any]:
+    status, body = daemon.call("POST", "/v1/recall", {"namespace": ns, "query": query, "deadline_ms": 30_000})
+    assert status == 200, body
+    return body
+
+
+def indexing(answer: dict[str, Any]) -> list[dict[str, Any]]:
+    return [d for d in answer["degraded_routes"] if d["reason"] == "vector_indexing"]
+
+
+def test_recall_during_indexing_names_the_partial_vector_route(make_daemon: Any) -> None:
+    fake = FakeOpenAI(dimension=16)
+    try:
+        daemon: Daemon = make_daemon(env=fake.env())
+        ns = "indexing"
+        status, _ = daemon.call("POST", "/v1/records", {"namespace": ns, "kind": "doc", "title": "seed", "body": "x"})
+        assert status == 201
+        wait_for_generation(daemon, lambda current: current["count"] >= 1)
+        assert indexing(recall(daemon, ns, "seed")) == []  # caught up: nothing to say
+
+        fake.delay_s = SLOW_S
+        titles = [f"Pump maintenance note {i}" for i in range(12)]
+        for title in titles:
+            body = {"namespace": ns, "kind": "doc", "title": title, "body": f"{title}: grease the bearings."}
+            status, _ = daemon.call("POST", "/v1/records", body)
+            assert status == 201
+        answer = recall(daemon, ns, "grease the bearings")
+        [partial] = indexing(answer)
+        assert partial["route"] == "vector" and 1 <= partial["pending"] <= len(titles), partial
+        assert str(partial["pending"]) in partial["message"]
+        # full text found them all, and the half-built vector route (which has only the seed)
+        # did not push them out: the seed, found by the vector route alone, comes after them
+        assert all("fts" in hit["routes"] for hit in answer["results"][:10]), answer["results"]
+
+        fake.delay_s = 0.0
+        deadline = time.monotonic() + 120
+        while indexing(answer := recall(daemon, ns, "grease the bearings")):
+            assert time.monotonic() < deadline, "the vector route still says it is indexing"
+            time.sleep(0.2)  # polling a condition: the daemon's next count, at most 1 s old
+        assert any("vector" in hit["routes"] for hit in answer["results"])
+    finally:
+        fake.close()
