@@ -109,6 +109,8 @@ class DuplicateChecker:
         self._config = config
         self._metrics = metrics
         self._matrices: dict[str, TitleMatrix] = {}
+        self._spaces: set[str] = set()
+        """Spaces known to be registered (title vectors reference them)."""
 
     @property
     def available(self) -> bool:
@@ -195,6 +197,9 @@ class DuplicateChecker:
         try:
             await self._read_missing(space.key, matrix, candidates)
             if not dry_run:
+                if space.key not in self._spaces:  # a title model of its own may have no index manager
+                    await self._store.ensure_space(space)
+                    self._spaces.add(space.key)
                 await self._store.store_titles(space.key, [(title_key(norm), query)])
         except (*STORE_DOWN_ERRORS, asyncpg.PostgresError) as exc:
             log.warning("duplicate check could not read the title vectors: %s", exc)

@@ -298,3 +298,13 @@ def test_dupes_lists_the_pairs_of_a_namespace(daemon: Daemon, backlog: str) -> N
         cwd=ROOT,
     )
     assert done.returncode == 0 and "1 pairs at or above" in done.stdout, done.stdout
+
+
+def test_the_title_model_works_without_an_embedding_provider(make_daemon: Any) -> None:
+    # No index manager embeds titles then: only the titles checked since are stored and compared.
+    daemon = make_daemon(env={"RECALLD_EMBEDDING_PROVIDER": "none", "RECALLD_DUPLICATES_MODEL": "use-multilingual-v3"})
+    create(daemon, "titles-only", "Cannot upload files larger than 10 MB")
+    second = create(daemon, "titles-only", "Export monthly sales report to CSV")["duplicate_check"]
+    assert second["status"] == "clear" and (second["compared"], second["of"]) == (0, 1)
+    third = create(daemon, "titles-only", "Download the sales report for each month as a CSV file")["duplicate_check"]
+    assert third["status"] == "warned" and (third["compared"], third["of"]) == (1, 2), third
