@@ -1,0 +1,79 @@
+"""The embedding provider down, slow, or answering garbage during ingest: every write succeeds,
+recall says out loud that the vector route is missing (and why) while full text answers, and once
+the provider is well again the backlog is embedded and every record is found by meaning.
+
+The provider is a real HTTP server on loopback (tests/support/fake_openai.py) whose faults the
+test switches on and off; the daemon is a real `recalld serve`.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from tests.support import Daemon, namespace
+from tests.support.fake_openai import FakeOpenAI
+from tests.support.waits import wait_for_generation
+
+RECORDS = 8
+
+
+def fault(fake: FakeOpenAI, kind: str, on: bool) -> None:
+    if kind == "down":
+        fake.down = on
+    elif kind == "slow":
+        fake.delay_s = 3.0 if on else 0.0  # beyond the recall's deadline and the provider timeout
+    else:
+        fake.corrupt = "" if on else None  # every vector one number short
+
+
+FAULTS = ["down", "slow", "garbage"]
+
+
+@pytest.mark.parametrize("kind", FAULTS)
+def test_writes_succeed_recall_degrades_out_loud_and_the_backlog_is_embedded_after(make_daemon: Any, kind: str) -> None:
+    fake = FakeOpenAI(64)
+    try:
+        daemon: Daemon = make_daemon(
+            env={
+                **fake.env(),
+                "RECALLD_EMBEDDING_TIMEOUT_S": "1",
+                "RECALLD_EMBEDDING_BREAKER_RESET_S": "1",
+                "RECALLD_INDEX_POLL_S": "0.5",
+            }
+        )
+        ns = namespace()
+        fault(fake, kind, True)
+        ids = {}
+        for i in range(RECORDS):
+            title = f"Kiln firing schedule {i}"
+            status, created = daemon.call(
+                "POST", "/v1/records", {"namespace": ns, "kind": "doc", "title": title, "body": f"Fire at dawn, {i}."}
+            )
+            assert status == 201, created  # the canonical write never waits on the provider
+            ids[created["id"]] = title
+
+        status, answer = daemon.call("POST", "/v1/recall", {"namespace": ns, "query": "kiln", "deadline_ms": 1500})
+        assert status == 200, answer
+        assert [d["route"] for d in answer["degraded_routes"]] == ["vector"], answer
+        assert answer["degraded_routes"][0]["reason"], "named with its reason"
+        assert {hit["id"] for hit in answer["results"]} <= set(ids) and answer["results"], "full text answers"
+        generations = daemon.call("GET", "/v1/generations")[1]
+        assert generations["pending"] >= RECORDS, "the backlog is waiting, not lost"
+
+        fault(fake, kind, False)
+        deadline = time.monotonic() + 120
+        while True:  # until every record is found by meaning alone
+            body = wait_for_generation(daemon, timeout=120)
+            status, answer = daemon.call(
+                "POST", "/v1/recall", {"namespace": ns, "query": "kiln", "routes": ["vector"], "k": 50}
+            )
+            if status == 200 and {hit["id"] for hit in answer["results"]} == set(ids):
+                break
+            assert time.monotonic() < deadline, (body, answer)
+            time.sleep(0.3)  # polling for the condition above, not a barrier
+        assert answer["degraded_routes"] == []
+    finally:
+        fake.close()
