@@ -1,0 +1,238 @@
+"""What each route of the control socket does, for docs/openapi.json and docs/API.md.
+
+One entry per route the server registers, in `ROUTES`: a route added to the server without an
+entry here (or an entry whose route is gone) fails tests/daemon/test_openapi.py, which says
+what to add. The schemas come from the msgspec wire types named here (`request`, `response`);
+an answer that has no struct yet is described in words (`returns`). Regenerate the documents
+with `.venv/bin/python -m daemon.control.openapi`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import msgspec
+
+from daemon.control.assignments import DecisionIn, ForceIn, ManualIn, ObservationsIn
+from daemon.control.errors import ErrorCode
+from daemon.control.evals import EvalRunIn
+from daemon.control.health import Readiness
+from daemon.control.wire import (
+    DuplicateAuditRequest,
+    DuplicateCheck,
+    DuplicateCheckRequest,
+    Feedback,
+    RecallRequest,
+    RecallResponse,
+    RecordCreated,
+    RecordIn,
+    RecordOut,
+    RecordUpdate,
+    RecordUpdated,
+)
+
+
+class ErrorDetail(msgspec.Struct, kw_only=True):
+    code: ErrorCode
+    """A stable snake_case code (daemon/reasons.py lists every code a client can see)."""
+    message: str
+    """For people; its wording may change."""
+
+
+class ErrorBody(msgspec.Struct, kw_only=True):
+    """Every 4xx and 5xx answer (5xx only for faults of the daemon itself). Some carry more
+    fields beside `error`: a 409 `exact_duplicate` names the record it duplicates in
+    `existing_id`."""
+
+    error: ErrorDetail
+
+
+@dataclass(frozen=True)
+class RouteDoc:
+    """One route, as a newcomer to it needs it."""
+
+    summary: str
+    """One line: what the route does."""
+    request: type | None = None
+    """The msgspec struct of its JSON body; None: no body."""
+    response: type | None = None
+    """The msgspec struct of its success answer; None: see `returns`."""
+    returns: str = ""
+    """The success answer in words, when no struct describes it."""
+    status: int = 200
+    """The success status."""
+    query: Mapping[str, str] = field(default_factory=dict)
+    """Query parameters -> what each means (those required say so)."""
+    content_type: str = "application/json"
+    """Of the success answer."""
+    admin: bool = False
+    """Only for peers allowed to administer (the daemon's own user or root; docs/OPERATIONS.md)."""
+    errors: tuple[int, ...] = (400,)
+    """Error statuses worth naming beside the ones every route can answer."""
+
+
+NAMESPACE_REQUIRED = {"namespace": "required: the namespace"}
+
+ROUTES: dict[tuple[str, str], RouteDoc] = {
+    # --- health and metrics
+    ("GET", "/livez"): RouteDoc(
+        "Liveness: the event loop runs and the root supervisor has not given up.",
+        returns='{"status": "pass"} (503 with "fail")',
+        errors=(503,),
+    ),
+    ("GET", "/readyz"): RouteDoc(
+        "Readiness, per component: 503 `fail` when the store or a required route is down, 200 `warn` "
+        "for a degraded optional route.",
+        response=Readiness,
+        errors=(503,),
+    ),
+    ("GET", "/metrics"): RouteDoc(
+        "Prometheus metrics (text exposition format).", returns="Prometheus text", content_type="text/plain"
+    ),
+    ("GET", "/v1/capabilities"): RouteDoc(
+        "Which features this daemon offers now.",
+        returns='{"capabilities": [{"name": str, "available": bool}]}',
+    ),
+    # --- records
+    ("POST", "/v1/records"): RouteDoc(
+        "Remember a record; the answer says whether its title is close to an existing one.",
+        request=RecordIn,
+        response=RecordCreated,
+        status=201,
+        errors=(400, 409, 413),
+    ),
+    ("GET", "/v1/records"): RouteDoc(
+        "A page of a namespace's live records, in id order.",
+        returns='{"records": [RecordOut], "next": uuid | null} (`next`: pass as `after` for the next page)',
+        query={
+            **NAMESPACE_REQUIRED,
+            "limit": "records per page (default 100)",
+            "after": "the last id of the page before",
+        },
+    ),
+    ("GET", "/v1/records/{id}"): RouteDoc("One live record.", response=RecordOut, errors=(400, 404)),
+    ("PUT", "/v1/records/{id}"): RouteDoc(
+        "Replace a record's fields (a new revision when anything changed).",
+        request=RecordUpdate,
+        response=RecordUpdated,
+        errors=(400, 404, 409, 413),
+    ),
+    ("DELETE", "/v1/records/{id}"): RouteDoc(
+        "Forget a record: it is never recalled again, and purged later.",
+        returns='{"id": uuid, "deleted": true}',
+        errors=(400, 404),
+    ),
+    # --- recall
+    ("POST", "/v1/recall"): RouteDoc(
+        "Hybrid recall: full text, vector and structured routes fused; `degraded_routes` names each "
+        "route that could not answer fully, and why.",
+        request=RecallRequest,
+        response=RecallResponse,
+        errors=(400, 503),
+    ),
+    ("POST", "/v1/recall/feedback"): RouteDoc(
+        "Say whether a result of a recall was useful (feeds `GET /v1/stats`).",
+        request=Feedback,
+        returns='{"search_id": uuid, "id": uuid, "useful": bool}',
+        errors=(400, 404),
+    ),
+    ("GET", "/v1/stats"): RouteDoc(
+        "Recall quality of a namespace from feedback: precision@k and the rank distribution.",
+        returns="an object of figures per namespace",
+        query={**NAMESPACE_REQUIRED, "k": "the cut for precision (default 10)"},
+    ),
+    ("GET", "/v1/usage"): RouteDoc(
+        "Embedding usage (calls, tokens, cost) by purpose and namespace.",
+        returns="an object of totals",
+        query={"namespace": "only this namespace", "since": "RFC 3339 time: only usage from then on"},
+    ),
+    # --- duplicates
+    ("POST", "/v1/duplicates/check"): RouteDoc(
+        "The duplicate check a create of this title would run, as a dry run.",
+        request=DuplicateCheckRequest,
+        response=DuplicateCheck,
+    ),
+    ("POST", "/v1/duplicates/audit"): RouteDoc(
+        "Near-duplicate pairs among a namespace's records, a page of records at a time.",
+        request=DuplicateAuditRequest,
+        returns='{"pairs": [...], "next": uuid | null}',
+    ),
+    # --- the vector index
+    ("GET", "/v1/generations"): RouteDoc(
+        "The vector index: the current generation, the others, and how many records are not searchable "
+        "by the vector route yet (`pending`).",
+        returns='{"current": {...} | null, "generations": [...], "pending": int, ...}',
+        query={"namespace": "count only this namespace's records"},
+    ),
+    ("POST", "/admin/generations/rebuild"): RouteDoc(
+        "Build a new generation now.", returns='{"build_id": str, "state": str}', status=202, admin=True, errors=(403,)
+    ),
+    ("POST", "/admin/generations/{id}/activate"): RouteDoc(
+        "Serve an earlier verified generation (rollback).",
+        returns='{"id": str, "current": true}',
+        admin=True,
+        errors=(400, 403, 404, 409),
+    ),
+    ("GET", "/admin/backup"): RouteDoc(
+        "A consistent backup of the store, streamed (a manifest line, then pg_dump's output).",
+        returns="application/octet-stream",
+        content_type="application/octet-stream",
+        admin=True,
+        errors=(403, 503),
+    ),
+    # --- evaluation
+    ("POST", "/v1/evals"): RouteDoc(
+        "Record the figures of an evaluation run.", request=EvalRunIn, returns='{"id": uuid}', status=201
+    ),
+    ("GET", "/v1/evals"): RouteDoc(
+        "Earlier evaluation runs, newest first.",
+        returns='{"runs": [...]}',
+        query={"golden": "only runs of this golden set", "limit": "at most this many runs"},
+    ),
+    # --- canonical assignments and disputes
+    ("POST", "/v1/observations"): RouteDoc(
+        "Report what suppliers say about entities' characteristics.",
+        request=ObservationsIn,
+        returns='{"accepted": int, "stored": int}',
+        status=202,
+    ),
+    ("GET", "/v1/assignments/{entity}"): RouteDoc(
+        "An entity's canonical values, with their candidates and open disputes.",
+        returns='{"entity": str, "assignments": [...]}',
+        errors=(400, 404),
+    ),
+    ("PUT", "/v1/assignments/{entity}/{characteristic}"): RouteDoc(
+        "Set a value by hand (it wins over suppliers).",
+        request=ManualIn,
+        returns='{"entity", "characteristic", "value", "source"}',
+    ),
+    ("DELETE", "/v1/assignments/{entity}/{characteristic}"): RouteDoc(
+        "Remove a value set by hand.", returns='{"entity", "characteristic", "deleted": true}', errors=(400, 404)
+    ),
+    ("GET", "/admin/disputes"): RouteDoc(
+        "Disputes, filtered by state and tier, a page at a time.",
+        returns='{"disputes": [...], "next": uuid | null}',
+        query={"state": "only this state", "tier": "only this tier", "limit": "per page", "after": "the last id seen"},
+        admin=True,
+        errors=(400, 403),
+    ),
+    ("GET", "/admin/disputes/{id}"): RouteDoc("One dispute.", returns="a dispute", admin=True, errors=(400, 403, 404)),
+    ("DELETE", "/admin/disputes/{id}"): RouteDoc(
+        "Supersede a dispute.", returns="the dispute", admin=True, errors=(400, 403, 404, 409)
+    ),
+    ("POST", "/admin/disputes/{id}/force-resolve"): RouteDoc(
+        "Resolve a dispute now, with a value or the best candidate.",
+        request=ForceIn,
+        returns="the dispute",
+        admin=True,
+        errors=(400, 403, 404, 409),
+    ),
+    ("POST", "/admin/moderation/{id}/decide"): RouteDoc(
+        "A moderator's decision on an escalated dispute.",
+        request=DecisionIn,
+        returns="the dispute",
+        admin=True,
+        errors=(400, 403, 404, 409),
+    ),
+}
