@@ -1,0 +1,253 @@
+"""The typed calls of the control API, for `daemon.client.Client` and `AsyncClient`.
+
+A `Call` is one request and how to read its answer: `build` makes them from the daemon's wire
+types (so a bad argument fails here, before anything is sent), `Calls` and `AsyncCalls` give both
+clients the same named methods over them. docs/API.md describes each route.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, TypeVar
+
+import msgspec
+
+from daemon.control.wire import (
+    DuplicateCheck,
+    DuplicateCheckRequest,
+    Feedback,
+    RecallRequest,
+    RecallResponse,
+    RecordCreated,
+    RecordIn,
+    RecordOut,
+    RecordUpdate,
+    RecordUpdated,
+    Route,
+)
+
+T = TypeVar("T")
+JSON = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Call(Generic[T]):
+    method: str
+    path: str
+    content: bytes | None
+    params: dict[str, str] | None
+    answer: Callable[[bytes], T]
+    """Reads the success answer's body."""
+
+
+def _typed(into: type[T]) -> Callable[[bytes], T]:
+    return lambda body: msgspec.json.decode(body, type=into)
+
+
+def _json(body: bytes) -> JSON:
+    answer: JSON = msgspec.json.decode(body)
+    return answer
+
+
+def _params(**values: object) -> dict[str, str] | None:
+    chosen = {name: str(value) for name, value in values.items() if value is not None}
+    return chosen or None
+
+
+class build:
+    """The calls, one static method per route (see `Calls` for what each answers)."""
+
+    @staticmethod
+    def create_record(
+        namespace: str,
+        kind: str,
+        title: str,
+        body: str,
+        *,
+        attributes: Mapping[str, Any] | None = None,
+        source_path: str | None = None,
+        id: uuid.UUID | None = None,
+    ) -> Call[RecordCreated]:
+        record = RecordIn(
+            namespace=namespace,
+            kind=kind,
+            title=title,
+            body=body,
+            attributes=dict(attributes or {}),
+            source_path=source_path,
+            id=id,
+        )
+        return Call("POST", "/v1/records", msgspec.json.encode(record), None, _typed(RecordCreated))
+
+    @staticmethod
+    def get_record(record_id: uuid.UUID | str) -> Call[RecordOut]:
+        return Call("GET", f"/v1/records/{uuid.UUID(str(record_id))}", None, None, _typed(RecordOut))
+
+    @staticmethod
+    def update_record(
+        record_id: uuid.UUID | str,
+        namespace: str,
+        kind: str,
+        title: str,
+        body: str,
+        *,
+        attributes: Mapping[str, Any] | None = None,
+        source_path: str | None = None,
+    ) -> Call[RecordUpdated]:
+        update = RecordUpdate(
+            namespace=namespace,
+            kind=kind,
+            title=title,
+            body=body,
+            attributes=dict(attributes or {}),
+            source_path=source_path,
+        )
+        path = f"/v1/records/{uuid.UUID(str(record_id))}"
+        return Call("PUT", path, msgspec.json.encode(update), None, _typed(RecordUpdated))
+
+    @staticmethod
+    def forget_record(record_id: uuid.UUID | str) -> Call[JSON]:
+        return Call("DELETE", f"/v1/records/{uuid.UUID(str(record_id))}", None, None, _json)
+
+    @staticmethod
+    def list_records(namespace: str, *, limit: int | None = None, after: uuid.UUID | None = None) -> Call[JSON]:
+        return Call("GET", "/v1/records", None, _params(namespace=namespace, limit=limit, after=after), _json)
+
+    @staticmethod
+    def recall(
+        namespace: str,
+        query: str,
+        *,
+        k: int | None = None,
+        kinds: list[str] | None = None,
+        attributes: Mapping[str, Any] | None = None,
+        routes: list[Route] | None = None,
+        fusion: Literal["rrf", "weighted"] | None = None,
+        deadline_ms: int | None = None,
+    ) -> Call[RecallResponse]:
+        request = RecallRequest(
+            namespace=namespace,
+            query=query,
+            k=k,
+            kinds=kinds,
+            attributes=dict(attributes) if attributes is not None else None,
+            routes=routes,
+            fusion=fusion,
+            deadline_ms=deadline_ms,
+        )
+        return Call("POST", "/v1/recall", msgspec.json.encode(request), None, _typed(RecallResponse))
+
+    @staticmethod
+    def feedback(search_id: uuid.UUID | str, record_id: uuid.UUID | str, *, useful: bool) -> Call[JSON]:
+        judgement = Feedback(search_id=uuid.UUID(str(search_id)), id=uuid.UUID(str(record_id)), useful=useful)
+        return Call("POST", "/v1/recall/feedback", msgspec.json.encode(judgement), None, _json)
+
+    @staticmethod
+    def check_duplicate(namespace: str, kind: str, title: str) -> Call[DuplicateCheck]:
+        asked = DuplicateCheckRequest(namespace=namespace, kind=kind, title=title)
+        return Call("POST", "/v1/duplicates/check", msgspec.json.encode(asked), None, _typed(DuplicateCheck))
+
+    @staticmethod
+    def usage(namespace: str | None = None, *, since: str | None = None) -> Call[JSON]:
+        return Call("GET", "/v1/usage", None, _params(namespace=namespace, since=since), _json)
+
+    @staticmethod
+    def stats(namespace: str, *, k: int | None = None) -> Call[JSON]:
+        return Call("GET", "/v1/stats", None, _params(namespace=namespace, k=k), _json)
+
+    @staticmethod
+    def generations(namespace: str | None = None) -> Call[JSON]:
+        return Call("GET", "/v1/generations", None, _params(namespace=namespace), _json)
+
+    @staticmethod
+    def ready() -> Call[JSON]:
+        return Call("GET", "/readyz", None, None, _json)
+
+
+class Calls:
+    """The typed methods of the sync client: each sends one route and answers its wire type."""
+
+    def call(self, call: Call[T]) -> T:
+        raise NotImplementedError
+
+    def create_record(self, namespace: str, kind: str, title: str, body: str, **options: Any) -> RecordCreated:
+        """Remember a record (`attributes`, `source_path`, `id` optional); a 409 `exact_duplicate`
+        raises ClientError with `existing_id`."""
+        return self.call(build.create_record(namespace, kind, title, body, **options))
+
+    def get_record(self, record_id: uuid.UUID | str) -> RecordOut:
+        return self.call(build.get_record(record_id))
+
+    def update_record(
+        self, record_id: uuid.UUID | str, namespace: str, kind: str, title: str, body: str, **options: Any
+    ) -> RecordUpdated:
+        return self.call(build.update_record(record_id, namespace, kind, title, body, **options))
+
+    def forget_record(self, record_id: uuid.UUID | str) -> JSON:
+        return self.call(build.forget_record(record_id))
+
+    def list_records(self, namespace: str, **options: Any) -> JSON:
+        return self.call(build.list_records(namespace, **options))
+
+    def recall(self, namespace: str, query: str, **options: Any) -> RecallResponse:
+        """Hybrid recall (`k`, `kinds`, `attributes`, `routes`, `fusion`, `deadline_ms`)."""
+        return self.call(build.recall(namespace, query, **options))
+
+    def feedback(self, search_id: uuid.UUID | str, record_id: uuid.UUID | str, *, useful: bool) -> JSON:
+        return self.call(build.feedback(search_id, record_id, useful=useful))
+
+    def check_duplicate(self, namespace: str, kind: str, title: str) -> DuplicateCheck:
+        return self.call(build.check_duplicate(namespace, kind, title))
+
+    def usage(self, namespace: str | None = None, **options: Any) -> JSON:
+        return self.call(build.usage(namespace, **options))
+
+    def stats(self, namespace: str, **options: Any) -> JSON:
+        return self.call(build.stats(namespace, **options))
+
+    def generations(self, namespace: str | None = None) -> JSON:
+        return self.call(build.generations(namespace))
+
+
+class AsyncCalls:
+    """The same methods for the async client, awaited."""
+
+    async def call(self, call: Call[T]) -> T:
+        raise NotImplementedError
+
+    async def create_record(self, namespace: str, kind: str, title: str, body: str, **options: Any) -> RecordCreated:
+        return await self.call(build.create_record(namespace, kind, title, body, **options))
+
+    async def get_record(self, record_id: uuid.UUID | str) -> RecordOut:
+        return await self.call(build.get_record(record_id))
+
+    async def update_record(
+        self, record_id: uuid.UUID | str, namespace: str, kind: str, title: str, body: str, **options: Any
+    ) -> RecordUpdated:
+        return await self.call(build.update_record(record_id, namespace, kind, title, body, **options))
+
+    async def forget_record(self, record_id: uuid.UUID | str) -> JSON:
+        return await self.call(build.forget_record(record_id))
+
+    async def list_records(self, namespace: str, **options: Any) -> JSON:
+        return await self.call(build.list_records(namespace, **options))
+
+    async def recall(self, namespace: str, query: str, **options: Any) -> RecallResponse:
+        return await self.call(build.recall(namespace, query, **options))
+
+    async def feedback(self, search_id: uuid.UUID | str, record_id: uuid.UUID | str, *, useful: bool) -> JSON:
+        return await self.call(build.feedback(search_id, record_id, useful=useful))
+
+    async def check_duplicate(self, namespace: str, kind: str, title: str) -> DuplicateCheck:
+        return await self.call(build.check_duplicate(namespace, kind, title))
+
+    async def usage(self, namespace: str | None = None, **options: Any) -> JSON:
+        return await self.call(build.usage(namespace, **options))
+
+    async def stats(self, namespace: str, **options: Any) -> JSON:
+        return await self.call(build.stats(namespace, **options))
+
+    async def generations(self, namespace: str | None = None) -> JSON:
+        return await self.call(build.generations(namespace))

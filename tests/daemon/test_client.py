@@ -1,0 +1,68 @@
+"""The Python client (daemon/client.py) against a real daemon: typed calls in the daemon's own
+wire types, sync and async on both anyio backends (issue 22 item 5)."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from daemon.client import AsyncClient, Client, ClientError
+from daemon.control.wire import DuplicateCheck, RecallResponse, RecordCreated, RecordOut
+from tests.support import Daemon
+
+
+def test_the_sync_client_writes_recalls_and_gives_feedback(daemon: Daemon, ns: str) -> None:
+    with Client(daemon.socket) as recalld:
+        created = recalld.create_record(ns, "rule", "Refund approvals", "Refunds above 500 EUR need two managers.")
+        assert isinstance(created, RecordCreated) and created.revision == 1
+        record = recalld.get_record(created.id)
+        assert isinstance(record, RecordOut) and record.title == "Refund approvals"
+        updated = recalld.update_record(created.id, ns, "rule", "Refund approvals", "Two managers, above 500 EUR.")
+        assert updated.revision == 2 and updated.changed
+
+        answer = recalld.recall(ns, "refunds two managers", k=3, routes=["fts"])
+        assert isinstance(answer, RecallResponse) and [hit.id for hit in answer.results] == [created.id]
+        assert recalld.feedback(answer.search_id, created.id, useful=True)
+        assert recalld.list_records(ns)["records"][0]["id"] == str(created.id)
+        check = recalld.check_duplicate(ns, "rule", "Refund approvals")
+        assert isinstance(check, DuplicateCheck)
+        assert "pending" in recalld.generations()
+        assert isinstance(recalld.usage(ns), dict)
+
+        with pytest.raises(ClientError) as refused:
+            recalld.create_record(ns, "rule", "Refund approvals", "Two managers, above 500 EUR.")
+        assert refused.value.status == 409 and refused.value.code == "exact_duplicate"
+        assert refused.value.existing_id == created.id
+
+        assert recalld.forget_record(created.id)["deleted"] is True
+        with pytest.raises(ClientError) as missing:
+            recalld.get_record(created.id)
+        assert (missing.value.status, missing.value.code) == (404, "not_found")
+
+
+def test_bad_arguments_fail_before_anything_is_sent(daemon: Daemon) -> None:
+    with Client(daemon.socket) as recalld, pytest.raises(ValueError):
+        recalld.get_record("not-a-uuid")
+
+
+def test_no_daemon_is_a_connection_error(tmp_path: object) -> None:
+    with Client(f"{tmp_path}/nobody.sock") as recalld, pytest.raises(ConnectionError, match="not reachable"):
+        recalld.generations()
+
+
+@pytest.mark.anyio
+@pytest.mark.anyio_backends("asyncio", "trio", real_clock=True)
+async def test_the_async_client_on_both_backends(daemon: Daemon, ns: str) -> None:
+    async with AsyncClient(daemon.socket) as recalld:
+        created = await recalld.create_record(ns, "doc", "Pager rota", "One engineer carries the pager each week.")
+        assert (await recalld.get_record(created.id)).body.startswith("One engineer")
+        answer = await recalld.recall(ns, "who carries the pager", routes=["fts"])
+        assert [hit.id for hit in answer.results] == [created.id]
+        assert answer.fusion.name and isinstance(answer.search_id, uuid.UUID)
+        with pytest.raises(ClientError) as refused:
+            await recalld.create_record(ns, "doc", "Pager rota", "One engineer carries the pager each week.")
+        assert refused.value.existing_id == created.id
+        raw = await recalld.request("GET", "/livez")
+        assert raw == {"status": "pass"}
+        assert (await recalld.forget_record(created.id))["deleted"] is True
