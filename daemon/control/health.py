@@ -19,6 +19,7 @@ import msgspec
 
 from actors.embedder import Embedder
 from actors.embedding.errors import Reason
+from actors.index.manifest import IndexReason
 from actors.index_manager import IndexManager
 from actors.kernel.supervisor import ChildState, Supervisor, SupervisorGaveUp
 from daemon.config import Config
@@ -149,6 +150,12 @@ def vector_check(index: IndexManager | None) -> CheckFn:
             return Check(status="fail", reason=Reason.NO_PROVIDER, detail={"message": NO_PROVIDER_MESSAGE})
         problem = index.problem()
         detail = index.snapshot()
+        finished = [b for b in index.builds() if b.state in ("done", "failed")]  # newest first
+        if problem is None and finished and finished[0].state == "failed":
+            # the previous generation serves, so the route answers: a warning that says why
+            # nothing newer does (a full disk, say) until a build succeeds
+            failure = {"message": f"the last build failed: {finished[0].error}", **detail}
+            return Check(status="warn", reason=IndexReason.VECTOR_INDEX_BUILD_FAILED, detail=failure)
         if problem is None:
             return Check(status="pass", detail=detail)
         reason, message = problem
