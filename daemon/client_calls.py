@@ -14,6 +14,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 import msgspec
 
+from daemon.control.batch import BatchResult
 from daemon.control.wire import (
     DuplicateCheck,
     DuplicateCheckRequest,
@@ -80,6 +81,12 @@ class build:
             id=id,
         )
         return Call("POST", "/v1/records", msgspec.json.encode(record), None, _typed(RecordCreated))
+
+    @staticmethod
+    def write_records(records: list[Mapping[str, Any]], *, upsert: bool = False) -> Call[BatchResult]:
+        # each item as POST /v1/records takes it; the daemon checks and answers each on its own
+        body = msgspec.json.encode({"records": records, "upsert": upsert})
+        return Call("POST", "/v1/records:batch", body, None, _typed(BatchResult))
 
     @staticmethod
     def get_record(record_id: uuid.UUID | str) -> Call[RecordOut]:
@@ -177,6 +184,11 @@ class Calls:
         raises ClientError with `existing_id`."""
         return self.call(build.create_record(namespace, kind, title, body, **options))
 
+    def write_records(self, records: list[Mapping[str, Any]], *, upsert: bool = False) -> BatchResult:
+        """Many creates (or, with `upsert`, revisions by `source_path`) in one request; one result
+        per item, in order: a refused item does not stop the others."""
+        return self.call(build.write_records(records, upsert=upsert))
+
     def get_record(self, record_id: uuid.UUID | str) -> RecordOut:
         return self.call(build.get_record(record_id))
 
@@ -219,6 +231,9 @@ class AsyncCalls:
 
     async def create_record(self, namespace: str, kind: str, title: str, body: str, **options: Any) -> RecordCreated:
         return await self.call(build.create_record(namespace, kind, title, body, **options))
+
+    async def write_records(self, records: list[Mapping[str, Any]], *, upsert: bool = False) -> BatchResult:
+        return await self.call(build.write_records(records, upsert=upsert))
 
     async def get_record(self, record_id: uuid.UUID | str) -> RecordOut:
         return await self.call(build.get_record(record_id))

@@ -209,6 +209,9 @@ class RecordsConfig(_Section, frozen=True):
     """Values in a record's attributes (or a recall's attribute filter), nested ones counted."""
     max_attributes_bytes: Annotated[int, Meta(ge=64, le=64 * 1024 * 1024)] = 256 * 1024
     """The size of those attributes as JSON."""
+    max_batch: Annotated[int, Meta(ge=1, le=100_000)] = 1_000
+    """Records in one `POST /v1/records:batch` (the body's size is bounded by `[server]
+    max_body_bytes` too)."""
 
 
 class DuplicatesConfig(_Section, frozen=True):

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import msgspec
 
 from daemon.control.assignments import DecisionIn, ForceIn, ManualIn, ObservationsIn
+from daemon.control.batch import BatchResult, RecordsBatch
 from daemon.control.errors import ErrorCode
 from daemon.control.evals import EvalRunIn
 from daemon.control.health import Readiness
@@ -110,6 +111,13 @@ ROUTES: dict[tuple[str, str], RouteDoc] = {
             "limit": "records per page (default 100)",
             "after": "the last id of the page before",
         },
+    ),
+    ("POST", "/v1/records:batch"): RouteDoc(
+        "Write many records, each on its own as POST /v1/records would (or, with `upsert`, revise the live "
+        "record with the same `source_path`): a bad item is reported in its place and the others land.",
+        request=RecordsBatch,
+        response=BatchResult,
+        errors=(400, 413),
     ),
     ("GET", "/v1/records/{id}"): RouteDoc("One live record.", response=RecordOut, errors=(400, 404)),
     ("PUT", "/v1/records/{id}"): RouteDoc(

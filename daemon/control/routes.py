@@ -15,6 +15,7 @@ from actors.index_manager import GenerationNotFound, IndexManager, PointerMoved,
 from actors.kernel.ports import GenerationRow
 from actors.recall_policy import NothingAnswered
 from daemon.config import Config
+from daemon.control.access import Peer
 from daemon.control.context import SERVICES, Services, peer
 from daemon.control.errors import ApiError, ErrorCode, bad_value, not_found, route_unavailable
 from daemon.control.wire import (
@@ -137,8 +138,14 @@ async def capabilities(request: web.Request) -> web.Response:
 async def create_record(request: web.Request) -> web.Response:
     services = request.app[SERVICES]
     record = decode(await _body(request), RecordIn)
+    return ok(await create(services, peer(request), record), 201)
+
+
+async def create(services: Services, caller: Peer, record: RecordIn) -> RecordCreated:
+    """Check and write one new record, then run its duplicate check; an ApiError when refused
+    (also for each item of a batch, daemon/control/batch.py)."""
     check_record(record, services.config)
-    services.access.require_write(peer(request), record.namespace)
+    services.access.require_write(caller, record.namespace)
     try:
         record_id, revision = await services.records.create(_fields(record), record.id)
     except ExactDuplicate as exc:
@@ -153,7 +160,7 @@ async def create_record(request: web.Request) -> web.Response:
     services.metrics.records_written.labels(operation="create").inc()
     # After the write: the record exists whatever the check says (SPEC §5, warn only).
     check = await _duplicate_check(services, record, record_id)
-    return ok(RecordCreated(id=record_id, revision=revision, duplicate_check=check), 201)
+    return RecordCreated(id=record_id, revision=revision, duplicate_check=check)
 
 
 async def _duplicate_check(services: Services, record: RecordIn | RecordUpdate, record_id: uuid.UUID) -> DuplicateCheck:
@@ -175,8 +182,13 @@ async def update_record(request: web.Request) -> web.Response:
     services = request.app[SERVICES]
     record_id = _record_id(request)
     update = decode(await _body(request), RecordUpdate)
+    return ok(await revise(services, peer(request), record_id, update))
+
+
+async def revise(services: Services, caller: Peer, record_id: uuid.UUID, update: RecordUpdate) -> RecordUpdated:
+    """Check and write a record's new fields (a new revision when anything changed), and check a
+    new title; an ApiError when refused."""
     check_record(update, services.config)
-    caller = peer(request)
     # The namespace the body names is checked first: its refusal is the same whatever the id.
     services.access.require_write(caller, update.namespace)
     before = await services.records.get(record_id)  # whether the title changes: a new title is checked
@@ -194,9 +206,9 @@ async def update_record(request: web.Request) -> web.Response:
     if changed:
         services.metrics.records_written.labels(operation="update").inc()
     if not title_changed:
-        return ok(RecordUpdated(id=record_id, revision=revision, changed=changed))
+        return RecordUpdated(id=record_id, revision=revision, changed=changed)
     check = await _duplicate_check(services, update, record_id)
-    return ok(RecordUpdated(id=record_id, revision=revision, changed=changed, duplicate_check=check))
+    return RecordUpdated(id=record_id, revision=revision, changed=changed, duplicate_check=check)
 
 
 async def forget_record(request: web.Request) -> web.Response:

@@ -20,7 +20,7 @@ import anyio
 from aiohttp import web
 
 from daemon import paths
-from daemon.control import assignments, backup, duplicates, evals, routes
+from daemon.control import assignments, backup, batch, duplicates, evals, routes
 from daemon.control.access import peer_of
 from daemon.control.context import PEER, SERVICES, Services, error_response
 from daemon.control.errors import ApiError, ErrorCode
@@ -91,6 +91,7 @@ def make_app(services: Services) -> web.Application:
     app = web.Application(middlewares=[_errors, _credentials], client_max_size=services.config.server.max_body_bytes)
     app[SERVICES] = services
     routes.install(app)
+    batch.install(app)
     duplicates.install(app)
     evals.install(app)
     backup.install(app)
