@@ -13,11 +13,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from daemon import backup_cli, disputes_cli, duplicates_cli, paths
+from daemon import backup_cli, disputes_cli, duplicates_cli, ingest_cli, paths
 from daemon.client import Client, ClientError
 from daemon.eval.command import add_parser as add_eval_parser
 from daemon.eval.command import cmd_eval
-from daemon.ingest import ingest
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
@@ -177,16 +176,6 @@ def cmd_recall(client: Client, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_ingest(client: Client, args: argparse.Namespace) -> int:
-    root = Path(args.path)
-    if not (root.is_dir() or root.is_file()):
-        print(f"recalld: {args.path} is neither a folder nor a file", file=sys.stderr)
-        return EXIT_USAGE
-    summary = ingest(client, root, namespace=args.namespace, kind=args.kind, progress=not args.quiet)
-    print(summary.line())
-    return EXIT_OK if not summary.failed else EXIT_FAIL
-
-
 def cmd_usage(client: Client, args: argparse.Namespace) -> int:
     params = {k: v for k, v in (("namespace", args.namespace), ("since", args.since)) if v}
     answer = client.request("GET", "/v1/usage", params=params)
@@ -315,11 +304,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     recall.add_argument("--json", action="store_true", help="print the raw answer")
 
-    ingest = sub.add_parser("ingest", help="index a folder of text and markdown files")
-    ingest.add_argument("path")
-    ingest.add_argument("--namespace", "-n", default="default")
-    ingest.add_argument("--kind", default="doc")
-    ingest.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    ingest_cli.add_arguments(sub.add_parser("ingest", help="index a folder of text and markdown files"))
     stats = sub.add_parser("stats", help="recall quality of a namespace: precision@k from feedback, ranks")
     stats.add_argument("--namespace", "-n", required=True)
     stats.add_argument("-k", type=int, default=10)
@@ -351,7 +336,7 @@ _CLIENT_COMMANDS = {
     "get": cmd_get,
     "forget": cmd_forget,
     "recall": cmd_recall,
-    "ingest": cmd_ingest,
+    "ingest": ingest_cli.cmd_ingest,
     "eval": lambda client, args: cmd_eval(client, args, show=lambda text: shown(text, keep="\n")),
     "backup": backup_cli.cmd_backup,
     "disputes": cmd_disputes,

@@ -2,12 +2,18 @@
 
 Each file is one record, found again by its absolute path: an unchanged file is a no-op (the
 daemon keeps the revision when nothing changed), a changed one becomes a new revision. The
-title is the file's first markdown heading, else its name.
+title is the file's first markdown heading, else its name. Files go up in batches
+(`POST /v1/records:batch` with `upsert`), each written on its own.
+
+What is not ingested is said, with why (`Summary.skipped`): a file of another kind, one that is
+not UTF-8 text, one over the size limit (refused here, before anything is uploaded). `sync`
+forgets the records of files that are gone from the folder.
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -15,6 +21,12 @@ from typing import Any, Protocol
 from daemon.client import ClientError
 
 SUFFIXES = frozenset({".md", ".markdown", ".txt", ".rst", ".text"})
+DOC_NAMES = ("readme", "news", "changelog", "changes", "license", "copying", "install", "authors", "todo", "notice")
+"""Files read whatever their extension (README, README.Debian, NEWS.old): text by convention."""
+BATCH_FILES = 50
+BATCH_BYTES = 2 * 1024 * 1024
+"""A batch carries at most this much text (the daemon's request limit, `[server] max_body_bytes`,
+is 8 MiB by default); a larger file goes alone."""
 
 
 class JsonClient(Protocol):
@@ -26,13 +38,26 @@ class Summary:
     created: int = 0
     updated: int = 0
     unchanged: int = 0
+    forgotten: int = 0
     failed: list[tuple[str, str]] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    """(file, why) for each file not read: its kind, its encoding, its size."""
 
     def line(self) -> str:
         text = f"ingested: {self.created} created, {self.updated} updated, {self.unchanged} unchanged"
+        if self.forgotten:
+            text += f", {self.forgotten} forgotten (their files are gone)"
+        if self.skipped:
+            text += f", {len(self.skipped)} skipped"
         if self.failed:
             text += f", {len(self.failed)} failed: " + "; ".join(f"{p}: {why}" for p, why in self.failed[:5])
         return text
+
+    def skipped_lines(self, limit: int = 20) -> list[str]:
+        lines = [f"skipped {path}: {why}" for path, why in self.skipped[:limit]]
+        if len(self.skipped) > limit:
+            lines.append(f"... and {len(self.skipped) - limit} more skipped")
+        return lines
 
 
 def title_of(path: Path, text: str) -> str:
@@ -45,86 +70,191 @@ def title_of(path: Path, text: str) -> str:
     return path.stem.replace("_", " ").replace("-", " ").strip() or path.name
 
 
+def readable_kind(path: Path) -> bool:
+    """Whether a file is one ingest reads: a text or markdown extension, or a conventional
+    documentation name (README, NEWS, ...) with any extension or none."""
+    return path.suffix.lower() in SUFFIXES or path.name.lower().startswith(DOC_NAMES)
+
+
 def files_under(root: Path) -> list[Path]:
+    """Every file under `root` (or `root` itself), in name order."""
     if root.is_file():
         return [root]
-    return sorted(p for p in root.rglob("*") if p.is_file() and p.suffix.lower() in SUFFIXES)
+    return sorted(p for p in root.rglob("*") if p.is_file())
+
+
+def not_utf8(error: UnicodeDecodeError) -> str:
+    bad = error.object[error.start : error.start + 1].hex()
+    return (
+        f"not UTF-8 text (byte 0x{bad} at offset {error.start}); convert it first, e.g. "
+        "iconv -f latin1 -t utf-8 FILE > FILE.utf8"
+    )
+
+
+def too_large(size: int, limit: int, unit: str) -> str:
+    return f"{size:,} {unit}, over the limit of {limit:,} ([records] max_body_chars)"
 
 
 class Progress:
     """A one-line progress bar on stderr; plain periodic lines when stderr is not a terminal."""
 
-    def __init__(self, total: int, enabled: bool) -> None:
+    def __init__(self, total: int, enabled: bool, unit: str = "files") -> None:
         self.total = total
         self.enabled = enabled
+        self.unit = unit
         self.tty = sys.stderr.isatty()
+        self._shown: tuple[int, str] | None = None
 
-    def show(self, done: int) -> None:
-        if not self.enabled or self.total == 0:
+    def show(self, done: int, note: str = "") -> None:
+        if not self.enabled or self.total == 0 or self._shown == (done, note):
             return
+        self._shown = (done, note)
         if self.tty:
             width = 30
             filled = width * done // self.total
-            sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{self.total} files")
+            sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{self.total} {self.unit}{note}")
             if done == self.total:
                 sys.stderr.write("\n")
             sys.stderr.flush()
         elif done == self.total or done % max(1, self.total // 10) == 0:
-            print(f"ingest: {done}/{self.total} files", file=sys.stderr)
+            print(f"ingest: {done}/{self.total} {self.unit}{note}", file=sys.stderr)
 
 
-def _write(client: JsonClient, record: dict[str, Any], relative: str) -> str:
-    """Create or update the record of one file; returns created / updated / unchanged."""
-    found = client.request(
-        "GET", "/v1/records", params={"namespace": record["namespace"], "source_path": record["source_path"]}
-    )["records"]
-    if found:
-        path = f"/v1/records/{found[0]['id']}"
-        try:
-            answer = client.request("PUT", path, record)
-        except ClientError as exc:
-            if exc.status != 409:
-                raise
-            # its title was told apart by its path when it was created: keep it that way
-            answer = client.request("PUT", path, dict(record, title=f"{record['title']} ({relative})"))
-        return "updated" if answer["changed"] else "unchanged"
-    try:
-        client.request("POST", "/v1/records", record)
-    except ClientError as exc:
-        if exc.status != 409:
-            raise
-        # Two files with the same heading: keep both, told apart by their path.
-        client.request("POST", "/v1/records", dict(record, title=f"{record['title']} ({relative})"))
-    return "created"
+@dataclass
+class _File:
+    relative: str
+    record: dict[str, Any]
 
 
-def ingest(client: JsonClient, root: Path, *, namespace: str, kind: str, progress: bool = True) -> Summary:
-    root = root.resolve()
-    files = files_under(root)
-    summary = Summary()
-    bar = Progress(len(files), progress)
-    for done, path in enumerate(files, start=1):
+def _shown(root: Path, path: Path) -> str:
+    relative = str(path.relative_to(root)) if path != root else path.name
+    return relative.encode("utf-8", "replace").decode()
+
+
+def _other_kinds(root: Path, paths: list[Path], summary: Summary) -> list[Path]:
+    """The files ingest reads; the others are listed as skipped, with why."""
+    read = []
+    for path in paths:
+        if readable_kind(path) or path == root:
+            read.append(path)
+            continue
+        kind = f"extension {path.suffix}" if path.suffix else "no extension"
+        names = ", ".join(sorted(SUFFIXES))
+        summary.skipped.append((_shown(root, path), f"{kind}: only {names} and README-like names are read"))
+    return read
+
+
+def _read(root: Path, paths: list[Path], max_chars: int, summary: Summary, seen: list[int]) -> Iterator[_File]:
+    for path in paths:
+        seen[0] += 1
         relative = str(path.relative_to(root)) if path != root else path.name
+        shown = _shown(root, path)
         try:
             str(path).encode("utf-8")  # a name that is not UTF-8 cannot travel as JSON text
+            size = path.stat().st_size
+            if size > 4 * max_chars:  # more bytes than the most characters could take: not read at all
+                summary.skipped.append((shown, too_large(size, max_chars, "bytes")))
+                continue
             # utf-8-sig: a byte-order mark would hide the file's first heading
-            text = path.read_text(encoding="utf-8-sig").replace("\x00", "")
-        except (UnicodeError, OSError) as exc:
-            summary.failed.append((relative.encode("utf-8", "replace").decode(), type(exc).__name__))
-            bar.show(done)
+            text = path.read_bytes().decode("utf-8-sig").replace("\x00", "")
+        except UnicodeDecodeError as exc:
+            summary.skipped.append((shown, not_utf8(exc)))
             continue
-        record = {
-            "namespace": namespace,
-            "kind": kind,
-            "title": title_of(path, text),
-            "body": text,
-            "source_path": str(path),
-        }
-        try:
-            outcome = _write(client, record, relative)
-        except ClientError as exc:
-            summary.failed.append((relative, str(exc)))
+        except (UnicodeError, OSError) as exc:
+            summary.failed.append((shown, type(exc).__name__))
+            continue
+        if len(text) > max_chars:
+            summary.skipped.append((shown, too_large(len(text), max_chars, "characters")))
+            continue
+        yield _File(relative, {"title": title_of(path, text), "body": text, "source_path": str(path)})
+
+
+def _batches(files: Iterator[_File]) -> Iterator[list[_File]]:
+    batch: list[_File] = []
+    size = 0
+    for file in files:
+        weight = len(file.record["body"]) + 1024
+        if batch and (len(batch) >= BATCH_FILES or size + weight > BATCH_BYTES):
+            yield batch
+            batch, size = [], 0
+        batch.append(file)
+        size += weight
+    if batch:
+        yield batch
+
+
+def _send(client: JsonClient, batch: list[_File], namespace: str, kind: str, summary: Summary) -> None:
+    records = [{"namespace": namespace, "kind": kind, **file.record} for file in batch]
+    answer = client.request("POST", "/v1/records:batch", {"records": records, "upsert": True})
+    retry: list[_File] = []
+    for file, result in zip(batch, answer["results"], strict=True):
+        if result["outcome"] != "failed":
+            setattr(summary, result["outcome"], getattr(summary, result["outcome"]) + 1)
+        elif result["error"]["code"] == "exact_duplicate" and not file.record.get("retried"):
+            # Two files with the same heading: keep both, told apart by their path.
+            title = f"{file.record['title']} ({file.relative})"
+            retry.append(_File(file.relative, dict(file.record, title=title, retried=True)))
         else:
-            setattr(summary, outcome, getattr(summary, outcome) + 1)
-        bar.show(done)
+            summary.failed.append((file.relative, f"{result['error']['code']}: {result['error']['message']}"))
+    if retry:
+        for file in retry:
+            file.record.pop("retried")
+        _send(client, retry, namespace, kind, summary)
+
+
+def _forget_gone(client: JsonClient, root: Path, namespace: str, summary: Summary) -> None:
+    """Forget the namespace's records whose source file under `root` no longer exists."""
+    prefix = str(root) if root.is_file() else f"{root}/"
+    gone: list[str] = []
+    after: str | None = None
+    while True:
+        params = {"namespace": namespace, "limit": "1000", **({"after": after} if after else {})}
+        page = client.request("GET", "/v1/records", params=params)
+        for record in page["records"]:
+            source = record.get("source_path") or ""
+            if (source == str(root) or source.startswith(prefix)) and not Path(source).exists():
+                gone.append(record["id"])
+        after = page["next"]
+        if not after:
+            break
+    for record_id in gone:
+        try:
+            client.request("DELETE", f"/v1/records/{record_id}")
+        except ClientError as exc:
+            if exc.status != 404:  # forgotten meanwhile: what was asked is done
+                raise
+        summary.forgotten += 1
+
+
+def ingest(
+    client: JsonClient,
+    root: Path,
+    *,
+    namespace: str,
+    kind: str,
+    progress: bool = True,
+    sync: bool = False,
+    max_chars: int | None = None,
+) -> Summary:
+    """Upload the files under `root` as records of `namespace`; with `sync`, also forget the
+    records of files gone from it. `max_chars`: the daemon's `[records] max_body_chars` (its
+    default when None): larger files are skipped before upload."""
+    from daemon.config import RecordsConfig
+
+    root = root.resolve()
+    limit = max_chars if max_chars is not None else RecordsConfig().max_body_chars
+    summary = Summary()
+    paths = _other_kinds(root, files_under(root), summary)
+    bar = Progress(len(paths), progress)
+    seen = [0]  # files read so far (sent, skipped or failed)
+    for batch in _batches(_read(root, paths, limit, summary, seen)):
+        try:
+            _send(client, batch, namespace, kind, summary)
+        except ClientError as exc:
+            summary.failed.extend((file.relative, str(exc)) for file in batch)
+        bar.show(seen[0])
+    if seen[0] != len(paths) or not paths:
+        bar.show(len(paths))
+    if sync:
+        _forget_gone(client, root, namespace, summary)
     return summary

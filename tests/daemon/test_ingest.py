@@ -1,0 +1,78 @@
+"""`recalld ingest` tells the truth (issue 22 item 2): what it skipped and why, files over the size
+limit refused before upload, a clear "not UTF-8" reason, `--sync` forgetting the records of
+deleted files. A real daemon; the CLI as a subprocess where its output is the point."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from daemon.client import Client
+from daemon.ingest import ingest
+from tests.daemon.test_cli import recalld
+from tests.support import Daemon
+
+
+def titles(daemon: Daemon, ns: str) -> list[str]:
+    status, answer = daemon.call("GET", f"/v1/records?namespace={ns}")
+    assert status == 200
+    return sorted(r["title"] for r in answer["records"])
+
+
+def test_skipped_files_are_listed_with_why(daemon: Daemon, ns: str, tmp_path: Path) -> None:
+    (tmp_path / "README").write_text("# Read me\n\nThe pump needs grease.\n")
+    (tmp_path / "README.Debian").write_text("Debian notes about the pump.\n")
+    (tmp_path / "guide.md").write_text("# Guide\n\nHow to grease the pump.\n")
+    (tmp_path / "logo.png").write_bytes(b"\x89PNG\r\n")
+    (tmp_path / "latin1.txt").write_bytes("Caf\xe9 notes".encode("latin-1"))
+    done = recalld(daemon, "ingest", str(tmp_path), "-n", ns)
+    assert done.returncode == 0, done.stderr
+    assert "3 created" in done.stdout and "2 skipped" in done.stdout, done.stdout
+    assert "skipped logo.png: extension .png" in done.stderr
+    assert "skipped latin1.txt: not UTF-8 text (byte 0xe9 at offset 3)" in done.stderr
+    assert "iconv" in done.stderr and "Traceback" not in done.stderr
+    assert titles(daemon, ns) == ["Guide", "README", "Read me"]  # README.Debian: titled by its stem
+
+
+def test_a_file_over_the_limit_is_refused_before_upload(daemon: Daemon, ns: str, tmp_path: Path) -> None:
+    (tmp_path / "small.md").write_text("# Small\n\nfits\n")
+    (tmp_path / "large.md").write_text("# Large\n\n" + "word " * 100)
+    with Client(daemon.socket) as client:
+        summary = ingest(client, tmp_path, namespace=ns, kind="doc", progress=False, max_chars=100)
+    assert (summary.created, summary.failed) == (1, [])
+    [(name, why)] = summary.skipped
+    assert name == "large.md" and "over the limit of 100" in why and "max_body_chars" in why
+    assert titles(daemon, ns) == ["Small"]  # the large one never reached the daemon
+
+
+def test_sync_forgets_the_records_of_deleted_files(daemon: Daemon, ns: str, tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for name in ("keep", "drop", "also-drop"):
+        (docs / f"{name}.md").write_text(f"# {name}\n\nabout {name}\n")
+    (tmp_path / "outside.md").write_text("# outside\n\nnot under docs\n")
+    assert recalld(daemon, "ingest", str(tmp_path / "outside.md"), "-n", ns).returncode == 0
+    assert recalld(daemon, "ingest", str(docs), "-n", ns).returncode == 0
+    (docs / "drop.md").unlink()
+    (docs / "also-drop.md").unlink()
+
+    plain = recalld(daemon, "ingest", str(docs), "-n", ns)
+    assert "forgotten" not in plain.stdout and len(titles(daemon, ns)) == 4  # without --sync: kept
+
+    synced = recalld(daemon, "ingest", str(docs), "-n", ns, "--sync")
+    assert synced.returncode == 0, synced.stderr
+    assert "2 forgotten" in synced.stdout, synced.stdout
+    assert titles(daemon, ns) == ["keep", "outside"]  # a record from outside the folder stays
+
+
+def test_ingest_says_what_waits_for_the_vector_index_and_wait_follows_it(
+    daemon: Daemon, ns: str, tmp_path: Path
+) -> None:
+    (tmp_path / "a.md").write_text("# Alpha\n\nthe first file\n")
+    waited = recalld(daemon, "ingest", str(tmp_path), "-n", ns, "--wait")
+    assert waited.returncode == 0, waited.stderr
+    assert "indexed: the vector route finds all of them" in waited.stdout
+    status, answer = daemon.call("GET", "/v1/generations")
+    assert status == 200 and answer["pending"] == 0
+    listed = json.loads(recalld(daemon, "recall", "-n", ns, "first file", "--json").stdout)
+    assert listed["results"][0]["title"] == "Alpha"
