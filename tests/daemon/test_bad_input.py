@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tests.support import Daemon, sql
+from tests.support.snapshot import settled_snapshot, store_snapshot
 
 NS = "bad-input"
 GOOD = {"namespace": NS, "kind": "doc", "title": "A title", "body": "A body"}
@@ -165,11 +166,12 @@ def test_bad_request_is_a_4xx_with_a_stable_code_and_writes_nothing(
     daemon: Daemon, method: str, path: str, raw: bytes | None, status: int, code: str
 ) -> None:
     dsn = daemon.env["RECALLD_STORE_DSN"]
-    before = count_rows(dsn)
+    before = settled_snapshot(dsn, quiet_s=0.2)
     got_status, body = daemon.call(method, path, raw=raw) if raw is not None else daemon.call(method, path)
     assert (got_status, body["error"]["code"]) == (status, code), body
     assert body["error"]["message"]
-    assert count_rows(dsn) == before
+    after = store_snapshot(dsn)
+    assert after == before, [table for table in after if after[table] != before.get(table)]
 
 
 def test_the_daemon_still_serves_after_the_bad_requests(daemon: Daemon) -> None:
