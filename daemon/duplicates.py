@@ -25,6 +25,7 @@ from actors.embedding.breaker import BreakerState
 from actors.embedding.errors import EmbeddingError, Reason
 from daemon.config import DuplicatesConfig
 from daemon.control.wire import DuplicateCheck, DuplicateSkipReason
+from daemon.live_titles import LiveTitles
 from daemon.metrics import Metrics
 from daemon.store.db import STORE_DOWN_ERRORS
 from daemon.store.titles import PgTitleStore
@@ -72,18 +73,26 @@ class TitleMatrix:
 
 def compare(
     matrix: npt.NDArray[np.float32],
+    count: int,
     rows: dict[str, int],
     candidates: Sequence[tuple[uuid.UUID, str]],
     query: npt.NDArray[np.float32],
     threshold: float,
 ) -> tuple[list[tuple[uuid.UUID, str, float]], int]:
     """Blocking (a worker thread): every candidate's cosine with `query`, exact, and how many
-    candidates had a vector to compare. Scores near the threshold are recomputed in float64."""
-    found = [(record_id, norm, rows[norm]) for record_id, norm in candidates if norm in rows]
+    candidates had a vector to compare. Scores near the threshold are recomputed in float64.
+
+    `matrix` and `count` are read together on the event loop: rows from `count` on may be
+    appended meanwhile (to another array, if it grew), so they are left for the next check."""
+    found = [(record_id, norm, row) for record_id, norm in candidates if (row := rows.get(norm, count)) < count]
     if not found:
         return [], 0
     index = np.fromiter((row for _, _, row in found), dtype=np.int64, count=len(found))
-    scores = (matrix[index] @ query).astype(np.float64)
+    if 2 * len(found) >= count:
+        # Most stored titles are candidates: one pass over the rows in place beats gathering them.
+        scores = (matrix[:count] @ query)[index].astype(np.float64)
+    else:
+        scores = (matrix[index] @ query).astype(np.float64)
     near = np.flatnonzero(scores >= threshold - RESCORE_MARGIN)
     if len(near):
         scores[near] = matrix[index[near]].astype(np.float64) @ query.astype(np.float64)
@@ -109,6 +118,7 @@ class DuplicateChecker:
         self._config = config
         self._metrics = metrics
         self._matrices: dict[str, TitleMatrix] = {}
+        self._live = LiveTitles(store)
         self._spaces: set[str] = set()
         """Spaces known to be registered (title vectors reference them)."""
 
@@ -171,10 +181,12 @@ class DuplicateChecker:
             return skipped(DuplicateSkipReason.NO_PROVIDER)
         norm = title_text(title)
         try:
-            candidates = await self._store.live_titles(namespace, kind, exclude_id=record_id, exclude_norm=norm)
+            live = await self._live.titles(namespace, kind)
         except (*STORE_DOWN_ERRORS, asyncpg.PostgresError) as exc:
             log.warning("duplicate check could not read the titles: %s", exc)
             return skipped(DuplicateSkipReason.UNAVAILABLE)
+        # The record itself and its exact duplicates (the same normalised title) are not compared.
+        candidates = [(other, other_norm) for other, other_norm in live if other != record_id and other_norm != norm]
         if not candidates:
             # Nothing to compare: no embedding call is needed, but "clear" must not hide that the
             # provider is down, so it is reported as it would be with something to compare.
@@ -204,8 +216,10 @@ class DuplicateChecker:
         except (*STORE_DOWN_ERRORS, asyncpg.PostgresError) as exc:
             log.warning("duplicate check could not read the title vectors: %s", exc)
             return skipped(DuplicateSkipReason.UNAVAILABLE, of=len(candidates))
-        vectors, rows = matrix.matrix, matrix.rows
-        scored, compared = await anyio.to_thread.run_sync(compare, vectors, rows, candidates, query, threshold)
+        vectors, count = matrix.matrix, len(matrix.rows)
+        scored, compared = await anyio.to_thread.run_sync(
+            compare, vectors, count, matrix.rows, candidates, query, threshold
+        )
         similar = most_similar(scored, norm, threshold, self._config.max_similar, self.contrast)
         titles = await self._store.titles([s.id for s in similar]) if similar else {}
         named = [{"id": str(s.id), "title": titles[s.id], "score": s.score} for s in similar if s.id in titles]
@@ -247,10 +261,10 @@ class DuplicateChecker:
             mine = [(record_id, rows[norm], norm) for record_id, k, norm in page if k == record_kind and norm in rows]
             if not mine:
                 continue
-            kind_vectors = vectors[np.fromiter((row for _, row, _ in members), dtype=np.int64, count=len(members))]
-            page_vectors = vectors[np.fromiter((row for _, row, _ in mine), dtype=np.int64, count=len(mine))]
+            kind_rows = np.fromiter((row for _, row, _ in members), dtype=np.int64, count=len(members))
+            page_rows = np.fromiter((row for _, row, _ in mine), dtype=np.int64, count=len(mine))
             page_at = np.fromiter((position[record_id] for record_id, _, _ in mine), dtype=np.int64, count=len(mine))
-            pairs = await anyio.to_thread.run_sync(audit_pairs, page_vectors, page_at, kind_vectors, threshold)
+            pairs = await anyio.to_thread.run_sync(audit_pairs, vectors, page_rows, page_at, kind_rows, threshold)
             for i, j, cosine in pairs:
                 score = reported(staged(cosine, mine[i][2], members[j][2], contrast))
                 if score >= threshold:
@@ -314,23 +328,27 @@ the kind) floats, 100 MB at 100,000 records."""
 
 
 def audit_pairs(
-    page: npt.NDArray[np.float32],
+    vectors: npt.NDArray[np.float32],
+    page_rows: npt.NDArray[np.int64],
     page_at: npt.NDArray[np.int64],
-    kind_vectors: npt.NDArray[np.float32],
+    kind_rows: npt.NDArray[np.int64],
     threshold: float,
 ) -> list[tuple[int, int, float]]:
-    """Blocking (a worker thread): (page row, kind row, score) of every pair whose score warns,
-    each pair once: a page record (at position `page_at[i]` among its kind's records, in id
-    order) is paired only with the kind's records after it."""
+    """Blocking (a worker thread): (page index, kind index, cosine) of every pair whose cosine
+    reaches the threshold, each pair once: a page record (its vector at `page_rows[i]`, at
+    position `page_at[i]` among its kind's records `kind_rows`, both in id order) is paired only
+    with the kind's records after it."""
+    kind_vectors = vectors[kind_rows]
     found: list[tuple[int, int, float]] = []
-    for start in range(0, len(page), AUDIT_BLOCK):
-        block = page[start : start + AUDIT_BLOCK]
-        scores = block @ kind_vectors.T
+    for start in range(0, len(page_rows), AUDIT_BLOCK):
+        block = vectors[page_rows[start : start + AUDIT_BLOCK]]
+        first = int(page_at[start]) + 1  # the block's records are in id order: none pairs below this
+        scores = block @ kind_vectors[first:].T
         for i, j in np.argwhere(scores >= threshold - RESCORE_MARGIN):
-            row = start + int(i)
-            if int(j) <= int(page_at[row]):
+            row, other = start + int(i), first + int(j)
+            if other <= int(page_at[row]):
                 continue
-            exact = float(block[i].astype(np.float64) @ kind_vectors[j].astype(np.float64))
+            exact = float(block[i].astype(np.float64) @ kind_vectors[other].astype(np.float64))
             if reported(exact) >= threshold:
-                found.append((row, int(j), reported(exact)))
+                found.append((row, other, reported(exact)))
     return found

@@ -16,6 +16,7 @@ import numpy.typing as npt
 
 from actors.kernel.ports import VectorSpace
 from daemon.store import db
+from daemon.store.vectors import PgVectorStore
 
 # The key of a record's normalised title, as `actors.duplicates.title_key` computes it.
 _TITLE_KEY = "encode(sha256(convert_to(r.title_norm, 'UTF8')), 'hex')"
@@ -80,22 +81,31 @@ class PgTitleStore:
 
     # -- the duplicate check
 
-    async def live_titles(
-        self, namespace: str, kind: str, *, exclude_id: uuid.UUID | None, exclude_norm: str
-    ) -> list[tuple[uuid.UUID, str]]:
-        """(id, normalised title) of every live record of the namespace and kind but the record
-        itself and its exact duplicates (the same normalised title)."""
+    async def change_mark(self) -> int | None:
+        """The newest committed record change, or None while an older one may still commit
+        (`IndexBacklog.change_mark`, the same rule)."""
+        return await PgVectorStore(self._pool).change_mark()
+
+    async def kind_titles(self, namespace: str, kind: str) -> list[tuple[uuid.UUID, str]]:
+        """(id, normalised title) of every live record of the namespace and kind."""
         async with db.connection(self._pool) as conn:
             rows = await conn.fetch(
-                """SELECT id, title_norm FROM records
-                   WHERE namespace = $1 AND kind = $2 AND deleted_at IS NULL
-                     AND title_norm <> $3 AND ($4::uuid IS NULL OR id <> $4)""",
+                "SELECT id, title_norm FROM records WHERE namespace = $1 AND kind = $2 AND deleted_at IS NULL",
                 namespace,
                 kind,
-                exclude_norm,
-                exclude_id,
             )
-        return [(r["id"], r["title_norm"]) for r in rows]
+        return [(r[0], r[1]) for r in rows]
+
+    async def title_changes(self, namespace: str, after: int) -> list[tuple[uuid.UUID, str, str, bool]]:
+        """(id, kind, normalised title, live) of the namespace's records changed above `after`."""
+        async with db.connection(self._pool) as conn:
+            rows = await conn.fetch(
+                """SELECT id, kind, title_norm, deleted_at IS NULL FROM records
+                   WHERE change_seq > $2 AND namespace = $1""",
+                namespace,
+                after,
+            )
+        return [(r[0], r[1], r[2], r[3]) for r in rows]
 
     async def namespace_titles(self, namespace: str, kind: str | None) -> list[tuple[uuid.UUID, str, str]]:
         """(id, kind, normalised title) of every live record of the namespace (of one kind when

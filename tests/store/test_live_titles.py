@@ -1,0 +1,71 @@
+"""The live titles a duplicate check compares with (daemon/live_titles.py over
+daemon/store/titles.py), kept in step with real PostgreSQL by change marks: creates, retitles,
+moves to another kind and forgets show at the next read, which reads only what changed."""
+
+from __future__ import annotations
+
+import asyncpg
+import pytest
+
+from daemon.live_titles import LiveTitles
+from daemon.store.records import RecordFields, RecordRepository
+from daemon.store.titles import PgTitleStore
+
+pytestmark = pytest.mark.anyio
+
+
+def fields(title: str, kind: str = "story", namespace: str = "ns") -> RecordFields:
+    return RecordFields(namespace=namespace, kind=kind, title=title, body="", attributes={}, source_path=None)
+
+
+class CountingSource(PgTitleStore):
+    """The real store, counting its full reads (a subclass, not a fake: every query runs)."""
+
+    full_reads = 0
+
+    async def kind_titles(self, namespace: str, kind: str) -> list[tuple[object, str]]:  # type: ignore[override]
+        self.full_reads += 1
+        return await super().kind_titles(namespace, kind)  # type: ignore[return-value]
+
+
+async def test_changes_show_at_the_next_read_without_reading_everything_again(pool: asyncpg.Pool) -> None:
+    records = RecordRepository(pool)
+    source = CountingSource(pool)
+    live = LiveTitles(source)
+    first, _ = await records.create(fields("Export the sales report"))
+    await records.create(fields("Export the sales report", kind="rule"))
+    await records.create(fields("Export the sales report", namespace="other"))
+    assert dict(await live.titles("ns", "story")) == {first: "export the sales report"}
+
+    second, _ = await records.create(fields("Reset a password"))
+    await records.update(first, fields("Export the stock report"))
+    assert dict(await live.titles("ns", "story")) == {first: "export the stock report", second: "reset a password"}
+
+    await records.update(second, fields("Reset a password", kind="rule"))  # leaves the kind
+    third, _ = await records.create(fields("Print a label"))
+    await records.forget(first)
+    assert dict(await live.titles("ns", "story")) == {third: "print a label"}
+    assert dict(await live.titles("ns", "rule")) == {
+        rule_id: norm for rule_id, norm in await source.kind_titles("ns", "rule")
+    }
+    assert source.full_reads == 3  # one per (namespace, kind) first read, and the check's own above
+
+
+async def test_a_write_that_commits_late_below_a_newer_one_is_not_missed(pool: asyncpg.Pool) -> None:
+    records = RecordRepository(pool)
+    live = LiveTitles(PgTitleStore(pool))
+    await records.create(fields("One"))
+    assert len(await live.titles("ns", "story")) == 1
+    async with pool.acquire() as conn:
+        late = conn.transaction()
+        await late.start()
+        # Takes its change_seq now, commits after a newer write: a read in between must not
+        # move its mark past it.
+        await conn.execute(
+            """INSERT INTO records (id, namespace, kind, title, title_norm, body, content_hash)
+               VALUES (gen_random_uuid(), 'ns', 'story', 'Late', 'late', '', 'x')"""
+        )
+        await records.create(fields("Two"))
+        assert {norm for _, norm in await live.titles("ns", "story")} == {"one", "two"}
+        await late.commit()
+    assert {norm for _, norm in await live.titles("ns", "story")} == {"one", "two", "late"}
