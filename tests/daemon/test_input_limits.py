@@ -13,7 +13,8 @@ import pytest
 from daemon.config import Config, RecallConfig, RecordsConfig
 from daemon.control.errors import ApiError
 from daemon.control.limits import check_attributes, check_query, count_values
-from tests.support import Daemon, namespace, sql
+from tests.support import Daemon, namespace
+from tests.support.snapshot import settled_snapshot, store_snapshot
 
 COUNTS = [
     ({}, 0),
@@ -77,13 +78,13 @@ def test_the_daemon_refuses_each_limit_by_name_and_writes_nothing(make_daemon: A
         ("POST", "/v1/recall", {**recall, "deadline_ms": 60_001}, "recall.max_deadline_ms"),
         ("POST", "/v1/records", {**record, "body": "b" * 1_100_000}, "server.max_body_bytes"),
     ]
-    before = sql(dsn, "SELECT (SELECT count(*) FROM records) AS records, (SELECT count(*) FROM searches) AS searches")
+    before = settled_snapshot(dsn, quiet_s=0.2)
     for method, path, body, key in cases:
         status, answer = daemon.call(method, path, raw=json.dumps(body).encode())
         assert 400 <= status < 500 and answer["limit"]["name"] == key, (key, status, answer)
         assert key.split(".")[1] in answer["error"]["message"]
-    after = sql(dsn, "SELECT (SELECT count(*) FROM records) AS records, (SELECT count(*) FROM searches) AS searches")
-    assert after == before, "nothing written"
+    after = store_snapshot(dsn)
+    assert after == before, [table for table in after if after[table] != before.get(table)]
 
 
 def test_the_limits_come_from_config(make_daemon: Any) -> None:
