@@ -204,13 +204,13 @@ def loose_up_front(routes: Collection[str]) -> bool:
     return VECTOR not in routes
 
 
-def loose_after(routes: Collection[str], found: Mapping[str, Sequence[object]], partial: Collection[str] = ()) -> bool:
+def loose_after(routes: Collection[str], found: Mapping[str, Sequence[object]]) -> bool:
     """Whether full text runs again, loose, after the first pass: the vector route was asked for
-    but failed, found nothing (nothing indexed yet, nothing above its floor) or answered from
-    part of the namespace only (`partial`), so any-word matches count now. Not when full text
-    itself failed."""
-    vector_answered = bool(found.get(VECTOR)) and VECTOR not in partial
-    return not loose_up_front(routes) and FTS in found and not vector_answered
+    but failed or found nothing (nothing indexed yet, nothing above its floor), so any-word
+    matches are the answer now. Not when full text itself failed. (Not for a vector route that
+    answered from part of the namespace either: a second full-text query on every recall during
+    an ingest cost more than its any-word matches added; fusion weighs that route down instead.)"""
+    return not loose_up_front(routes) and FTS in found and not found.get(VECTOR)
 
 
 def above_floor(found: Sequence[Scored], floor: float | None) -> list[Scored]:

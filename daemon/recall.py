@@ -362,7 +362,7 @@ class RecallService:
                 for route_call in others:
                     tg.start_soon(route_call)
                 await last()  # in this task: one task fewer to start per recall
-        if loose_after(routes, run.found, run.partial):
+        if loose_after(routes, run.found):
             with anyio.move_on_at(deadline):
                 await self._bounded(run, FTS, filters, query, caps[FTS], deadline)
 

@@ -125,12 +125,6 @@ def test_the_loose_full_text_step_runs_only_when_its_matches_are_the_answer(
     assert loose_after(routes, found) is after
 
 
-def test_the_loose_full_text_step_runs_next_to_a_partial_vector_route() -> None:
-    found = {"fts": ["x"], "vector": ["y"]}
-    assert loose_after(["fts", "vector"], found, partial={"vector"})
-    assert not loose_after(["fts", "vector"], found, partial=set())
-
-
 @pytest.mark.parametrize(("pending", "named"), [(0, False), (-1, False), (1, True), (9000, True)])
 def test_the_vector_route_is_named_while_its_namespace_is_indexed(pending: int, named: bool) -> None:
     degraded = still_indexing(pending)
