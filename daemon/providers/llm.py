@@ -29,6 +29,14 @@ FORMATS = ("json_schema", "json_object", None)
 _FORMAT_REFUSALS = frozenset({400, 422})
 
 
+def _refuses_format(response: httpx.Response) -> bool:
+    """A 400 or 422, or an error that names `response_format`: llama-cpp-python's server answers
+    its own validation error for `json_schema` with a 500 that says so."""
+    if response.status_code in _FORMAT_REFUSALS:
+        return True
+    return response.status_code >= 500 and b"response_format" in response.content[:4096]
+
+
 def _tokens(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
@@ -92,7 +100,7 @@ class OpenAIChat:
                 raise LlmFailure(ResolverReason.LLM_TIMEOUT, f"no answer within {limit:g}s") from exc
             except httpx.HTTPError as exc:
                 raise LlmFailure(ResolverReason.LLM_ERROR, f"{self._url}: {exc!r}") from exc
-            if response.status_code in _FORMAT_REFUSALS and self._dialect + 1 < len(FORMATS):
+            if _refuses_format(response) and self._dialect + 1 < len(FORMATS):
                 log.info(
                     "the LLM server refused response_format %s (%d); trying %s",
                     FORMATS[self._dialect],

@@ -35,7 +35,8 @@ class ChatService:
     script: dict[str, Reply] = field(default_factory=dict)
     requests: list[dict[str, Any]] = field(default_factory=list)
     formats: frozenset[str | None] | None = None
-    """The `response_format` types this server takes (None: any); others are answered 400."""
+    """The `response_format` types this server takes (None: any); others are answered 500 naming
+    `response_format`, as llama-cpp-python's server does."""
     in_flight: int = 0
     most_in_flight: int = 0
     """The most requests the threaded server was answering at once."""
@@ -83,7 +84,8 @@ async def chat_server(service: ChatService) -> AsyncIterator[str]:
         body = json.loads(await request.read())
         service.requests.append(body)
         if service.refuses(body):
-            return web.Response(status=400, text='{"error": {"message": "bad response_format"}}')
+            # as llama-cpp-python's server answers its validation error for json_schema
+            return web.Response(status=500, text='{"error": {"message": "body.response_format.type: literal_error"}}')
         reply = service.reply_for(body)
         if reply.delay_s:
             await anyio.sleep(reply.delay_s)
