@@ -308,3 +308,20 @@ def test_the_title_model_works_without_an_embedding_provider(make_daemon: Any) -
     assert second["status"] == "clear" and (second["compared"], second["of"]) == (0, 1)
     third = create(daemon, "titles-only", "Download the sales report for each month as a CSV file")["duplicate_check"]
     assert third["status"] == "warned" and (third["compared"], third["of"]) == (1, 2), third
+
+
+def test_a_model_switch_embeds_every_title_again_in_the_new_space(make_daemon: Any, fake: FakeOpenAI) -> None:
+    daemon = make_daemon(env=fake.env(model="model-a"))
+    for i in range(5):
+        create(daemon, "switch", f"story number {i} of the switch")
+    wait_comparable(daemon, "switch", 5)
+    dsn = daemon.env["RECALLD_STORE_DSN"]
+    daemon.stop()
+    switched = make_daemon(env=fake.env(model="model-b"), dsn=dsn)
+    wait_comparable(switched, "switch", 5)  # every title has a vector in model-b's space too
+    spaces = sql(
+        dsn,
+        """SELECT s.spec->>'model' AS model, count(t.title_sha256) AS titles
+           FROM vector_spaces s LEFT JOIN title_vectors t USING (space_id) GROUP BY 1 ORDER BY 1""",
+    )
+    assert [(r["model"], r["titles"] >= 5) for r in spaces] == [("model-a", True), ("model-b", True)]
