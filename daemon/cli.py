@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from daemon import backup_cli, disputes_cli, duplicates_cli, ingest_cli, paths
+from daemon import backup_cli, cli_text, disputes_cli, duplicates_cli, ingest_cli, paths
 from daemon.client import Client, ClientError
 from daemon.eval.command import add_parser as add_eval_parser
 from daemon.eval.command import cmd_eval
@@ -84,17 +84,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return EXIT_FAIL
 
 
-def cmd_health(client: Client, args: argparse.Namespace) -> int:
-    path = "/readyz" if args.ready else "/livez"
-    try:
-        body = client.request("GET", path)
-    except ClientError as exc:
-        print_json(exc.body)
-        return EXIT_FAIL
-    print_json(body)
-    return EXIT_OK
-
-
 def _attributes(pairs: Sequence[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for pair in pairs:
@@ -141,18 +130,6 @@ def cmd_forget(client: Client, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def hit_line(rank: int, hit: dict[str, Any]) -> str:
-    """One result as `recalld recall` prints it: rank, fused score, title, the routes that found
-    it at their ranks (the vector route with its cosine, what --min-similarity compares), path."""
-    cosine = hit.get("route_scores", {}).get("vector")
-    routes = ",".join(
-        f"{route}#{pos}" + (f" ({cosine:.2f})" if route == "vector" and cosine is not None else "")
-        for route, pos in hit["routes"].items()
-    )
-    where = hit.get("source_path") or hit["id"]
-    return f"{rank:>3}. {hit['score']:.4f}  {shown(hit['title'])}  [{routes}]  {shown(where)}"
-
-
 def cmd_recall(client: Client, args: argparse.Namespace) -> int:
     request: dict[str, Any] = {"namespace": args.namespace, "query": args.query, "k": args.k}
     if args.route:
@@ -167,13 +144,7 @@ def cmd_recall(client: Client, args: argparse.Namespace) -> int:
     if args.json:
         print_json(answer)
         return EXIT_OK
-    for rank, hit in enumerate(answer["results"], start=1):
-        print(hit_line(rank, hit))
-    for degraded in answer["degraded_routes"]:
-        print(f"degraded: {degraded['route']} ({degraded['reason']})", file=sys.stderr)
-    if not answer["results"]:
-        print("no results", file=sys.stderr)
-    return EXIT_OK
+    return cli_text.cmd_recall_text(client, args, answer, shown=shown, fusion=answer["fusion"]["name"])
 
 
 def cmd_usage(client: Client, args: argparse.Namespace) -> int:
@@ -324,6 +295,8 @@ def build_parser() -> argparse.ArgumentParser:
     duplicates_cli.add_commands(sub)
     add_eval_parser(sub)
     disputes_cli.add_commands(sub)
+    cli_text.add_feedback_parser(sub)
+    cli_text.finish_parser(parser, sub)
     return parser
 
 
@@ -331,12 +304,13 @@ _CLIENT_COMMANDS = {
     "usage": cmd_usage,
     "stats": cmd_stats,
     "generations": cmd_generations,
-    "health": cmd_health,
     "put": cmd_put,
     "get": cmd_get,
     "forget": cmd_forget,
     "recall": cmd_recall,
     "ingest": ingest_cli.cmd_ingest,
+    "health": lambda client, args: cli_text.cmd_health(client, args, shown=shown, print_json=print_json),
+    "feedback": lambda client, args: cli_text.cmd_feedback(client, args, print_json=print_json),
     "eval": lambda client, args: cmd_eval(client, args, show=lambda text: shown(text, keep="\n")),
     "backup": backup_cli.cmd_backup,
     "disputes": cmd_disputes,
@@ -356,7 +330,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     client = Client(paths.client_socket(args.socket))
     try:
         return _CLIENT_COMMANDS[args.command](client, args)
-    except (ConnectionError, ClientError) as exc:
+    except ClientError as exc:
+        print(f"recalld: {shown(cli_text.error_line(exc))}", file=sys.stderr)
+        return EXIT_FAIL
+    except ConnectionError as exc:
         print(f"recalld: {shown(str(exc))}", file=sys.stderr)
         return EXIT_FAIL
     except UnicodeEncodeError:

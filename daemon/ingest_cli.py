@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import sys
 import time
 from pathlib import Path
@@ -51,7 +53,15 @@ def cmd_ingest(client: Client, args: argparse.Namespace) -> int:
     if not (root.is_dir() or root.is_file()):
         print(f"recalld: {args.path} is neither a folder nor a file", file=sys.stderr)
         return EXIT_USAGE
-    summary = ingest(client, root, namespace=args.namespace, kind=args.kind, progress=not args.quiet, sync=args.sync)
+    as_json = getattr(args, "json", False)
+    summary = ingest(
+        client, root, namespace=args.namespace, kind=args.kind, progress=not (args.quiet or as_json), sync=args.sync
+    )
+    if as_json:
+        if args.wait:
+            wait_indexed(client, args.namespace, show=False)
+        print(json.dumps(dataclasses.asdict(summary) | {"pending": pending(client, args.namespace)}, indent=2))
+        return EXIT_OK if not summary.failed else EXIT_FAIL
     for line in summary.skipped_lines():
         print(line, file=sys.stderr)
     print(summary.line())

@@ -27,7 +27,7 @@ def recalld(daemon: Daemon, *args: str) -> subprocess.CompletedProcess[str]:
 
 def test_health_exit_codes(daemon: Daemon, tmp_path: Path) -> None:
     assert recalld(daemon, "health").returncode == 0
-    ready = recalld(daemon, "health", "--ready")
+    ready = recalld(daemon, "health", "--ready", "--json")
     assert ready.returncode == 0 and json.loads(ready.stdout)["status"] in ("pass", "warn")
     nowhere = subprocess.run(
         [sys.executable, "-m", "daemon", "--socket", str(tmp_path / "none.sock"), "health"],
@@ -191,7 +191,8 @@ def test_usage_without_a_namespace_shows_the_daemons_own_work_as_system(daemon: 
 
 
 def test_a_printed_hit_shows_the_vector_cosine_that_min_similarity_compares() -> None:
-    from daemon.cli import hit_line
+    from daemon.cli import shown
+    from daemon.cli_text import hit_lines
 
     hit = {
         "id": "8f0c2d7e-0000-4000-8000-000000000001",
@@ -200,10 +201,17 @@ def test_a_printed_hit_shows_the_vector_cosine_that_min_similarity_compares() ->
         "score": 0.032258,
         "routes": {"fts": 3, "vector": 1},
         "route_scores": {"fts": 1.25, "vector": 0.53171},
+        "snippet": "The ledger is   dumped at 02:00\nto cold storage.",
     }
-    assert hit_line(1, hit) == "  1. 0.0323  Nightly backups  [fts#3,vector#1 (0.53)]  /docs/backup.md"
-    older = {key: value for key, value in hit.items() if key != "route_scores"}  # a daemon without them
-    assert hit_line(2, older) == "  2. 0.0323  Nightly backups  [fts#3,vector#1]  /docs/backup.md"
+    assert hit_lines(1, hit, shown=shown) == [
+        "  1. Nightly backups  (/docs/backup.md)",
+        "     score 0.0323 from fts #3, vector #1 cos 0.53; id 8f0c2d7e-0000-4000-8000-000000000001",
+        "     The ledger is dumped at 02:00 to cold storage.",
+    ]
+    older = {key: value for key, value in hit.items() if key not in ("route_scores", "snippet")}  # an older daemon
+    assert hit_lines(2, older, shown=shown)[1] == (
+        "     score 0.0323 from fts #3, vector #1; id 8f0c2d7e-0000-4000-8000-000000000001"
+    )
 
 
 def test_stats_prints_precision_at_k_and_where_useful_results_ranked(daemon: Daemon, ns: str) -> None:
