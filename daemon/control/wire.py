@@ -208,11 +208,22 @@ SOURCE_PATH_MAX_BYTES = 2000
 TITLE_MAX_BYTES = 1800
 
 
-def check_text(field: str, value: str, *, max_chars: int, max_bytes: int | None = None, required: bool = True) -> None:
+def check_text(
+    field: str,
+    value: str,
+    *,
+    max_chars: int,
+    max_bytes: int | None = None,
+    required: bool = True,
+    limit: str | None = None,
+) -> None:
     """Not blank (when `required`), at most `max_chars` characters and `max_bytes` bytes of UTF-8
-    (a limit of the index that holds it), no NUL."""
+    (a limit of the index that holds it), no NUL. `limit`: the config key `max_chars` comes
+    from, named in the refusal (daemon/control/limits.py)."""
     if required and not value.strip():
         raise bad_value(f"{field} must not be empty")
+    if limit is not None and len(value) > max_chars:
+        raise over_limit(f"characters in {field}", len(value), limit, max_chars)
     if len(value) > max_chars:
         raise bad_value(f"{field} is {len(value)} characters long; at most {max_chars} are allowed")
     if max_bytes is not None and (size := len(value.encode())) > max_bytes:
@@ -244,10 +255,16 @@ def _check_json_text(field: str, value: Any, depth: int = 0) -> None:
 
 def check_record(record: RecordIn | RecordUpdate, config: Config) -> None:
     limits = config.records
-    check_text("namespace", record.namespace, max_chars=limits.max_namespace_chars)
-    check_text("kind", record.kind, max_chars=limits.max_kind_chars)
-    check_text("title", record.title, max_chars=limits.max_title_chars, max_bytes=TITLE_MAX_BYTES)
-    check_text("body", record.body, max_chars=limits.max_body_chars, required=False)
+    check_text("namespace", record.namespace, max_chars=limits.max_namespace_chars, limit="records.max_namespace_chars")
+    check_text("kind", record.kind, max_chars=limits.max_kind_chars, limit="records.max_kind_chars")
+    check_text(
+        "title",
+        record.title,
+        max_chars=limits.max_title_chars,
+        max_bytes=TITLE_MAX_BYTES,
+        limit="records.max_title_chars",
+    )
+    check_text("body", record.body, max_chars=limits.max_body_chars, required=False, limit="records.max_body_chars")
     if record.source_path is not None:
         check_text("source_path", record.source_path, max_chars=SOURCE_PATH_MAX_BYTES, max_bytes=SOURCE_PATH_MAX_BYTES)
     check_attributes("attributes", record.attributes, config)
@@ -256,7 +273,8 @@ def check_record(record: RecordIn | RecordUpdate, config: Config) -> None:
 
 def check_recall(request: RecallRequest, config: Config) -> None:
     limits = config.recall
-    check_text("namespace", request.namespace, max_chars=config.records.max_namespace_chars)
+    namespace_chars = config.records.max_namespace_chars
+    check_text("namespace", request.namespace, max_chars=namespace_chars, limit="records.max_namespace_chars")
     check_query(request.query, request.kinds, config)
     check_text("query", request.query, max_chars=limits.max_query_chars)
     if request.k is not None and request.k > limits.max_k:
@@ -273,7 +291,7 @@ def check_recall(request: RecallRequest, config: Config) -> None:
         if not -1 <= floor <= 1:
             raise bad_value(f"thresholds.{route} is a cosine similarity, between -1 and 1; got {floor}")
     for kind in request.kinds or []:
-        check_text("kinds[]", kind, max_chars=config.records.max_kind_chars)
+        check_text("kinds[]", kind, max_chars=config.records.max_kind_chars, limit="records.max_kind_chars")
     if request.attributes is not None:
         check_attributes("attributes", request.attributes, config)
         _check_json_text("attributes", request.attributes)

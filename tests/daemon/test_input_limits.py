@@ -76,6 +76,10 @@ def test_the_daemon_refuses_each_limit_by_name_and_writes_nothing(make_daemon: A
         ("POST", "/v1/recall", {**recall, "query": "q" * 4097}, "recall.max_query_chars"),
         ("POST", "/v1/recall", {**recall, "k": 201}, "recall.max_k"),
         ("POST", "/v1/recall", {**recall, "deadline_ms": 60_001}, "recall.max_deadline_ms"),
+        ("POST", "/v1/recall", {**recall, "kinds": ["k" * 65]}, "records.max_kind_chars"),
+        ("POST", "/v1/records", {**record, "title": "t" * 1001}, "records.max_title_chars"),
+        ("POST", "/v1/records", {**record, "namespace": "n" * 129}, "records.max_namespace_chars"),
+        ("POST", "/v1/records", {**record, "kind": "k" * 65}, "records.max_kind_chars"),
         ("POST", "/v1/records", {**record, "body": "b" * 1_100_000}, "server.max_body_bytes"),
     ]
     before = settled_snapshot(dsn, quiet_s=0.2)
