@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import shutil
 import socket
 import statistics
 import subprocess
@@ -229,6 +230,7 @@ def main() -> int:
     spread = f"median confidence {statistics.median(confidences):.2f}" if confidences else "no confidence"
     lines.append(f"- {per_call:.2f} s per LLM call on average over {calls:.0f} calls; {spread}.")
     publish(lines, args.write, "resolver")
+    shutil.rmtree(home, ignore_errors=True)  # kept, with the servers' logs, when a run fails
     return 0
 
 
