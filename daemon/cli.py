@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from daemon import backup_cli, cli_text, disputes_cli, duplicates_cli, ingest_cli, paths
+from daemon import backup_cli, cli_text, disputes_cli, duplicates_cli, ingest_cli, mcp_cli, paths
 from daemon.client import Client, ClientError
 from daemon.eval.command import add_parser as add_eval_parser
 from daemon.eval.command import cmd_eval
@@ -296,6 +296,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_eval_parser(sub)
     disputes_cli.add_commands(sub)
     cli_text.add_feedback_parser(sub)
+    mcp_cli.add_parser(sub)
     cli_text.finish_parser(parser, sub)
     return parser
 
@@ -325,6 +326,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return cmd_serve(args)
     if args.command == "restore":  # the daemon is stopped: no socket to talk to
         return backup_cli.cmd_restore(args)
+    if args.command == "mcp":  # a server of its own on stdio, with its own client
+        return mcp_cli.cmd_mcp(args)
     if args.command == "calibrate":  # the model runs here: no daemon needed
         return duplicates_cli.cmd_calibrate(args, shown=shown)
     client = Client(paths.client_socket(args.socket))
