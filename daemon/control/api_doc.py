@@ -171,7 +171,6 @@ ROUTES: dict[tuple[str, str], RouteDoc] = {
         "The vector index: the current generation, the others, and how many records are not searchable "
         "by the vector route yet (`pending`).",
         returns='{"current": {...} | null, "generations": [...], "pending": int, ...}',
-        query={"namespace": "count only this namespace's records"},
     ),
     ("POST", "/admin/generations/rebuild"): RouteDoc(
         "Build a new generation now.", returns='{"build_id": str, "state": str}', status=202, admin=True, errors=(403,)
