@@ -54,13 +54,13 @@ ANSWERED = {None, "vector_indexing"}
 """The vector route's state in an answer that counts as available: not named, or named partial."""
 
 
-def start(work: Path) -> tuple[subprocess.Popen[bytes], Path]:
+def start(work: Path, env: dict[str, str] | None = None) -> tuple[subprocess.Popen[bytes], Path]:
     """`recalld serve` from this tree on a fresh data directory; returned once it answers."""
     shutil.rmtree(work / "data", ignore_errors=True)
     (work / "data").mkdir(parents=True)
     socket = work / "recalld.sock"
     log = (work / "serve.log").open("ab")
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, **(env or {}), "PYTHONPATH": str(ROOT)}
     command = [sys.executable, "-m", "daemon", "serve", "--data-dir", str(work / "data"), "--socket", str(socket)]
     daemon = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
     client = Client(socket)
