@@ -57,6 +57,20 @@ def test_switching_provider_in_config_works_against_a_real_http_server(
     assert fake.calls >= 3, "probe, index and query calls reached the server"
 
 
+def wait_title_vector(daemon: Daemon, ns: str, timeout: float = 60) -> None:
+    """Until the namespace's one `doc` title has its vector for duplicate checks (embedded by the
+    index manager after the chunks): a dry-run check then compares it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        status, check = daemon.call(
+            "POST", "/v1/duplicates/check", {"namespace": ns, "kind": "doc", "title": "something else entirely"}
+        )
+        if status == 200 and check["compared"] == 1:
+            return
+        assert time.monotonic() < deadline, check
+        time.sleep(0.3)
+
+
 def test_usage_rows_carry_provider_tokens_and_catalogue_cost(make_daemon: Any, fake: FakeOpenAI) -> None:
     # 2,500 micro-units per 1,000 tokens: the provider reports tokens as words here
     env = {**fake.env(model="fake-embedder"), "RECALLD_EMBEDDING_PRICES": "{ fake-embedder = 2500.0 }"}
@@ -64,13 +78,15 @@ def test_usage_rows_carry_provider_tokens_and_catalogue_cost(make_daemon: Any, f
     body = "one two three four five six seven eight nine ten"
     daemon.call("POST", "/v1/records", {"namespace": "metered", "kind": "doc", "title": "Ten words", "body": body})
     wait_vector(daemon, "metered", "anything", 1)
+    wait_title_vector(daemon, "metered")
     status, usage = daemon.call("GET", "/v1/usage?namespace=metered")
     assert status == 200
     rows = {row["purpose"]: row for row in usage["usage"]}
     index = rows["index"]
-    # the indexed input is "Ten words\n\n<body>": 12 words as the fake provider counts them
-    assert index["input_tokens"] == 12 and index["estimated_calls"] == 0
-    assert index["cost_micros"] == 30  # 12 tokens * 2500 / 1000
+    # the indexed inputs are "Ten words\n\n<body>" and, for duplicate checks, the normalised
+    # title "ten words": 12 + 2 words as the fake provider counts them
+    assert index["input_tokens"] == 14 and index["estimated_calls"] == 0
+    assert index["cost_micros"] == 35  # 14 tokens * 2500 / 1000
     assert rows["query"]["input_tokens"] == 1 and rows["query"]["cost_micros"] in (2, 3)
     everything = daemon.call("GET", "/v1/usage")[1]
     assert any(row["purpose"] == "probe" for row in everything["system"]), "the probe is metered as system work"
