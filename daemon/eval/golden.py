@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from daemon.ingest import SUFFIXES, files_under
+from daemon.ingest import SUFFIXES, files_under, readable_kind
 
 QUESTIONS_FILE = "questions.toml"
 CORPUS_DIR = "corpus"
@@ -119,7 +119,7 @@ def load(path: Path, *, corpus: Path | None = None) -> GoldenSet:
     corpus = corpus.absolute().resolve()
     if not corpus.is_dir():
         raise GoldenSetError(f"{source}: the corpus {corpus} is not a folder")
-    files = tuple(p.relative_to(corpus).as_posix() for p in files_under(corpus))
+    files = tuple(p.relative_to(corpus).as_posix() for p in files_under(corpus) if readable_kind(p))
     if not files:
         raise GoldenSetError(f"{corpus}: no corpus files ({', '.join(sorted(SUFFIXES))})")
 

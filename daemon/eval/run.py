@@ -229,8 +229,10 @@ def evaluate(
     run = EvalRun(golden, name, space, space_id, now, summary)
     try:
         run.ingest = ingest(client, golden.corpus, namespace=name, kind="doc", progress=progress)
-        if run.ingest.failed:
-            raise EvalError(f"the corpus did not ingest whole: {run.ingest.line()}")
+        if run.ingest.failed or run.ingest.skipped:
+            # a file left out would make its questions unanswerable: figures of another corpus
+            skipped = "; ".join(run.ingest.skipped_lines(5))
+            raise EvalError(f"the corpus did not ingest whole: {run.ingest.line()}{'; ' if skipped else ''}{skipped}")
         run.index_wait_s = wait_for_vectors(client, progress=progress)
         for route in routes:
             run.runs[route] = ask(client, golden, name, route, progress=progress)

@@ -166,6 +166,12 @@ def test_keep_leaves_the_namespace_and_a_bad_set_is_a_usage_error(daemon: Daemon
     assert run["kept"] is True and run["floor"]["verdict"] is None
     assert len(live_records(daemon, run["namespace"])) == 10
 
+    # a corpus file ingest leaves out would make questions unanswerable: the run refuses to count
+    (golden / "corpus" / "car" / "latin1.txt").write_bytes("Pneus d'\xe9t\xe9".encode("latin-1"))
+    partial = recalld(daemon, "eval", str(golden), "--routes", "fts", "--quiet")
+    assert partial.returncode == 1
+    assert "did not ingest whole" in partial.stderr and "car/latin1.txt: not UTF-8" in partial.stderr
+
     (golden / "questions.toml").write_text('[[question]]\nquestion = "q"\nexpected = "kitchen/cake.md"\n')
     bad = recalld(daemon, "eval", str(golden))
     assert bad.returncode == 2
