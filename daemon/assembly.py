@@ -149,9 +149,7 @@ def assemble(
         ChildSpec("searches", searches.run),
     ]
     if title_embedder is not None:  # before the index manager, whose catch-up embeds titles with it
-        children.append(
-            ChildSpec("title-embedder", title_embedder.run, shutdown_timeout=config.embedding.timeout_s)
-        )
+        children.append(ChildSpec("title-embedder", title_embedder.run, shutdown_timeout=config.embedding.timeout_s))
     if embedder is not None and index is not None:
         children += [
             ChildSpec("embedder", embedder.run, shutdown_timeout=config.embedding.timeout_s),

@@ -27,6 +27,8 @@ NOT_REASON_CODES = {
     "actors.kernel.supervisor.ChildState": "an actor's state, shown in /readyz detail",
     "actors.kernel.supervisor.EventKind": "what happened to an actor, for logs and metrics",
     "actors.query.QueryKind": "how a query was read",
+    "daemon.eval.floor.Acceptance": "what `recalld eval --accept` did to a floor, printed by the CLI",
+    "daemon.eval.floor.Verdict": "an eval's standing against its floor, printed by the CLI",
 }
 """Enums of snake_case strings that are not reason codes, and why."""
 
