@@ -171,9 +171,10 @@ class IndexManager:
     def store(self) -> VectorStore:
         return self._store
 
-    async def count_pending(self, namespaces: Collection[str] | None = None) -> int:
+    async def count_pending(self, namespaces: Collection[str] | None = None, *, with_held: bool = True) -> int:
         """Live records whose current revision is not yet searchable here, counted now; only
-        those of `namespaces` when given (None: every namespace)."""
+        those of `namespaces` when given (None: every namespace). `with_held=False` leaves out
+        the records set aside (held): those wait for their hold to end, not for indexing."""
         space = self._embedder.space if self._embedder else None
         chunker = self.settings.chunker
         if space is None:
@@ -181,7 +182,7 @@ class IndexManager:
         waiting = await self._store.count_to_index(
             space.key, chunker, after=self._known_mark(space), namespaces=namespaces
         )
-        held = sum((await self._store.held(space.key, namespaces=namespaces)).by_reason.values())
+        held = sum((await self._store.held(space.key, namespaces=namespaces)).by_reason.values()) if with_held else 0
         handle = self.cell.current()
         seen = handle.seen if handle is not None and handle.space_id == space.key else 0
         stored_after = await self._store.newest_live_surrogate(space.key, namespaces=namespaces) > seen

@@ -38,7 +38,9 @@ class IndexingStatus:
             return known[0]
         self._counting.add(namespace)
         try:
-            count = await self._index.count_pending([namespace])
+            # held records (refused by the provider) are not "indexing": they wait for their
+            # hold to end, which can take hours, and /v1/generations counts them
+            count = await self._index.count_pending([namespace], with_held=False)
         except STORE_DOWN_ERRORS as exc:
             log.debug("pending records not counted: %s", type(exc).__name__)
             return known[0] if known is not None else 0

@@ -153,7 +153,8 @@ class RecallHit(msgspec.Struct, kw_only=True, omit_defaults=True):
     snippet: str | None = None
 
 
-class DegradedRoute(msgspec.Struct, kw_only=True):
+class DegradedRoute(msgspec.Struct, kw_only=True, omit_defaults=True):
+    # `pending` only where it means something (omit_defaults): Appendix A's shape stays as it was.
     route: str
     reason: str
     message: str = ""
