@@ -169,8 +169,12 @@ ROUTES: dict[tuple[str, str], RouteDoc] = {
     # --- the vector index
     ("GET", "/v1/generations"): RouteDoc(
         "The vector index: the current generation, the others, and how many records are not searchable "
-        "by the vector route yet (`pending`).",
+        "by the vector route yet (`pending`; `?namespace=` counts that namespace only).",
         returns='{"current": {...} | null, "generations": [...], "pending": int, ...}',
+        query={
+            "namespace": "count `pending` in this namespace only (the caller must be allowed to read it); "
+            "the rest of the answer is unchanged"
+        },
     ),
     ("POST", "/admin/generations/rebuild"): RouteDoc(
         "Build a new generation now.", returns='{"build_id": str, "state": str}', status=202, admin=True, errors=(403,)

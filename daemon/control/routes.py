@@ -358,10 +358,17 @@ async def generations(request: web.Request) -> web.Response:
 
     A caller who may read only some namespaces gets counts over those alone: the current
     generation's `count` and `pending` (how much another namespace holds is not theirs to
-    know), no other generation and no build's progress, whose counts span every namespace."""
+    know), no other generation and no build's progress, whose counts span every namespace.
+
+    `?namespace=` narrows `pending` to that namespace (the caller must be allowed to read it),
+    so that a client waiting for its own upload to be indexed is not held by another's."""
     index = _index(request)
     store = index.store
-    access, caller = request.app[SERVICES].access, peer(request)
+    services = request.app[SERVICES]
+    access, caller = services.access, peer(request)
+    namespace = _namespace_param(request, services.config)
+    if namespace is not None:
+        access.require_read(caller, namespace)
     pointer = await store.pointer()
     spaces = await store.spaces()
     current_id = pointer.current.id if pointer.current else None
@@ -381,7 +388,7 @@ async def generations(request: web.Request) -> web.Response:
         "current": next((r for r in rows if r["current"]), None),
         "previous": pointer.previous,
         "generations": rows,
-        "pending": await index.count_pending(readable),
+        "pending": await index.count_pending(readable if namespace is None else [namespace]),
         "builds": builds,
     }
     if admin:

@@ -153,16 +153,21 @@ class Bar:
 
 
 def wait_for_vectors(
-    client: JsonClient, *, progress: bool, poll_s: float = 1.0, clock: Callable[[], float] = time.monotonic
+    client: JsonClient,
+    namespace: str,
+    *,
+    progress: bool,
+    poll_s: float = 1.0,
+    clock: Callable[[], float] = time.monotonic,
 ) -> float:
-    """Until the vector route covers every live chunk (`pending` 0 and a handle to search);
-    returns the seconds waited. The bar counts down the daemon's backlog, which is the
-    eval's corpus unless other writes are pending too."""
+    """Until the vector route covers every live chunk of `namespace` (its `pending` 0 and a
+    handle to search); returns the seconds waited. The bar counts down that namespace's
+    backlog, the eval's corpus: writes to other namespaces do not hold the run."""
     started = clock()
     bar = Bar("embedding", progress)
     most = 0
     while True:
-        answer = client.request("GET", "/v1/generations")
+        answer = client.request("GET", "/v1/generations", params={"namespace": namespace})
         pending = int(answer["pending"])
         most = max(most, pending)
         ready = answer["current"] is not None or (answer.get("index") or {}).get("handle") is not None
@@ -233,7 +238,7 @@ def evaluate(
             # a file left out would make its questions unanswerable: figures of another corpus
             skipped = "; ".join(run.ingest.skipped_lines(5))
             raise EvalError(f"the corpus did not ingest whole: {run.ingest.line()}{'; ' if skipped else ''}{skipped}")
-        run.index_wait_s = wait_for_vectors(client, progress=progress)
+        run.index_wait_s = wait_for_vectors(client, name, progress=progress)
         for route in routes:
             run.runs[route] = ask(client, golden, name, route, progress=progress)
     finally:

@@ -5,12 +5,19 @@ deleted files. A real daemon; the CLI as a subprocess where its output is the po
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
+from typing import Any
 
 from daemon.client import Client
 from daemon.ingest import ingest
+from tests.daemon.test_access_daemon import as_user
 from tests.daemon.test_cli import recalld
-from tests.support import Daemon
+from tests.support import ROOT, Daemon, namespace
+from tests.support.fake_openai import FakeOpenAI
 
 
 def titles(daemon: Daemon, ns: str) -> list[str]:
@@ -76,3 +83,59 @@ def test_ingest_says_what_waits_for_the_vector_index_and_wait_follows_it(
     assert status == 200 and answer["pending"] == 0
     listed = json.loads(recalld(daemon, "recall", "-n", ns, "first file", "--json").stdout)
     assert listed["results"][0]["title"] == "Alpha"
+
+
+def test_wait_follows_the_ingested_namespace_not_a_record_held_in_another(make_daemon: Any, tmp_path: Path) -> None:
+    """`?namespace=` narrows `pending` to one namespace, so `ingest --wait` ends once its own
+    files are indexed while another namespace's record stays held (the provider refuses it)."""
+    fake = FakeOpenAI(dimension=48)
+    try:
+        ours, held = namespace(), namespace()
+        daemon: Daemon = make_daemon(
+            env={
+                **fake.env(),
+                "RECALLD_SERVER_SOCKET_MODE": str(0o666),  # let the access layer, not the file mode, decide
+                "RECALLD_ACCESS_READERS": f'{{ "65534" = ["{held}"] }}',
+            }
+        )
+        fake.refuse = "poison"
+        status, _ = daemon.call(
+            "POST", "/v1/records", {"namespace": held, "kind": "doc", "title": "P", "body": "poison"}
+        )
+        assert status == 201
+        deadline = time.monotonic() + 20
+        while fake.refused == 0:  # the provider has refused the held record at least once
+            assert time.monotonic() < deadline, "the held record never reached the provider"
+            time.sleep(0.1)  # polling for the condition above, not a barrier
+
+        (tmp_path / "a.md").write_text("# Alpha\n\nthe first file\n")
+        env = {**os.environ, "RECALLD_SOCKET": str(daemon.socket)}
+        waited = subprocess.run(
+            [sys.executable, "-m", "daemon", "ingest", str(tmp_path), "-n", ours, "--wait"],
+            capture_output=True,
+            text=True,
+            timeout=25,  # following the global `pending` would never end: the held record stays
+            env=env,
+            cwd=ROOT,
+        )
+        assert waited.returncode == 0, waited.stderr
+        assert "indexed: the vector route finds all of them" in waited.stdout
+
+        def pending(target: str) -> int:
+            status, answer = daemon.call("GET", target)
+            assert status == 200, answer
+            return int(answer["pending"])
+
+        assert pending(f"/v1/generations?namespace={ours}") == 0
+        assert pending(f"/v1/generations?namespace={held}") >= 1
+        assert pending("/v1/generations") >= 1, "without the parameter: every namespace, as before"
+
+        status, answer = daemon.call("GET", "/v1/generations?namespace=a%00b")
+        assert status == 400 and answer["error"]["code"] == "invalid_value", answer
+        # a reader of `held` only: its own namespace answers, another's is refused
+        allowed = as_user(daemon, 65534, "GET", f"/v1/generations?namespace={held}")
+        assert allowed["status"] == 200 and allowed["body"]["pending"] >= 1, allowed
+        refused = as_user(daemon, 65534, "GET", f"/v1/generations?namespace={ours}")
+        assert refused["status"] == 403 and refused["body"]["error"]["code"] == "forbidden", refused
+    finally:
+        fake.close()
