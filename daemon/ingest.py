@@ -1,4 +1,5 @@
-"""`recalld ingest PATH`: a folder of text and markdown files becomes records with `source_path`.
+"""`recalld ingest PATH`: a folder of text, markdown, HTML and PDF files becomes records with
+`source_path` (HTML and PDF read by daemon/ingest_formats.py).
 
 Each file is one record, found again by its absolute path: an unchanged file is a no-op (the
 daemon keeps the revision when nothing changed), a changed one becomes a new revision. The
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from daemon import ingest_formats as formats
 from daemon.client import ClientError
 
 SUFFIXES = frozenset({".md", ".markdown", ".txt", ".rst", ".text"})
@@ -73,7 +75,8 @@ def title_of(path: Path, text: str) -> str:
 def readable_kind(path: Path) -> bool:
     """Whether a file is one ingest reads: a text or markdown extension, or a conventional
     documentation name (README, NEWS, ...) with any extension or none."""
-    return path.suffix.lower() in SUFFIXES or path.name.lower().startswith(DOC_NAMES)
+    suffix = path.suffix.lower()
+    return suffix in SUFFIXES or suffix in formats.SUFFIXES or path.name.lower().startswith(DOC_NAMES)
 
 
 def files_under(root: Path) -> list[Path]:
@@ -139,7 +142,7 @@ def _other_kinds(root: Path, paths: list[Path], summary: Summary) -> list[Path]:
             read.append(path)
             continue
         kind = f"extension {path.suffix}" if path.suffix else "no extension"
-        names = ", ".join(sorted(SUFFIXES))
+        names = ", ".join(sorted(SUFFIXES | formats.SUFFIXES))
         summary.skipped.append((_shown(root, path), f"{kind}: only {names} and README-like names are read"))
     return read
 
@@ -155,8 +158,16 @@ def _read(root: Path, paths: list[Path], max_chars: int, summary: Summary, seen:
             if size > 4 * max_chars:  # more bytes than the most characters could take: not read at all
                 summary.skipped.append((shown, too_large(size, max_chars, "bytes")))
                 continue
-            # utf-8-sig: a byte-order mark would hide the file's first heading
-            text = path.read_bytes().decode("utf-8-sig").replace("\x00", "")
+            if formats.kind_of(path) is not None:
+                document = formats.read(path, path.read_bytes())
+                text, title = document.text, document.title or title_of(path, "")
+            else:
+                # utf-8-sig: a byte-order mark would hide the file's first heading
+                text = path.read_bytes().decode("utf-8-sig").replace("\x00", "")
+                title = title_of(path, text)
+        except formats.Unreadable as exc:
+            summary.skipped.append((shown, str(exc)))
+            continue
         except UnicodeDecodeError as exc:
             summary.skipped.append((shown, not_utf8(exc)))
             continue
@@ -166,7 +177,7 @@ def _read(root: Path, paths: list[Path], max_chars: int, summary: Summary, seen:
         if len(text) > max_chars:
             summary.skipped.append((shown, too_large(len(text), max_chars, "characters")))
             continue
-        yield _File(relative, {"title": title_of(path, text), "body": text, "source_path": str(path)})
+        yield _File(relative, {"title": title, "body": text, "source_path": str(path)})
 
 
 def _batches(files: Iterator[_File]) -> Iterator[list[_File]]:

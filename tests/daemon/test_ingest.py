@@ -18,6 +18,7 @@ from tests.daemon.test_access_daemon import as_user
 from tests.daemon.test_cli import recalld
 from tests.support import ROOT, Daemon, namespace
 from tests.support.fake_openai import FakeOpenAI
+from tests.support.pdf import pdf_bytes
 
 
 def titles(daemon: Daemon, ns: str) -> list[str]:
@@ -39,6 +40,21 @@ def test_skipped_files_are_listed_with_why(daemon: Daemon, ns: str, tmp_path: Pa
     assert "skipped latin1.txt: not UTF-8 text (byte 0xe9 at offset 3)" in done.stderr
     assert "iconv" in done.stderr and "Traceback" not in done.stderr
     assert titles(daemon, ns) == ["Guide", "README", "Read me"]  # README.Debian: titled by its stem
+
+
+def test_html_and_pdf_files_go_in_as_their_text_under_their_title(daemon: Daemon, ns: str, tmp_path: Path) -> None:
+    page = '<html><head><meta charset="iso-8859-1"><title>Caf\xe9 hours</title></head><body><p>Open at nine.</p>'
+    (tmp_path / "page.htm").write_bytes(page.encode("latin-1"))
+    (tmp_path / "guide.pdf").write_bytes(pdf_bytes([["Grease the bearings monthly."]], title="Pump guide"))
+    (tmp_path / "broken.pdf").write_bytes(b"%PDF-1.4 cut short")
+    done = recalld(daemon, "ingest", str(tmp_path), "-n", ns)
+    assert done.returncode == 0, done.stderr
+    assert "2 created" in done.stdout and "1 skipped" in done.stdout, done.stdout
+    assert "skipped broken.pdf: not a readable PDF" in done.stderr
+    assert titles(daemon, ns) == ["Café hours", "Pump guide"]
+    for query, title in (("bearings", "Pump guide"), ("nine", "Café hours")):
+        found = json.loads(recalld(daemon, "recall", "-n", ns, query, "--json").stdout)
+        assert found["results"][0]["title"] == title, found
 
 
 def test_a_file_over_the_limit_is_refused_before_upload(daemon: Daemon, ns: str, tmp_path: Path) -> None:
