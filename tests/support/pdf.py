@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 
 from pypdf import PdfWriter
-from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
+from pypdf.generic import ContentStream, DictionaryObject, NameObject
 
 
 def _literal(text: str) -> str:
@@ -29,7 +29,7 @@ def pdf_bytes(pages: list[list[str]], *, title: str | None = None) -> bytes:
             {NameObject("/Font"): DictionaryObject({NameObject("/F1"): font})}
         )
         ops = "".join(f"BT /F1 12 Tf 72 {720 - 20 * i} Td ({_literal(line)}) Tj ET\n" for i, line in enumerate(lines))
-        stream = DecodedStreamObject()
+        stream = ContentStream(None, writer)
         stream.set_data(ops.encode("latin-1"))
         page.replace_contents(stream)
     if title is not None:
