@@ -248,14 +248,17 @@ class DuplicateChecker:
         contrast = self.contrast
         records = await self._store.namespace_titles(namespace, kind)
         await self._read_missing(space.key, matrix, [(record_id, norm) for record_id, _, norm in records])
-        rows = matrix.rows
+        # the rows and the array read together, once: other checks append titles while this one
+        # awaits each kind's comparison, and a title that arrived between two kinds would be in
+        # the page of the second but among the members of neither
+        rows = dict(matrix.rows)
+        vectors = matrix.matrix
         by_kind: dict[str, list[tuple[uuid.UUID, int, str]]] = {}
         for record_id, record_kind, norm in records:
             if norm in rows:
                 by_kind.setdefault(record_kind, []).append((record_id, rows[norm], norm))
         page = [r for r in records if after is None or r[0] > after][:limit]
         found: list[tuple[uuid.UUID, uuid.UUID, str, float]] = []
-        vectors = matrix.matrix
         for record_kind, members in by_kind.items():
             position = {record_id: at for at, (record_id, _, _) in enumerate(members)}
             mine = [(record_id, rows[norm], norm) for record_id, k, norm in page if k == record_kind and norm in rows]
