@@ -17,9 +17,11 @@ the Unix socket, as root (an administrator, so admin routes do their work too):
 - the admin routes as a non-admin peer (a client process that drops to uid
   65534, which `[access]` grants every namespace): 403.
 
-The embedding provider is off (`none`): the vector route and duplicate checks degrade out loud
-rather than run the model for thousands of generated titles, so the requests cost the daemon's
-parsing, validation and store work, which is what a fuzzer can break.
+The embedding provider is tests/support/fake_openai on loopback (8 dimensions), not the local
+model: every route does its real work, vector recall, duplicate checks and audits, index builds
+included, but an embedding costs a hash rather than the model's CPU, so 10,000 requests fit in
+about a minute on two cores. (With no provider at all the audit route answers 503
+`route_unavailable` by design, which would hide the routes' real paths from the fuzzer.)
 """
 
 from __future__ import annotations
