@@ -282,9 +282,12 @@ async def decide(request: web.Request) -> web.Response:
 
 def install(app: web.Application) -> None:
     app.router.add_post("/v1/observations", observe)
-    app.router.add_get("/v1/assignments/{entity}", assignments)
-    app.router.add_put("/v1/assignments/{entity}/{characteristic}", assign_manually)
-    app.router.add_delete("/v1/assignments/{entity}/{characteristic}", unassign_manually)
+    # a name may hold "{" and "}" (observations take any text): aiohttp's default parameter
+    # pattern, [^{}/]+, would answer such an entity's routes 404
+    entity, characteristic = "{entity:[^/]+}", "{characteristic:[^/]+}"
+    app.router.add_get(f"/v1/assignments/{entity}", assignments)
+    app.router.add_put(f"/v1/assignments/{entity}/{characteristic}", assign_manually)
+    app.router.add_delete(f"/v1/assignments/{entity}/{characteristic}", unassign_manually)
     app.router.add_get("/admin/disputes", list_disputes)
     app.router.add_get("/admin/disputes/{id}", get_dispute)
     app.router.add_delete("/admin/disputes/{id}", supersede)

@@ -48,7 +48,7 @@ import pytest
 from daemon.store.embedded import EmbeddedPostgres
 from tests.support import ROOT, Daemon, create_database, scratch_dir
 from tests.support.fake_openai import FakeOpenAI
-from tests.support.schema_fuzz import Generator, Request
+from tests.support.schema_fuzz import Generator, Request, quote
 from tests.support.snapshot import settled_snapshot
 from tests.support.waits import wait_for_generation
 
@@ -408,3 +408,17 @@ def test_the_daemon_logged_no_error_all_along(fuzzed: tuple[Daemon, list[str]]) 
     daemon, _ = fuzzed
     assert logged_errors(daemon) == []
     assert_alive_and_ready(daemon)
+
+
+def test_an_entity_named_with_braces_is_addressable_by_its_routes(fuzzed: tuple[Daemon, list[str]]) -> None:
+    """Found by the fuzzer: names with "{" or "}" are taken by POST /v1/observations, but the
+    router's default parameter pattern ([^{}/]+) answered their routes 404 `unknown_route`."""
+    daemon, _ = fuzzed
+    entity, characteristic = "sku{42}", "size{cm}"
+    with client(daemon) as http:
+        put = http.put(f"/v1/assignments/{quote(entity)}/{quote(characteristic)}", json={"value": "10"})
+        assert put.status_code == 200, put.text
+        got = http.get(f"/v1/assignments/{quote(entity)}")
+        assert got.status_code == 200, got.text
+        deleted = http.delete(f"/v1/assignments/{quote(entity)}/{quote(characteristic)}")
+        assert deleted.status_code == 200, deleted.text
