@@ -172,10 +172,24 @@ class IndexManager:
         return self._store
 
     async def count_pending(self, namespaces: Collection[str] | None = None, *, with_held: bool = True) -> int:
-        """Live records whose current revision is not yet searchable here, counted now; only
-        those of `namespaces` when given (None: every namespace). `with_held=False` leaves out
-        the records set aside (held): those wait for their hold to end, not for indexing."""
-        space = self._embedder.space if self._embedder else None
+        """Live records whose current revision is not yet searchable in the embedder's space,
+        counted now; only those of `namespaces` when given (None: every namespace).
+        `with_held=False` leaves out the records set aside (held): those wait for their hold to
+        end, not for indexing."""
+        return await self._count_pending(self._embedder.space if self._embedder else None, namespaces, with_held)
+
+    async def count_unsearchable(self, namespaces: Collection[str]) -> int:
+        """For recall: live records of `namespaces` the handle being served cannot find yet,
+        held ones left out. While a switch to a new space is built, the previous space's
+        generation serves and finds every record it holds: what it lacks counts, not what the
+        new space lacks (the route says `vector_space_rebuilding` for that)."""
+        handle = self.cell.current()
+        space = handle.space if handle is not None else (self._embedder.space if self._embedder else None)
+        return await self._count_pending(space, namespaces, with_held=False)
+
+    async def _count_pending(
+        self, space: VectorSpace | None, namespaces: Collection[str] | None, with_held: bool
+    ) -> int:
         chunker = self.settings.chunker
         if space is None:
             return await self._store.count_to_index("", chunker, namespaces=namespaces)

@@ -21,7 +21,7 @@ MAX_NAMESPACES = 1024
 
 
 class IndexingStatus:
-    """Per namespace: live records the vector route cannot find yet (`IndexManager.count_pending`),
+    """Per namespace: live records the vector route cannot find yet (`IndexManager.count_unsearchable`),
     at most `ttl_s` old. A store that does not answer counts as nothing pending: full text, which
     needs the store too, will say so."""
 
@@ -38,9 +38,7 @@ class IndexingStatus:
             return known[0]
         self._counting.add(namespace)
         try:
-            # held records (refused by the provider) are not "indexing": they wait for their
-            # hold to end, which can take hours, and /v1/generations counts them
-            count = await self._index.count_pending([namespace], with_held=False)
+            count = await self._index.count_unsearchable([namespace])
         except STORE_DOWN_ERRORS as exc:
             log.debug("pending records not counted: %s", type(exc).__name__)
             return known[0] if known is not None else 0

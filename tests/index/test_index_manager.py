@@ -265,6 +265,7 @@ async def test_pending_counts_the_namespaces_asked_for(cluster: Cluster) -> None
         await until(lambda: manager.pending == 1 and manager.held == {"embedding_not_finite": 1}, "the rest indexed")
         assert [await manager.count_pending(ns) for ns in (["ns"], ["other"], ["ns", "other"])] == [1, 0, 1]
         assert await manager.count_pending(["ns"], with_held=False) == 0, "held is not waiting for indexing"
+        assert await manager.count_unsearchable(["ns"]) == 0 and await manager.count_unsearchable(["other"]) == 0
 
 
 # -- building generations
