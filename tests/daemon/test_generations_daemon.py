@@ -128,8 +128,16 @@ def test_template_change_then_model_change_over_1000_records(make_daemon: Any, f
         for r in rows:  # the vector is the one the new model gave for this chunk's rendered input
             rendered = template.render_document(r["title"], r["text"], version=1).text
             assert np.allclose(np.frombuffer(r["vector"], dtype="<f4"), unit_vector(rendered, 64), atol=1e-6)
-        status, answer = daemon.call("POST", "/v1/recall", {"namespace": ns, "query": "pump", "routes": ["vector"]})
-        assert status == 200 and answer["results"] and answer["generation"] == third["id"]
+        # The catalogue names the new generation current a moment before the handle serving
+        # recall has loaded it: wait for the route to answer from it (a bounded wait, not a sleep).
+        deadline = time.monotonic() + WAIT_S
+        while True:
+            status, answer = daemon.call("POST", "/v1/recall", {"namespace": ns, "query": "pump", "routes": ["vector"]})
+            assert status == 200 and answer["results"], answer
+            if answer["generation"] == third["id"]:
+                break
+            assert time.monotonic() < deadline, answer["generation"]
+            time.sleep(0.1)
         listed = {g["id"] for g in daemon.call("GET", "/v1/generations")[1]["generations"]}
         assert {first["id"], second["id"], third["id"]} <= listed, "earlier generations stay for rollback"
         assert daemon.stop() == 0
