@@ -55,10 +55,12 @@ def postmasters(data_dir: Path) -> list[str]:
 
 @dataclass
 class Ledger:
-    """What the client was told: acknowledged records (title -> body), forgotten ids, every title sent."""
+    """What the client was told: acknowledged records (title -> body), forgotten ids, every title
+    sent, and the records whose forget got no answer (the kill came first: forgotten or not)."""
 
     acked: dict[str, tuple[str, str]] = field(default_factory=dict)
     forgotten: dict[str, str] = field(default_factory=dict)
+    forgetting: dict[str, tuple[str, str]] = field(default_factory=dict)
     sent: dict[str, str] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -111,11 +113,16 @@ def write(daemon: Daemon, ledger: Ledger, rng: random.Random, stop: threading.Ev
                 with ledger.lock:
                     ledger.acked[answer.json()["id"]] = (title, body)
             if i % 7 == 3 and ledger.acked:
-                with ledger.lock:
+                with ledger.lock:  # out of `acked` until answered: a kill leaves it in `forgetting`
                     victim = rng.choice(sorted(ledger.acked))
-                if client.delete(f"/v1/records/{victim}").status_code == 200:
-                    with ledger.lock:
-                        ledger.forgotten[victim] = ledger.acked.pop(victim)[0]
+                    ledger.forgetting[victim] = ledger.acked.pop(victim)
+                status = client.delete(f"/v1/records/{victim}").status_code
+                with ledger.lock:
+                    content = ledger.forgetting.pop(victim)
+                    if status == 200:
+                        ledger.forgotten[victim] = content[0]
+                    else:
+                        ledger.acked[victim] = content
             i += 1
     except httpx.TransportError:
         pass  # killed under it: whatever was in flight is unacknowledged
@@ -131,6 +138,11 @@ def check(daemon: Daemon, ledger: Ledger, where: str) -> None:
     for rid, row in rows.items():
         if row["deleted_at"] is None:
             assert ledger.sent.get(row["title"]) == row["body"], f"{where}: {rid} is half there"
+    for rid, (title, body) in ledger.forgetting.items():  # either forgotten or whole
+        row = rows.get(rid)
+        assert row is not None, f"{where}: acknowledged {rid} lost"
+        if row["deleted_at"] is None:
+            assert (row["title"], row["body"]) == (title, body), f"{where}: {rid}, its forget unanswered, changed"
     for rid in ledger.forgotten:
         assert rows[rid]["deleted_at"] is not None, f"{where}: forgotten {rid} is back"
         assert daemon.call("GET", f"/v1/records/{rid}")[0] == 404
