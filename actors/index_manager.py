@@ -266,7 +266,14 @@ class IndexManager:
                 reason, message = self._problem or NOTHING_INDEXED
                 raise IndexUnavailable(reason, message)
             hits = await anyio.to_thread.run_sync(
-                lambda: handle.search(query, k_records=k_records, namespace=namespace, accept=accept, within=rows)
+                lambda: handle.search(
+                    query,
+                    k_records=k_records,
+                    namespace=namespace,
+                    accept=accept,
+                    within=rows,
+                    ef_search=self.settings.hnsw_ef_search,
+                )
             )
             base = handle.base.manifest.generation_id if handle.base is not None else None
             return hits, base

@@ -186,6 +186,9 @@ class IndexConfig(_Section, frozen=True):
     """Once every record is indexed, polls read only records changed since, and all of them this often."""
     hold_s: Seconds = _INDEX.hold_s
     """A record the provider will not embed waits this long before it is tried again (doubling, at most a day)."""
+    hnsw_ef_search: Annotated[int, Meta(ge=1, le=10_000)] = _INDEX.hnsw_ef_search
+    """The beam of an HNSW search (at least the hits it asks for): wider finds more of the exact
+    top k and costs more; applies to every generation, whatever its file stored."""
 
 
 class GcConfig(_Section, frozen=True):

@@ -49,7 +49,8 @@ from actors.index.manifest import (
     index_family,
     is_valid_generation_id,
 )
-from actors.index.vectors import BUILD_THREADS, HNSW_EF_SEARCH, Vectors, VectorSet, search_parameters
+from actors.index.settings import HNSW_EF_SEARCH
+from actors.index.vectors import BUILD_THREADS, Vectors, VectorSet, search_parameters
 from actors.kernel.ports import VectorSpace
 
 BUILDER_VERSION: Final = f"recalld-index/{FORMAT_VERSION} faiss/{faiss.__version__}"

@@ -9,6 +9,7 @@ closed only when its last lease ends.
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 import uuid
@@ -289,6 +290,7 @@ class Handle:
         namespace: str,
         accept: Accept | None = None,
         within: RecordIds | None = None,
+        ef_search: int | None = None,
     ) -> list[Hit]:
         """The best `k_records` distinct records of `namespace`, best first.
 
@@ -299,7 +301,7 @@ class Handle:
         than `k_records` hits only when fewer matching records exist: each round asks FAISS for
         twice as many vectors until enough records are certain or the namespace is exhausted.
         `within` limits the search to those records (ids the handle does not hold are ignored),
-        scored exactly.
+        scored exactly. `ef_search`: the HNSW beam (`VectorSet.search`).
 
         Synchronous and CPU-bound: call it in a worker thread, under a lease. Raises
         `HandleClosed` after `close()`.
@@ -316,9 +318,8 @@ class Handle:
             parts = self._parts()
             excluded = self._tomb_set
         try:
-            return _search(
-                parts, excluded, vector, k_records=k_records, namespace=namespace, accept=accept, within=within
-            )
+            search = functools.partial(_search, k_records=k_records, namespace=namespace, ef_search=ef_search)
+            return search(parts, excluded, vector, accept=accept, within=within)
         finally:
             with self._lock:
                 self._active -= 1
@@ -342,6 +343,7 @@ def _search(
     namespace: str,
     accept: Accept | None,
     within: RecordIds | None,
+    ef_search: int | None = None,
 ) -> list[Hit]:
     verdicts: dict[tuple[bytes, int], bool] = {}
     # More than k from the start (the last vector FAISS returns is never certain, an unseen one
@@ -354,7 +356,9 @@ def _search(
         cutoff = -math.inf
         exhausted = True
         for part, asked in zip(parts, fetch, strict=True):
-            scores, rows, done = part.search(query, asked, namespace=namespace, exclude=excluded, within=within)
+            scores, rows, done = part.search(
+                query, asked, namespace=namespace, exclude=excluded, within=within, ef_search=ef_search
+            )
             if not done:
                 exhausted = False
                 cutoff = max(cutoff, float(scores.min()) if len(scores) else math.inf)

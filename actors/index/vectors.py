@@ -18,13 +18,10 @@ import numpy.typing as npt
 from threadpoolctl import threadpool_limits
 
 from actors.index.idmap import IdMap, RecordIds, Surrogates, frozen_array
+from actors.index.settings import HNSW_EF_SEARCH
 
 Vectors = npt.NDArray[np.float32]
 
-HNSW_EF_SEARCH: Final = 200
-"""The least beam width of an HNSW search (wider when it asks for more hits); new generations
-store it too. Measured on the 100k-passage bench generation (HNSW32, 384 dimensions), recall@10
-against exact search: 0.955 at 64, 0.972 at 128, 0.987 at 200, for 0.34, 0.55 and 0.90 ms."""
 EXACT_NAMESPACE_MAX: Final = 4096
 """An HNSW namespace this small is scored exactly: a graph walk filtered down to a small share of
 its nodes finds too few of them (FAISS's own advice for very selective filters)."""
@@ -229,6 +226,7 @@ class VectorSet:
         namespace: str,
         exclude: SurrogateSet | None,
         within: RecordIds | None = None,
+        ef_search: int | None = None,
     ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.intp], bool]:
         """The best ≤ k vectors of `namespace`, not in `exclude`, by descending inner product;
         only vectors of the records `within` when given, scored exactly (records picked by
@@ -238,7 +236,8 @@ class VectorSet:
         Returns (scores, id-map rows, exhausted); `exhausted` means nothing else in the namespace
         (or `within`) could qualify, so asking for more would return nothing new. Filtering
         happens inside FAISS (namespace bitmap on rows, and `exclude` on surrogates), so
-        filtered-out vectors never take a place among the k.
+        filtered-out vectors never take a place among the k. `ef_search`: an HNSW walk's beam
+        (`[index] hnsw_ef_search`; at least k), else the wider of the stored one and the default.
         """
         one_thread_per_search()
         members = self._ns_rows.get(namespace)
@@ -255,7 +254,8 @@ class VectorSet:
         selector: faiss.IDSelector | None = in_namespace or not_excluded
         if in_namespace is not None and not_excluded is not None:
             selector = faiss.IDSelectorAnd(in_namespace, not_excluded)
-        params = search_parameters(selector, ef_search=max(self._ef_search, k_eff) if self._family == "hnsw" else None)
+        beam = max(ef_search or self._ef_search, k_eff)
+        params = search_parameters(selector, ef_search=beam if self._family == "hnsw" else None)
         distances, labels = self._inner.search(query.reshape(1, -1), k_eff, params=params)
         rows = labels[0]
         returned = rows >= 0

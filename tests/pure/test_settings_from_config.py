@@ -74,6 +74,7 @@ def test_a_default_section_builds_the_settings_defaults(
         (EmbeddingConfig, "template_version", 2, "template_version", 2),
         (IndexConfig, "chunk_chars", 2000, "chunk_chars", 2000),
         (IndexConfig, "hold_s", 30.0, "hold_s", 30.0),
+        (IndexConfig, "hnsw_ef_search", 64, "hnsw_ef_search", 64),
     ],
 )
 def test_a_configured_value_reaches_its_setting(
