@@ -61,6 +61,10 @@ class Contrast:
     penalty: float = 0.0
     slot_words: int = 2
     min_shared: int = 2
+    numbers: bool = False
+    """Also contrast two titles that each name a number and share none ("Error 500 at SSO
+    login" / "Error 404 on the SSO logout page", "... on Android 14" / "... on iOS 17"): a
+    number is a slot every language writes alike, so this sees across languages."""
 
 
 # Function words of English, Portuguese and Spanish: what two titles share in these says nothing
@@ -79,8 +83,29 @@ def content_words(title: str) -> frozenset[str]:
     return frozenset(w for w in re.sub(r"[\W_]+", " ", bare).split() if w not in STOPWORDS)
 
 
+# Digit groups of a normalised title; "1,000" and "1.000" normalise to "1 000", joined again
+# here so that they name the number 1000.
+_THOUSANDS = re.compile(r"(?<!\d)\d{1,3}(?: \d{3})+(?!\d)")
+_NUMBER = re.compile(r"\d+")
+
+
+def numbers(title: str) -> frozenset[str]:
+    """The numbers a (normalised) title names, as digit strings, leading zeros dropped."""
+    joined = _THOUSANDS.sub(lambda m: m.group().replace(" ", ""), title)
+    return frozenset(n.lstrip("0") or "0" for n in _NUMBER.findall(joined))
+
+
+def numbers_differ(a: str, b: str) -> bool:
+    """Both titles name a number and no number is named by both."""
+    numbers_a, numbers_b = numbers(a), numbers(b)
+    return bool(numbers_a) and bool(numbers_b) and not numbers_a & numbers_b
+
+
 def contrasted(a: str, b: str, contrast: Contrast) -> bool:
-    """Whether the pair shares its frame and differs in a small slot (see `Contrast`)."""
+    """Whether the pair shares its frame and differs in a small slot, or (with
+    `contrast.numbers`) names different numbers (see `Contrast`)."""
+    if contrast.numbers and numbers_differ(a, b):
+        return True
     words_a, words_b = content_words(a), content_words(b)
     shared = len(words_a & words_b)
     slot = max(len(words_a - words_b), len(words_b - words_a))

@@ -82,7 +82,11 @@ class Calibration:
         return {
             "model": self.model,
             "threshold": self.threshold,
-            "contrast": {"penalty": self.contrast.penalty, "slot_words": self.contrast.slot_words},
+            "contrast": {
+                "penalty": self.contrast.penalty,
+                "slot_words": self.contrast.slot_words,
+                "numbers": self.contrast.numbers,
+            },
             "all": figures(self.tally()),
             "tuned": figures(self.tally(held_out=False)),
             "held_out": figures(self.tally(held_out=True)),
@@ -113,7 +117,9 @@ async def calibrate(pairs: list[Pair], config: Config) -> Calibration:
     """Embed every title of `pairs` with the configured provider, as the check embeds a title,
     and score each pair as the check would. Raises EmbeddingError when the provider fails."""
     settings = config.duplicates
-    contrast = Contrast(penalty=settings.contrast_penalty, slot_words=settings.contrast_slot_words)
+    contrast = Contrast(
+        penalty=settings.contrast_penalty, slot_words=settings.contrast_slot_words, numbers=settings.contrast_numbers
+    )
     texts = sorted({title_text(t) for pair in pairs for t in (pair.a, pair.b)})
     async with httpx.AsyncClient() as http:
         provider: EmbeddingProvider | None

@@ -243,6 +243,10 @@ class DuplicatesConfig(_Section, frozen=True):
     differ in at most `contrast_slot_words` on either side ("... report to CSV" / "... report to
     PDF") must score this much higher to warn; 0 turns the stage off."""
     contrast_slot_words: Annotated[int, Meta(ge=1, le=20)] = 3
+    contrast_numbers: bool = True
+    """The contrast stage also takes the penalty from a pair whose titles each name a number
+    and share none ("Error 500 ..." / "Error 404 ...", "... Android 14" / "... iOS 17"), in any
+    language; chosen on the calibration pairs (docs/DUPLICATES.md)."""
 
 
 class ResolverConfig(_Section, frozen=True):

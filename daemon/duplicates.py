@@ -131,7 +131,9 @@ class DuplicateChecker:
     @property
     def contrast(self) -> Contrast:
         config = self._config
-        return Contrast(penalty=config.contrast_penalty, slot_words=config.contrast_slot_words)
+        return Contrast(
+            penalty=config.contrast_penalty, slot_words=config.contrast_slot_words, numbers=config.contrast_numbers
+        )
 
     def threshold(self) -> float:
         """The threshold of the model in use (the configured one before the first probe)."""

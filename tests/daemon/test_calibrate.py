@@ -19,20 +19,21 @@ from tests.support import ROOT
 PAIRS = ROOT / "tests" / "fixtures" / "duplicates" / "pairs.json"
 DOC = ROOT / "docs" / "DUPLICATES.md"
 
-# What docs/DUPLICATES.md records, with the contrast stage of the defaults (0.25 at 3 words):
+# What docs/DUPLICATES.md records, with the contrast stage of the defaults (0.25 at 3 words, or
+# when the titles name different numbers):
 # duplicates caught and false alarms raised, per set, for the embedded default (the multilingual
 # title model, threshold 0.501) and for the recall model (`[duplicates] model = "embedding"`,
 # all-MiniLM-L6-v2 int8, threshold 0.489).
 RECORDED = {
     "use-multilingual-v3": {
-        "tuned": {"caught": 23, "duplicates": 24, "false_alarms": 7, "distinct": 24},
+        "tuned": {"caught": 23, "duplicates": 24, "false_alarms": 5, "distinct": 24},
         "held_out": {"caught": 12, "duplicates": 12, "false_alarms": 3, "distinct": 12},
-        "all": {"caught": 35, "duplicates": 36, "false_alarms": 10, "distinct": 36},
+        "all": {"caught": 35, "duplicates": 36, "false_alarms": 8, "distinct": 36},
     },
     "all-MiniLM-L6-v2-onnx-int8": {
-        "tuned": {"caught": 19, "duplicates": 24, "false_alarms": 9, "distinct": 24},
+        "tuned": {"caught": 19, "duplicates": 24, "false_alarms": 8, "distinct": 24},
         "held_out": {"caught": 9, "duplicates": 12, "false_alarms": 4, "distinct": 12},
-        "all": {"caught": 28, "duplicates": 36, "false_alarms": 13, "distinct": 36},
+        "all": {"caught": 28, "duplicates": 36, "false_alarms": 12, "distinct": 36},
     },
 }
 THRESHOLDS = {"use-multilingual-v3": 0.501, "all-MiniLM-L6-v2-onnx-int8": 0.489}
@@ -100,7 +101,7 @@ def test_the_text_report_names_each_miss_and_false_alarm(figures: dict[str, Any]
     missed = sum(1 for p in figures["pairs"] if p["duplicate"] and not p["warns"])
     false_alarms = sum(1 for p in figures["pairs"] if not p["duplicate"] and p["warns"])
     assert len(re.findall(r"\bMISSED\b", done.stdout)) == missed == 1
-    assert len(re.findall(r"\bFALSE ALARM\b", done.stdout)) == false_alarms == 10
+    assert len(re.findall(r"\bFALSE ALARM\b", done.stdout)) == false_alarms == 8
     assert "no threshold separates the pairs by their cosines" in done.stdout
 
 

@@ -14,6 +14,7 @@ from actors.duplicates import (
     content_words,
     contrasted,
     most_similar,
+    numbers,
     reported,
     separating_range,
     staged,
@@ -73,6 +74,43 @@ def test_the_threshold_is_inclusive_at_the_reported_precision(score: float, thre
 )
 def test_contrast_finds_titles_that_differ_in_a_small_slot(a: str, b: str, expected: bool) -> None:
     assert contrasted(title_text(a), title_text(b), ON) is expected
+
+
+NUMBERS = Contrast(penalty=0.25, slot_words=2, numbers=True)
+
+
+@pytest.mark.parametrize(
+    ("title", "expected"),
+    [
+        ("Error 404 on the SSO logout page", {"404"}),
+        ("Refunds above 1,000 EUR", {"1000"}),  # thousands separators, either way, name one number
+        ("Pedidos acima de R$ 1.500,00", {"1500", "0"}),
+        ("Attachments over 10MB", {"10"}),
+        ("Room 007 and 12345 678", {"7", "12345", "678"}),  # a group of 5 digits is no thousands
+        ("Lock the account after five failed attempts", set()),  # words are not read as numbers
+    ],
+)
+def test_the_numbers_a_title_names(title: str, expected: set[str]) -> None:
+    assert numbers(title_text(title)) == expected
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "expected"),
+    [
+        # each names a number, none shared: two items, whatever the words or languages
+        ("Erro 500 ao fazer login com SSO", "Error 404 on the SSO logout page", True),
+        ("Push notifications not delivered on Android 14", "Push notifications arrive twice on iOS 17", True),
+        # a number in common: the same item may be said twice
+        ("Refunds over 1000 EUR need two approvals", "Two approvers for refunds above 1,000 EUR", False),
+        ("Erro 500 ao fazer login com SSO", "Error 500 when logging in with SSO", False),
+        # a number on one side only says nothing ("five" / "5")
+        ("Lock account after five failed login attempts", "Block the user after 5 wrong passwords", False),
+        ("Block the user after 5 wrong passwords", "Lock account after five failed login attempts", False),
+    ],
+)
+def test_contrast_finds_titles_that_name_other_numbers(a: str, b: str, expected: bool) -> None:
+    assert contrasted(title_text(a), title_text(b), NUMBERS) is expected
+    assert not contrasted(title_text(a), title_text(b), ON)  # off unless asked for
 
 
 def test_content_words_fold_case_and_accents_and_drop_function_words() -> None:
