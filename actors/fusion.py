@@ -2,7 +2,8 @@
 
 Every fused answer names its method and version, so telemetry and clients can tell which rule
 produced an order. Ties are broken deterministically (best single-route rank, then key), so
-equal scores always come back in the same order.
+equal scores always come back in the same order; `settle_ties` then orders what only the key
+decided by a label the caller holds stable across re-indexing (recall: the source path).
 
 Both methods take, besides a weight per route, an optional factor per candidate (`factors`):
 a route whose candidates are not all equally good evidence says so there. Recall uses it for
@@ -81,6 +82,42 @@ def _entry(fused: dict[Key, Fused[Key]], key: Key, route: str, rank: int) -> Fus
 
 def _ordered(fused: dict[Key, Fused[Key]]) -> list[Fused[Key]]:
     return sorted(fused.values(), key=lambda f: (-f.score, min(f.ranks.values()), f.key))
+
+
+def tied(a: Fused[Key], b: Fused[Key]) -> bool:
+    """Whether fusion told `a` and `b` apart only by their keys: same score, same best rank."""
+    return a.score == b.score and min(a.ranks.values(), default=0) == min(b.ranks.values(), default=0)
+
+
+def tie_end(fused: Sequence[Fused[Key]], end: int) -> int:
+    """`end` moved past the run of tied entries it would cut, so `fused[start:end]` holds each run
+    whole and `settle_ties` can order it: a page boundary must not decide a tie."""
+    end = max(0, min(end, len(fused)))
+    while 0 < end < len(fused) and tied(fused[end - 1], fused[end]):
+        end += 1
+    return end
+
+
+def settle_ties(fused: Sequence[Fused[Key]], labels: Mapping[Key, str | None]) -> list[Fused[Key]]:
+    """`fused` with each run of tied entries ordered by its label, entries with none after those
+    with one, then by key; everything else keeps its place.
+
+    Keys are record ids, random at ingest, so a tie they break is broken differently each time
+    the same files are indexed again (an eval's fresh namespace moved one question a run). The
+    label is what the caller knows to be stable across re-indexing: recall passes the source path.
+    """
+    settled: list[Fused[Key]] = []
+    start = 0
+    while start < len(fused):
+        end = start + 1
+        while end < len(fused) and tied(fused[start], fused[end]):
+            end += 1
+        run = fused[start:end]
+        if len(run) > 1:
+            run = sorted(run, key=lambda f: (labels.get(f.key) is None, labels.get(f.key) or "", f.key))
+        settled.extend(run)
+        start = end
+    return settled
 
 
 def reciprocal_rank(

@@ -62,6 +62,7 @@ from actors.fusion import (  # noqa: E402
     WEIGHTED_VERSION,
     Fused,
     reciprocal_rank,
+    settle_ties,
     shared_ranks,
     weighted_score,
 )
@@ -465,15 +466,15 @@ def exact_ties(fused: list[Fused[uuid.UUID]], n: int = 10) -> int:
 def fused_answers(
     setting: Setting, text: Lists, vec: Lists, pages: dict[uuid.UUID, str], ties: dict[str, int] | None = None
 ) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
-    """The setting's answers as fused (ties in key order, like the daemon) and with exact ties
-    in the opposite key order: keys are random ids, so an order that only a tie decides is luck.
+    """The setting's answers as fused (ties by page, as the daemon orders them by source path) and
+    with exact ties in the opposite key order: which tied page comes first is still arbitrary.
     `ties` receives, per question, the exact ties in the first 10."""
     as_fused, reversed_ties = {}, {}
     for qid in text:
         fused = setting.fuse(text[qid], vec[qid])
         if ties is not None:
             ties[qid] = exact_ties(fused)
-        as_fused[qid] = [pages[f.key] for f in fused][:10]
+        as_fused[qid] = [pages[f.key] for f in settle_ties(fused, pages)][:10]
         flipped = sorted(fused, key=lambda f: str(f.key), reverse=True)
         flipped.sort(key=lambda f: (-f.score, min(f.ranks.values())))  # stable: reversed key order within ties
         reversed_ties[qid] = [pages[f.key] for f in flipped][:10]
@@ -813,8 +814,8 @@ def sweep_section(config: Any, questions: Sequence[Question], raw: Raw) -> list[
         " worse of two orders of exactly tied candidates (ids are random, so a tie is luck), then fewer exact ties"
         " in the top 10 over all questions (a count that reads no expected page); on a remaining tie between"
         " settings the one listed first stays (least influence of words-only matches first). Evidence factors"
-        " read exact/all_terms/some_terms. Cells show the settings as fused (ties in id order, as the daemon"
-        " does). The 10 best, four references (†), and the single routes:",
+        " read exact/all_terms/some_terms. Cells show the settings as fused (ties by page, as the daemon orders"
+        " them by source path). The 10 best, four references (†), and the single routes:",
         "",
         *per_kind_table(sweep_rows, questions),
         "",

@@ -24,7 +24,7 @@ import msgspec
 from actors.embedder import Embedder
 from actors.embedding.errors import EmbeddingError, Reason
 from actors.embedding.query_cache import QueryVectorCache
-from actors.fusion import RRF_NAME, RRF_VERSION, WEIGHTED_NAME, WEIGHTED_VERSION, Fused
+from actors.fusion import RRF_NAME, RRF_VERSION, WEIGHTED_NAME, WEIGHTED_VERSION, Fused, settle_ties, tie_end
 from actors.index_manager import IndexManager, IndexUnavailable
 from actors.recall_policy import (
     FTS,
@@ -270,11 +270,14 @@ class RecallService:
         offset = 0
         async with db.connection(self._pool) as conn:
             while len(results) < k and offset < len(fused):
-                page = fused[offset : offset + window]
+                page = fused[offset : tie_end(fused, offset + window)]
                 offset += len(page)
                 keys = [f.key for f in page]
                 chunks = {key: best_chunks[key] for key in keys if key in best_chunks}
                 rows = await search.rehydrate(conn, filters, keys, query, self._config.recall.snippet_words, chunks)
+                # What only the random record ids told apart goes by source path instead, so the
+                # same files indexed again (an eval's fresh namespace) answer in the same order.
+                page = settle_ties(page, {key: row["source_path"] for key, row in rows.items()})
                 for entry in page:
                     row = rows.get(entry.key)
                     if row is None:
