@@ -181,7 +181,9 @@ def cmd_generations(client: Client, args: argparse.Namespace) -> int:
                 return EXIT_OK if build["state"] == "done" else EXIT_FAIL
             time.sleep(0.5)
         return EXIT_OK
-    answer = client.request("GET", "/v1/generations")
+    # with a namespace, `pending` counts that namespace's records alone
+    params = {"namespace": args.namespace} if args.namespace else None
+    answer = client.request("GET", "/v1/generations", params=params)
     if args.json:
         print_json(answer)
         return EXIT_OK
@@ -189,7 +191,7 @@ def cmd_generations(client: Client, args: argparse.Namespace) -> int:
         mark = "*" if row["current"] else ("<" if row["id"] == answer["previous"] else " ")
         count = "?" if row["count"] is None else row["count"]  # a generation this daemon has not loaded
         print(f"{mark} {row['id']}  {count:>8} vectors  {row['index_type']:<8} {row['built_at']}")
-    print(f"pending: {answer['pending']}")
+    print(f"pending: {answer['pending']}" + (f" in {shown(args.namespace)}" if args.namespace else ""))
     for build in answer["builds"][:5]:
         # progress counts span every namespace: shown to those who may read them all
         progress = f" {build['done']}/{build['total']}" if "total" in build else ""
@@ -290,6 +292,7 @@ def build_parser() -> argparse.ArgumentParser:
     generations.add_argument("--rebuild", action="store_true", help="build a new generation now")
     generations.add_argument("--wait", action="store_true", help="with --rebuild: show progress until done")
     generations.add_argument("--activate", metavar="ID", help="make an earlier verified generation current")
+    generations.add_argument("--namespace", "-n", help="count pending records of this namespace only")
     generations.add_argument("--json", action="store_true")
     backup_cli.add_commands(sub)
     duplicates_cli.add_commands(sub)
