@@ -276,12 +276,20 @@ class Dispatcher:
                 )
                 _answer(call, error=EmbeddingError(verdict.reason, f"input {bad - start}: {verdict.message}"))
             start = end
-        if first_fault is None:
-            self._breaker_outcome(permit, None)
-        else:
+        if first_fault is not None:
             counters.call_failures += 1
             counters.failure(first_fault.reason)
+        bad_rows = sum(verdict is not None for verdict in verdicts)
+        if bad_rows < len(texts):
+            # The provider answered: the rows it got wrong are their inputs' fault.
+            self._breaker_outcome(permit, None)
+        elif len(texts) > 1:
+            # Every text of the call came back unusable: the provider is broken, not the inputs.
             self._breaker_outcome(permit, first_fault)
+        else:
+            # One text and its vector unusable says nothing either way, like one refused input:
+            # a half-open probe that draws a bad input frees the slot for the next caller.
+            self._breaker.abandoned(permit)
         self._meter.call(parts, order, result, texts)
 
     def _live(self, batch: list[Call]) -> list[Call]:

@@ -41,10 +41,12 @@ def records_to_hold(
     failures: list[tuple[RecordToIndex, EmbeddingError]], *, embedded: int
 ) -> list[tuple[RecordToIndex, EmbeddingError]]:
     """Which failed records of a batch to set aside: those whose own input failed, unless no
-    record of the batch was embedded and two or more failed that way, which says more about
-    the provider (a broken deployment refuses everything) than about the inputs."""
+    record of the batch was embedded and either two or more failed that way or another failed
+    for the provider's sake. Then the batch says more about the provider (a broken deployment
+    refuses everything, and its circuit opens) than about the inputs, and holding them would
+    set aside, one pass after another, every record a broken provider was asked for."""
     by_input = [(record, error) for record, error in failures if error.reason in INPUT_FAULTS]
-    if embedded == 0 and len(by_input) > 1:
+    if embedded == 0 and (len(by_input) > 1 or len(by_input) < len(failures)):
         return []
     return by_input
 

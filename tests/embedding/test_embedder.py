@@ -293,6 +293,26 @@ async def test_failed_half_open_probe_reopens(harness: Harness, service: Embeddi
         assert embedder.stats().breaker_opened_total == 2
 
 
+@pytest.mark.parametrize(
+    ("fault", "callers", "state"),
+    [
+        ("nan", [["short"], ["a much longer input text"]], BreakerState.CLOSED),  # the other row was fine
+        ("nan", [["alone"]], BreakerState.CLOSED),  # one text says nothing about the provider
+        ("unnormalized", [["one"], ["two"]], BreakerState.OPEN),  # every row of the call unusable
+    ],
+)
+async def test_bad_vectors_count_against_the_provider_only_when_every_row_is_bad(
+    harness: Harness, service: EmbeddingService, fault: str, callers: list[list[str]], state: BreakerState
+) -> None:
+    # A poisoned input must not open the circuit for everyone (and a broken provider must): the
+    # index catch-up holds records by their input only while the provider is seen answering.
+    async with harness(kind="ollama", breaker_failures=1) as embedder:
+        service.fail_next(fault)
+        results = await gather(embedder, callers)
+        assert reasons(results)[0].startswith("embedding_not_")  # the bad row's caller failed
+        assert embedder.breaker_state is state
+
+
 # --- deadlines and rate limit --------------------------------------------------------------
 
 

@@ -1,5 +1,6 @@
 """Which failed records of a catch-up batch are set aside: the ones whose own input failed,
-unless nothing in the batch was embedded and several failed that way (then it is the provider)."""
+unless nothing in the batch was embedded and several failed that way, or another failed for the
+provider's sake (then it is the provider)."""
 
 from __future__ import annotations
 
@@ -38,6 +39,10 @@ def failed(*reasons: Reason) -> list[tuple[RecordToIndex, EmbeddingError]]:
         ((Reason.EMBEDDING_DIMENSION_MISMATCH,), 4, []),
         # mixed: the refused input waits, the timed-out one ends the pass (the caller's business)
         ((Reason.INPUT_REJECTED, Reason.PROVIDER_TIMEOUT), 2, [0]),
+        # nothing embedded, one refused input and the circuit open for the rest: a broken
+        # provider's probe drew that input, which says nothing about it
+        ((Reason.EMBEDDING_NOT_FINITE, Reason.CIRCUIT_OPEN), 0, []),
+        ((Reason.INPUT_REJECTED, Reason.PROVIDER_UNAVAILABLE, Reason.PROVIDER_UNAVAILABLE), 0, []),
     ],
 )
 def test_records_to_hold(reasons: tuple[Reason, ...], embedded: int, held: list[int]) -> None:
