@@ -3,8 +3,10 @@ title of the namespace and kind, under a wall-clock cap. Warn only: it never fai
 
 I/O only; the rules (what a title is embedded as, which scores warn, their order) are the pure
 `actors/duplicates.py`. Title vectors are stored by the index manager (`actors/index/titles.py`)
-and by the checks themselves; this module keeps those it has read in memory, per space, so a
-check reads from PostgreSQL only the live titles' ids and the vectors it has not seen yet.
+and by the checks themselves. A check compares with the live titles of its namespace and kind
+kept in memory as one matrix (`daemon/live_titles.py`, `daemon/title_rows.py`): it reads from
+PostgreSQL only the records changed since the last check and the vectors it has not seen yet.
+The audit keeps the vectors it has read per space (`TitleMatrix`).
 """
 
 from __future__ import annotations
@@ -29,12 +31,9 @@ from daemon.live_titles import LiveTitles
 from daemon.metrics import Metrics
 from daemon.store.db import STORE_DOWN_ERRORS
 from daemon.store.titles import PgTitleStore
+from daemon.title_rows import RESCORE_MARGIN, comparable, top_hits
 
 log = logging.getLogger("recalld.duplicates")
-
-RESCORE_MARGIN = 0.01
-"""Candidates within this of the threshold are scored again in float64, so that a score equal
-to the threshold compares equal whatever order BLAS summed the float32 products in."""
 
 
 def _skip_reason(error: EmbeddingError) -> DuplicateSkipReason:
@@ -69,34 +68,6 @@ class TitleMatrix:
         for offset, (norm, vector) in enumerate(fresh):
             self.matrix[count + offset] = vector
             self.rows[norm] = count + offset
-
-
-def compare(
-    matrix: npt.NDArray[np.float32],
-    count: int,
-    rows: dict[str, int],
-    candidates: Sequence[tuple[uuid.UUID, str]],
-    query: npt.NDArray[np.float32],
-    threshold: float,
-) -> tuple[list[tuple[uuid.UUID, str, float]], int]:
-    """Blocking (a worker thread): every candidate's cosine with `query`, exact, and how many
-    candidates had a vector to compare. Scores near the threshold are recomputed in float64.
-
-    `matrix` and `count` are read together on the event loop: rows from `count` on may be
-    appended meanwhile (to another array, if it grew), so they are left for the next check."""
-    found = [(record_id, norm, row) for record_id, norm in candidates if (row := rows.get(norm, count)) < count]
-    if not found:
-        return [], 0
-    index = np.fromiter((row for _, _, row in found), dtype=np.int64, count=len(found))
-    if 2 * len(found) >= count:
-        # Most stored titles are candidates: one pass over the rows in place beats gathering them.
-        scores = (matrix[:count] @ query)[index].astype(np.float64)
-    else:
-        scores = (matrix[index] @ query).astype(np.float64)
-    near = np.flatnonzero(scores >= threshold - RESCORE_MARGIN)
-    if len(near):
-        scores[near] = matrix[index[near]].astype(np.float64) @ query.astype(np.float64)
-    return [(found[i][0], found[i][1], float(scores[i])) for i in near], len(found)
 
 
 class DuplicateChecker:
@@ -183,12 +154,12 @@ class DuplicateChecker:
             return skipped(DuplicateSkipReason.NO_PROVIDER)
         norm = title_text(title)
         try:
-            live = await self._live.titles(namespace, kind)
+            live = await self._live.kind(namespace, kind)
         except (*STORE_DOWN_ERRORS, asyncpg.PostgresError) as exc:
             log.warning("duplicate check could not read the titles: %s", exc)
             return skipped(DuplicateSkipReason.UNAVAILABLE)
         # The record itself and its exact duplicates (the same normalised title) are not compared.
-        candidates = [(other, other_norm) for other, other_norm in live if other != record_id and other_norm != norm]
+        candidates = len(live) - len(live.excluded(record_id, norm))
         if not candidates:
             # Nothing to compare: no embedding call is needed, but "clear" must not hide that the
             # provider is down, so it is reported as it would be with something to compare.
@@ -204,12 +175,11 @@ class DuplicateChecker:
                 [embedder.render_title(norm).text], purpose="dedupe", namespace=namespace, deadline=deadline
             )
         except EmbeddingError as error:
-            return skipped(_skip_reason(error), of=len(candidates))
+            return skipped(_skip_reason(error), of=candidates)
         space, query = embedded.space, embedded.vectors[0]
         threshold = self._config.thresholds.get(space.model, self._config.threshold)
-        matrix = self._matrices.setdefault(space.key, TitleMatrix(space.dimension))
         try:
-            await self._read_missing(space.key, matrix, candidates)
+            live = await self._live.with_vectors(namespace, kind, space.key, space.dimension)
             if not dry_run:
                 if space.key not in self._spaces:  # a title model of its own may have no index manager
                     await self._store.ensure_space(space)
@@ -217,19 +187,28 @@ class DuplicateChecker:
                 await self._store.store_titles(space.key, [(title_key(norm), query)])
         except (*STORE_DOWN_ERRORS, asyncpg.PostgresError) as exc:
             log.warning("duplicate check could not read the title vectors: %s", exc)
-            return skipped(DuplicateSkipReason.UNAVAILABLE, of=len(candidates))
-        vectors, count = matrix.matrix, len(matrix.rows)
-        scored, compared = await anyio.to_thread.run_sync(
-            compare, vectors, count, matrix.rows, candidates, query, threshold
-        )
-        similar = most_similar(scored, norm, threshold, self._config.max_similar, self.contrast)
+            return skipped(DuplicateSkipReason.UNAVAILABLE, of=candidates)
+        # Read together, on the event loop: what other checks change meanwhile is for the next one.
+        snapshot = live.snapshot()
+        mask = comparable(snapshot, live.excluded(record_id, norm))
+        of = len(live) - len(live.excluded(record_id, norm))
+        contrast, limit = self.contrast, self._config.max_similar
+
+        def enough(hits: Sequence[tuple[uuid.UUID, str, float]], beyond: float) -> bool:
+            """Whether the hits hold the `limit` best staged scores: the stages only lower a
+            cosine, so none beyond can outscore `limit` hits that already score `beyond`."""
+            found = most_similar(hits, norm, threshold, limit, contrast)
+            return len(found) == limit and found[-1].score >= beyond
+
+        scored = await anyio.to_thread.run_sync(top_hits, snapshot, mask, query, threshold, enough)
+        similar = most_similar(scored, norm, threshold, limit, contrast)
         titles = await self._store.titles([s.id for s in similar]) if similar else {}
         named = [{"id": str(s.id), "title": titles[s.id], "score": s.score} for s in similar if s.id in titles]
         return DuplicateCheck(
             status="warned" if named else "clear",
             threshold=threshold,
-            compared=compared,
-            of=len(candidates),
+            compared=int(np.count_nonzero(mask)),
+            of=of,
             similar=named,
         )
 

@@ -1,6 +1,7 @@
-"""The live titles of a namespace and kind, kept in memory in step with PostgreSQL, so that a
-duplicate check reads only what changed since the last one (not 100,000 rows: that read cost a
-second a check, docs/BENCHMARKS.md).
+"""The live titles of a namespace and kind, kept in memory in step with PostgreSQL, with their
+title vectors as one matrix (`daemon/title_rows.py`), so that a duplicate check reads only what
+changed since the last one (not 100,000 rows: that read cost a second a check,
+docs/BENCHMARKS.md) and compares with one matrix product.
 
 In step by change marks, as the index manager's catch-up is (`IndexBacklog.change_mark`): every
 record write takes the next `change_seq`; a mark read while no writing transaction is open
@@ -13,8 +14,16 @@ from __future__ import annotations
 
 import uuid
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
+
+import anyio
+import numpy as np
+import numpy.typing as npt
+
+from actors.duplicates import title_key
+from daemon.title_rows import KindTitles
 
 
 class LiveTitleSource(Protocol):
@@ -28,40 +37,66 @@ class LiveTitleSource(Protocol):
         """(id, kind, normalised title, live) of the namespace's records changed above `after`."""
         ...
 
+    async def vectors(self, space_id: str, keys: Sequence[str], dimension: int) -> dict[str, npt.NDArray[np.float32]]:
+        """The stored vectors of these title keys in the space (keys without one are absent)."""
+        ...
+
 
 @dataclass
-class _Titles:
-    members: dict[uuid.UUID, str] = field(default_factory=dict)
+class _Kept:
+    titles: KindTitles = field(default_factory=KindTitles)
     mark: int | None = None
-    """Every change at or below it is in `members`; None: read them all next time."""
+    """Every change at or below it is in `titles`; None: read them all next time."""
+    lock: anyio.Lock = field(default_factory=anyio.Lock)
+    """One refresh at a time: changes read earlier must not be applied after newer ones."""
 
 
 class LiveTitles:
-    """Per (namespace, kind), the live records' normalised titles; the `capacity` most recently
-    checked ones are kept."""
+    """Per (namespace, kind), the live records' normalised titles and title vectors; the
+    `capacity` most recently checked ones are kept."""
 
     def __init__(self, source: LiveTitleSource, capacity: int = 256) -> None:
         self._source = source
         self._capacity = capacity
-        self._kept: OrderedDict[tuple[str, str], _Titles] = OrderedDict()
+        self._kept: OrderedDict[tuple[str, str], _Kept] = OrderedDict()
 
     async def titles(self, namespace: str, kind: str) -> list[tuple[uuid.UUID, str]]:
         """(id, normalised title) of every live record of the namespace and kind, now."""
+        return (await self.kind(namespace, kind)).members()
+
+    async def kind(self, namespace: str, kind: str) -> KindTitles:
+        """The namespace's and kind's live titles, brought in step with PostgreSQL now."""
         key = (namespace, kind)
-        kept = self._kept.pop(key, None) or _Titles()
+        kept = self._kept.pop(key, None) or _Kept()
         self._kept[key] = kept
         while len(self._kept) > self._capacity:
             self._kept.popitem(last=False)
-        mark = await self._source.change_mark()  # before reading: what commits later is read again
-        if kept.mark is None:
-            kept.members = dict(await self._source.kind_titles(namespace, kind))
-        else:
-            for record_id, record_kind, norm, live in await self._source.title_changes(namespace, kept.mark):
-                if live and record_kind == kind:
-                    kept.members[record_id] = norm
-                else:
-                    kept.members.pop(record_id, None)
-        if mark is not None:
-            kept.mark = mark
-        # else: a writing transaction was open; the old mark (or a full read) stays the bound
-        return list(kept.members.items())
+        async with kept.lock:
+            mark = await self._source.change_mark()  # before reading: what commits later is read again
+            if kept.mark is None:
+                kept.titles = KindTitles()
+                for record_id, norm in await self._source.kind_titles(namespace, kind):
+                    kept.titles.put(record_id, norm)
+            else:
+                for record_id, record_kind, norm, live in await self._source.title_changes(namespace, kept.mark):
+                    if live and record_kind == kind:
+                        kept.titles.put(record_id, norm)
+                    else:
+                        kept.titles.remove(record_id)
+            if mark is not None:
+                kept.mark = mark
+            # else: a writing transaction was open; the old mark (or a full read) stays the bound
+        return kept.titles
+
+    async def with_vectors(self, namespace: str, kind: str, space_id: str, dimension: int) -> KindTitles:
+        """`kind()`, with the stored vectors of `space_id` read for the titles that had none."""
+        titles = await self.kind(namespace, kind)
+        kept = self._kept.get((namespace, kind))
+        lock = kept.lock if kept is not None and kept.titles is titles else anyio.Lock()
+        async with lock:
+            titles.use_space(space_id, dimension)
+            if titles.waiting:
+                keys = {title_key(norm) for norm in titles.waiting.values()}
+                found = await self._source.vectors(space_id, sorted(keys), dimension)
+                titles.fill(lambda norm: found.get(title_key(norm)))
+        return titles

@@ -1,16 +1,20 @@
-"""The duplicate check's comparisons (daemon/duplicates.py `compare`, `audit_pairs`,
-`TitleMatrix`) against a brute-force reference on random unit vectors."""
+"""The duplicate check's comparisons (daemon/title_rows.py `KindTitles`, `top_hits`;
+daemon/duplicates.py `audit_pairs`) against a brute-force reference on random unit vectors."""
 
 from __future__ import annotations
 
 import itertools
 import uuid
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
 
 from actors.duplicates import reported
-from daemon.duplicates import TitleMatrix, audit_pairs, compare
+from daemon.duplicates import audit_pairs
+from daemon.title_rows import MIN_COMPACT, KindTitles, comparable, top_hits
+
+Hit = tuple[uuid.UUID, str, float]
 
 
 def unit(rng: np.random.Generator, n: int, d: int = 16) -> np.ndarray:
@@ -18,33 +22,105 @@ def unit(rng: np.random.Generator, n: int, d: int = 16) -> np.ndarray:
     return v / np.linalg.norm(v, axis=1, keepdims=True)
 
 
-@pytest.mark.parametrize(("stored", "candidates"), [(50, 10), (50, 50), (2000, 1900)])
-def test_compare_scores_every_candidate_with_a_vector_exactly(stored: int, candidates: int) -> None:
-    rng = np.random.default_rng(stored + candidates)
-    matrix = TitleMatrix(16)
+def filled(vectors: np.ndarray, without: int = 0) -> KindTitles:
+    """A record "title i" per vector, all but the last `without` with their vector read."""
+    titles = KindTitles()
+    for i in range(len(vectors)):
+        titles.put(uuid.UUID(int=i), f"title {i}")
+    titles.use_space("space", vectors.shape[1])
+    known = {f"title {i}": vectors[i] for i in range(len(vectors) - without)}
+    titles.fill(known.get)
+    return titles
+
+
+def all_of_them(hits: Sequence[Hit], beyond: float) -> bool:
+    return False  # never enough: every row above the floor is wanted
+
+
+@pytest.mark.parametrize(("stored", "floor", "first"), [(50, 0.2, 64), (2000, 0.2, 8), (2000, 0.5, 64)])
+def test_top_hits_finds_every_row_above_the_floor_exactly(stored: int, floor: float, first: int) -> None:
+    rng = np.random.default_rng(stored)
     vectors = unit(rng, stored)
-    matrix.add([(f"title {i}", vectors[i]) for i in range(stored)])
+    titles = filled(vectors, without=5)
     query = unit(rng, 1)[0]
-    chosen = rng.choice(stored, size=candidates, replace=False)
-    asked = [(uuid.UUID(int=int(i)), f"title {i}") for i in chosen] + [(uuid.uuid4(), "no vector yet")]
-    threshold = 0.2
-    scored, compared = compare(matrix.matrix, len(matrix.rows), matrix.rows, asked, query, threshold)
-    assert compared == candidates
-    expected = {uuid.UUID(int=int(i)): float(vectors[i].astype(np.float64) @ query.astype(np.float64)) for i in chosen}
-    near = {record_id: score for record_id, _, score in scored}
-    # everything that warns is there, with its exact score (others near the threshold may be too)
-    assert {k for k, v in expected.items() if reported(v) >= threshold} <= near.keys()
-    assert all(abs(near[k] - expected[k]) < 1e-9 for k in near)
+    snapshot = titles.snapshot()
+    excluded = titles.excluded(uuid.UUID(int=3), "title 7")  # the record itself and its exact duplicate
+    assert excluded == [3, 7]
+    mask = comparable(snapshot, excluded)
+    assert int(mask.sum()) == stored - 5 - 2
+    hits = top_hits(snapshot, mask, query, floor, all_of_them, first=first)
+    exact = {i: float(vectors[i].astype(np.float64) @ query.astype(np.float64)) for i in range(stored - 5)}
+    wanted = {uuid.UUID(int=i) for i, v in exact.items() if reported(v) >= floor and i not in (3, 7)}
+    got = {record_id: score for record_id, _, score in hits}
+    assert wanted <= got.keys() and uuid.UUID(int=3) not in got and uuid.UUID(int=7) not in got
+    assert all(abs(score - exact[record_id.int]) < 1e-9 for record_id, score in got.items())
+    assert [score for _, _, score in hits] == sorted(got.values(), reverse=True)  # the highest first
 
 
-def test_compare_leaves_rows_appended_after_the_call_for_the_next_check() -> None:
-    rng = np.random.default_rng(1)
-    matrix = TitleMatrix(16)
-    matrix.add([("a", unit(rng, 1)[0])])
-    array, count = matrix.matrix, len(matrix.rows)
-    matrix.add([(f"t{i}", v) for i, v in enumerate(unit(rng, 2000))])  # grows into another array
-    _, compared = compare(array, count, matrix.rows, [(uuid.uuid4(), "a"), (uuid.uuid4(), "t5")], unit(rng, 1)[0], 0.0)
-    assert compared == 1
+def test_top_hits_stops_at_the_best_when_they_are_enough() -> None:
+    rng = np.random.default_rng(3)
+    vectors = unit(rng, 500, d=4)  # in 4 dimensions many rows are near the query
+    titles = filled(vectors)
+    snapshot = titles.snapshot()
+    mask = comparable(snapshot, [])
+    query = unit(rng, 1, d=4)[0]
+    asked: list[float] = []
+
+    def enough(hits: Sequence[Hit], beyond: float) -> bool:
+        asked.append(beyond)
+        return True
+
+    hits = top_hits(snapshot, mask, query, 0.0, enough, first=10)
+    above = sorted((float(v @ query) for v in vectors if float(v @ query) >= 0.0), reverse=True)
+    assert len(hits) == 10 and len(above) > 10
+    assert [round(s, 5) for _, _, s in hits] == [round(s, 5) for s in above[:10]]
+    assert len(asked) == 1 and asked[0] >= above[10]  # the next best cosine, less than the last taken
+    every = top_hits(snapshot, mask, query, 0.0, all_of_them, first=10)
+    assert [s for _, _, s in every if s >= 0.0] == sorted(s for _, _, s in every if s >= 0.0)[::-1]
+    assert len([s for _, _, s in every if s >= 0.0]) == len(above)  # and those just below it, to rescore
+
+
+def test_retitles_and_forgets_change_what_is_compared_and_a_snapshot_does_not() -> None:
+    rng = np.random.default_rng(5)
+    vectors = unit(rng, 10)
+    titles = filled(vectors)
+    before = titles.snapshot()
+    titles.remove(uuid.UUID(int=1))
+    titles.put(uuid.UUID(int=2), "a new title")  # retitled: its vector is read again
+    titles.put(uuid.UUID(int=3), "title 3")  # unchanged
+    assert len(titles) == 9 and set(titles.waiting.values()) == {"a new title"}
+    after = titles.snapshot()
+    assert int(comparable(after, []).sum()) == 8
+    assert int(comparable(before, []).sum()) == 10  # taken before: its rows are as they were
+    titles.fill({"a new title": vectors[0]}.get)
+    assert int(comparable(titles.snapshot(), []).sum()) == 9
+    assert titles.excluded(None, "title 0") == [0] and titles.excluded(None, "a new title") == [10]
+
+
+def test_dead_rows_are_compacted_away_and_the_live_keep_their_vectors() -> None:
+    rng = np.random.default_rng(9)
+    count = 2 * MIN_COMPACT + 10
+    vectors = unit(rng, count)
+    titles = filled(vectors)
+    old = titles.snapshot()
+    for i in range(0, count - 5):
+        titles.remove(uuid.UUID(int=i))
+    snapshot = titles.snapshot()
+    # compacted once the dead outnumbered the live: the rows left are fewer than the dead since
+    assert len(titles) == 5 and snapshot.count < MIN_COMPACT + 5
+    query = vectors[count - 1]
+    hits = top_hits(snapshot, comparable(snapshot, []), query, -1.0, all_of_them)
+    assert {record_id.int for record_id, _, _ in hits} == set(range(count - 5, count))
+    assert hits[0][0] == uuid.UUID(int=count - 1) and abs(hits[0][2] - 1.0) < 1e-6
+    assert int(comparable(old, []).sum()) == count  # a snapshot taken before still reads its rows
+
+
+def test_a_switch_of_space_reads_every_vector_again() -> None:
+    titles = filled(unit(np.random.default_rng(2), 20))
+    titles.use_space("space", 16)
+    assert not titles.waiting
+    titles.use_space("another space", 8)
+    assert len(titles.waiting) == 20 and not comparable(titles.snapshot(), []).any()
 
 
 def test_the_audit_finds_each_pair_once_as_brute_force_does() -> None:

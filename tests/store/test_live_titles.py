@@ -1,15 +1,23 @@
 """The live titles a duplicate check compares with (daemon/live_titles.py over
 daemon/store/titles.py), kept in step with real PostgreSQL by change marks: creates, retitles,
-moves to another kind and forgets show at the next read, which reads only what changed."""
+moves to another kind and forgets show at the next read, which reads only what changed, and the
+title vectors are read only for the titles that have none in memory yet."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import asyncpg
+import numpy as np
 import pytest
 
+from actors.duplicates import title_key
+from actors.kernel.ports import VectorSpace
 from daemon.live_titles import LiveTitles
 from daemon.store.records import RecordFields, RecordRepository
 from daemon.store.titles import PgTitleStore
+from daemon.title_rows import comparable, top_hits
 
 pytestmark = pytest.mark.anyio
 
@@ -69,3 +77,49 @@ async def test_a_write_that_commits_late_below_a_newer_one_is_not_missed(pool: a
         assert {norm for _, norm in await live.titles("ns", "story")} == {"one", "two"}
         await late.commit()
     assert {norm for _, norm in await live.titles("ns", "story")} == {"one", "two", "late"}
+
+
+class VectorCountingSource(PgTitleStore):
+    """The real store, counting the title vectors asked for (a subclass: every query runs)."""
+
+    asked = 0
+
+    async def vectors(self, space_id: str, keys: Sequence[str], dimension: int) -> dict[str, Any]:
+        self.asked += len(keys)
+        return await super().vectors(space_id, keys, dimension)
+
+
+SPACE = VectorSpace(provider="local", model="titles", dimension=4, normalized=True, template_version=1)
+
+
+def vector(*values: float) -> np.ndarray:
+    v = np.asarray(values, dtype=np.float32)
+    return v / np.linalg.norm(v)
+
+
+async def test_the_vectors_of_the_live_titles_are_read_once_and_the_missing_each_time(pool: asyncpg.Pool) -> None:
+    records = RecordRepository(pool)
+    source = VectorCountingSource(pool)
+    await source.ensure_space(SPACE)
+    live = LiveTitles(source)
+    first, _ = await records.create(fields("Export the sales report"))
+    second, _ = await records.create(fields("Reset a password"))
+    fourth, _ = await records.create(fields("Archive old orders"))
+    await source.store_titles(SPACE.key, [(title_key("export the sales report"), vector(1, 0, 0, 0))])
+    await source.store_titles(SPACE.key, [(title_key("archive old orders"), vector(0, 0, 0, 1))])
+
+    titles = await live.with_vectors("ns", "story", SPACE.key, SPACE.dimension)
+    assert source.asked == 3 and list(titles.waiting.values()) == ["reset a password"]  # no vector yet
+    snapshot = titles.snapshot()
+    assert {snapshot.ids[row] for row in np.flatnonzero(comparable(snapshot, []))} == {first, fourth}
+
+    await source.store_titles(SPACE.key, [(title_key("reset a password"), vector(0, 1, 0, 0))])
+    third, _ = await records.create(fields("Print a label"))
+    await source.store_titles(SPACE.key, [(title_key("print a label"), vector(0, 0, 1, 0))])
+    await records.forget(first)
+    titles = await live.with_vectors("ns", "story", SPACE.key, SPACE.dimension)
+    assert source.asked == 5  # the one still missing and the new one, not the others again
+    snapshot = titles.snapshot()
+    assert {snapshot.ids[row] for row in np.flatnonzero(comparable(snapshot, []))} == {second, third, fourth}
+    hits = top_hits(snapshot, comparable(snapshot, []), vector(0, 0, 1, 0.1), 0.5, lambda hits, beyond: False)
+    assert [(record_id, norm) for record_id, norm, _ in hits] == [(third, "print a label")]
