@@ -19,8 +19,8 @@ from anyio.abc import TaskStatus
 
 from actors.canonical.ports import Assignments, AssignReport, Observer, TickLocks, Unobserved
 from actors.canonical.strategy import choose
-from actors.kernel.mailbox import Mailbox
-from actors.kernel.supervisor import stop_requested
+from actors.kernel.mailbox import Envelope, Mailbox
+from actors.kernel.ticker import run_ticker
 
 log = logging.getLogger("recalld.assignments")
 
@@ -81,19 +81,9 @@ class AssignmentTicker:
             return None
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        stop = stop_requested()
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(self._loop)
-            task_status.started()
-            await stop.wait()
-            tasks.cancel_scope.cancel()
+        await run_ticker(self._requests, self.settings.interval_s, self._wake, task_status=task_status)
 
-    async def _loop(self) -> None:
-        async with self._requests.receiving() as inbox:
-            while True:
-                envelope = None
-                with anyio.move_on_after(self.settings.interval_s):
-                    envelope = await inbox.receive()
-                report = await self._safe_tick()
-                if envelope is not None:
-                    envelope.reply(report)
+    async def _wake(self, envelope: Envelope[None, AssignReport | None] | None) -> None:
+        report = await self._safe_tick()  # asked for or not, a wake is a tick
+        if envelope is not None:
+            envelope.reply(report)

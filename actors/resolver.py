@@ -50,9 +50,9 @@ from actors.embedding.breaker import BreakerState, CircuitBreaker
 from actors.embedding.errors import EmbeddingError
 from actors.embedding.metering import estimate_tokens
 from actors.embedding.pricing import price
-from actors.kernel.mailbox import Mailbox
+from actors.kernel.mailbox import Envelope, Mailbox
 from actors.kernel.ports import UsageRow, UsageSink
-from actors.kernel.supervisor import stop_requested
+from actors.kernel.ticker import run_ticker
 
 log = logging.getLogger("recalld.resolver")
 
@@ -124,29 +124,19 @@ class Resolver:
     # -- the actor
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        stop = stop_requested()
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(self._loop)
-            task_status.started()
-            await stop.wait()
-            tasks.cancel_scope.cancel()
+        await run_ticker(self._requests, self.settings.interval_s, self._wake, task_status=task_status)
 
-    async def _loop(self) -> None:
-        async with self._requests.receiving() as inbox:
-            while True:
-                envelope = None
-                with anyio.move_on_after(self.settings.interval_s):
-                    envelope = await inbox.receive()
-                if envelope is None or envelope.request is _Tick.TICK:
-                    await self._safe_tick()
-                    if envelope is not None:
-                        envelope.reply(None)
-                    continue
-                assert isinstance(envelope.request, uuid.UUID)
-                try:
-                    envelope.reply(await self._forced(envelope.request))
-                except Exception as exc:
-                    envelope.fail(exc)
+    async def _wake(self, envelope: Envelope[Request, DisputeState | None] | None) -> None:
+        if envelope is None or envelope.request is _Tick.TICK:
+            await self._safe_tick()
+            if envelope is not None:
+                envelope.reply(None)
+            return
+        assert isinstance(envelope.request, uuid.UUID)
+        try:
+            envelope.reply(await self._forced(envelope.request))
+        except Exception as exc:
+            envelope.fail(exc)
 
     async def _safe_tick(self) -> None:
         try:
