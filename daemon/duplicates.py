@@ -152,6 +152,7 @@ class DuplicateChecker:
         embedder = self._embedder
         if embedder is None:
             return skipped(DuplicateSkipReason.NO_PROVIDER)
+        started = anyio.current_time()
         norm = title_text(title)
         try:
             live = await self._live.kind(namespace, kind)
@@ -179,7 +180,10 @@ class DuplicateChecker:
         space, query = embedded.space, embedded.vectors[0]
         threshold = self._config.thresholds.get(space.model, self._config.threshold)
         try:
-            live = await self._live.with_vectors(namespace, kind, space.key, space.dimension)
+            # Half the cap for reading vectors this daemon has not read yet: a check that could
+            # not read them all compares with those it has (compared < of) rather than none.
+            until = started + self._config.time_cap_s / 2
+            await self._live.read_vectors(namespace, kind, live, space.key, space.dimension, until=until)
             if not dry_run:
                 if space.key not in self._spaces:  # a title model of its own may have no index manager
                     await self._store.ensure_space(space)

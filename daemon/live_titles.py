@@ -25,6 +25,9 @@ import numpy.typing as npt
 from actors.duplicates import title_key
 from daemon.title_rows import KindTitles
 
+READ_BATCH = 5000
+"""Title vectors read a query (10 MB at 512 dimensions)."""
+
 
 class LiveTitleSource(Protocol):
     async def change_mark(self) -> int | None: ...
@@ -55,9 +58,10 @@ class LiveTitles:
     """Per (namespace, kind), the live records' normalised titles and title vectors; the
     `capacity` most recently checked ones are kept."""
 
-    def __init__(self, source: LiveTitleSource, capacity: int = 256) -> None:
+    def __init__(self, source: LiveTitleSource, capacity: int = 256, read_batch: int = READ_BATCH) -> None:
         self._source = source
         self._capacity = capacity
+        self._read_batch = read_batch
         self._kept: OrderedDict[tuple[str, str], _Kept] = OrderedDict()
 
     async def titles(self, namespace: str, kind: str) -> list[tuple[uuid.UUID, str]]:
@@ -91,12 +95,33 @@ class LiveTitles:
     async def with_vectors(self, namespace: str, kind: str, space_id: str, dimension: int) -> KindTitles:
         """`kind()`, with the stored vectors of `space_id` read for the titles that had none."""
         titles = await self.kind(namespace, kind)
+        await self.read_vectors(namespace, kind, titles, space_id, dimension)
+        return titles
+
+    async def read_vectors(
+        self,
+        namespace: str,
+        kind: str,
+        titles: KindTitles,
+        space_id: str,
+        dimension: int,
+        *,
+        until: float | None = None,
+    ) -> None:
+        """Read the stored vectors of `space_id` for the titles of `titles` (what `kind()`
+        returned) that have none yet, `read_batch` titles a query; past `until` (anyio's clock)
+        no further batch is started, and the titles left wait for the next check (`compared` <
+        `of` says so). The first check after a start reads every vector of its kind: with
+        100,000 titles seconds on a loaded machine, more than the time cap allows."""
         kept = self._kept.get((namespace, kind))
         lock = kept.lock if kept is not None and kept.titles is titles else anyio.Lock()
         async with lock:
             titles.use_space(space_id, dimension)
-            if titles.waiting:
-                keys = {title_key(norm) for norm in titles.waiting.values()}
-                found = await self._source.vectors(space_id, sorted(keys), dimension)
-                titles.fill(lambda norm: found.get(title_key(norm)))
-        return titles
+            waiting = list(titles.waiting.values())
+            for start in range(0, len(waiting), self._read_batch):
+                if start and until is not None and anyio.current_time() >= until:
+                    break
+                keys = {title_key(norm): norm for norm in waiting[start : start + self._read_batch]}
+                found = await self._source.vectors(space_id, list(keys), dimension)
+                by_norm = {keys[key]: vector for key, vector in found.items()}
+                titles.fill(by_norm.get)

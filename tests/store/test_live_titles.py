@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import anyio
 import asyncpg
 import numpy as np
 import pytest
@@ -123,3 +124,20 @@ async def test_the_vectors_of_the_live_titles_are_read_once_and_the_missing_each
     assert {snapshot.ids[row] for row in np.flatnonzero(comparable(snapshot, []))} == {second, third, fourth}
     hits = top_hits(snapshot, comparable(snapshot, []), vector(0, 0, 1, 0.1), 0.5, lambda hits, beyond: False)
     assert [(record_id, norm) for record_id, norm, _ in hits] == [(third, "print a label")]
+
+
+async def test_vectors_left_unread_past_the_deadline_wait_for_the_next_read(pool: asyncpg.Pool) -> None:
+    records = RecordRepository(pool)
+    source = VectorCountingSource(pool)
+    await source.ensure_space(SPACE)
+    live = LiveTitles(source, read_batch=2)
+    for n, title in enumerate(["One", "Two", "Three", "Four", "Five"]):
+        await records.create(fields(title))
+        await source.store_titles(SPACE.key, [(title_key(title.lower()), vector(1, n, 0, 0))])
+    titles = await live.kind("ns", "story")
+    # past the deadline already: one batch is read all the same, so that every check moves on
+    await live.read_vectors("ns", "story", titles, SPACE.key, SPACE.dimension, until=anyio.current_time())
+    assert source.asked == 2 and len(titles.waiting) == 3
+    assert int(comparable(titles.snapshot(), []).sum()) == 2
+    await live.read_vectors("ns", "story", titles, SPACE.key, SPACE.dimension, until=anyio.current_time() + 60)
+    assert source.asked == 5 and not titles.waiting
