@@ -8,27 +8,24 @@
   are truncated), mean pooling over the attention mask, L2 normalisation; 384 dimensions.
 
 Inference is CPU-bound, so it runs in a worker thread and releases the event loop; one call at a
-time (the cores are shared, two calls would only slow each other down).
+time (the cores are shared, two calls would only slow each other down): daemon/providers/in_process.py.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
-import anyio
-import anyio.to_thread
 import numpy as np
 import numpy.typing as npt
 
 from actors.embedding.errors import EmbeddingError, Reason
 from actors.kernel.ports import ProviderBatch, ProviderInfo
+from daemon.providers.in_process import InProcessModel
 
 MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
 """The space's model name: int8 vectors differ slightly from fp32 ones, so they get their own id."""
@@ -72,10 +69,11 @@ class _Abandoned(Exception):
     """The caller of `encode` gave up; the thread stops between runs."""
 
 
-class LocalProvider:
-    """all-MiniLM-L6-v2 int8 on onnxruntime. Load failures do not raise from `__aenter__`: the
-    daemon must keep serving full-text recall, so they surface as `provider_unavailable` from
-    `embed()` (and so in the embedder's probe), and each later `embed()` tries to load again."""
+class LocalProvider(InProcessModel):
+    """all-MiniLM-L6-v2 int8 on onnxruntime; loads and fails to load as every in-process model
+    (`InProcessModel`)."""
+
+    label = "local model"
 
     def __init__(
         self,
@@ -89,6 +87,7 @@ class LocalProvider:
     ) -> None:
         if model not in MODEL_ALIASES:
             raise ValueError(f"the local provider ships only all-MiniLM-L6-v2, not {model!r}")
+        super().__init__()
         self._model_path = model_path
         self._tokenizer_path = tokenizer_path
         self._threads = threads or _default_threads()
@@ -96,9 +95,6 @@ class LocalProvider:
         self._verify = verify_checksums
         self._session: Any = None
         self._tokenizer: Any = None
-        self._load_error: EmbeddingError | None = None
-        # Serialises inference: an abandoned (timed-out) run still holds the cores until it ends.
-        self._run_lock = threading.Lock()
         self._load_lock = threading.Lock()
 
     def describe(self) -> ProviderInfo:
@@ -106,19 +102,11 @@ class LocalProvider:
 
     # --- lifecycle ------------------------------------------------------------------------------
 
-    async def __aenter__(self) -> Self:
-        await anyio.to_thread.run_sync(self._try_load)
-        return self
+    @property
+    def loaded(self) -> bool:
+        return self._session is not None
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
+    def unload(self) -> None:
         self._session = None
         self._tokenizer = None
 
@@ -157,15 +145,6 @@ class LocalProvider:
             options.log_severity_level = 3
             session = ort.InferenceSession(str(model_path), sess_options=options, providers=["CPUExecutionProvider"])
             self._tokenizer, self._session = tokenizer, session
-            self._load_error = None
-
-    def _try_load(self) -> None:
-        try:
-            self.load()
-        except EmbeddingError as error:
-            self._load_error = error
-        except Exception as exc:  # onnxruntime/tokenizers refusing a file
-            self._load_error = EmbeddingError(Reason.PROVIDER_UNAVAILABLE, f"local model failed to load: {exc!r}")
 
     # --- inference ------------------------------------------------------------------------------
 
@@ -221,21 +200,6 @@ class LocalProvider:
         return np.asarray(pooled / np.clip(norms, 1e-12, None), dtype=np.float32)
 
     async def embed(self, texts: Sequence[str], *, timeout: float) -> ProviderBatch:  # noqa: ASYNC109
-        if self._session is None and self._load_error is not None:
-            # Try again: the file may have been installed since (the re-probe lands here).
-            await anyio.to_thread.run_sync(self._try_load)
-            if self._load_error is not None:
-                raise self._load_error
         batch = list(texts)
-        abandoned = threading.Event()
-        try:
-            with anyio.move_on_after(timeout) as scope:
-                # abandon_on_cancel: the caller gets its timeout now, not when the thread ends.
-                vectors, counts = await anyio.to_thread.run_sync(
-                    functools.partial(self.encode, batch, abandoned=abandoned), abandon_on_cancel=True
-                )
-        finally:
-            abandoned.set()  # no-op when finished; otherwise stops the thread after its run
-        if scope.cancelled_caught:
-            raise EmbeddingError(Reason.PROVIDER_TIMEOUT, f"local model took longer than {timeout:.3f}s")
+        vectors, counts = await self._run_timed(lambda abandoned: self.encode(batch, abandoned=abandoned), timeout)
         return ProviderBatch(vectors=vectors, input_tokens=sum(counts), token_counts=counts)

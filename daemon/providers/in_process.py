@@ -1,0 +1,88 @@
+"""What the in-process models (the local recall model, the multilingual title model) share: how
+they load, keep serving when they cannot, and run one blocking inference under a deadline.
+
+A load failure never raises from `__aenter__`: the daemon must keep serving full-text recall, so
+it surfaces as `provider_unavailable` from `embed()` (and so in the embedder's probe), and each
+later `embed()` tries to load again (the files may have been installed since). Inference is
+CPU-bound, so it runs in a worker thread, one at a time (`_run_lock`: an abandoned, timed-out
+run still holds the cores until it ends).
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from types import TracebackType
+from typing import ClassVar, Self, TypeVar
+
+import anyio
+import anyio.to_thread
+
+from actors.embedding.errors import EmbeddingError, Reason
+
+T = TypeVar("T")
+
+
+class InProcessModel(ABC):
+    label: ClassVar[str]
+    """How errors name the model: "local model", "title model"."""
+
+    def __init__(self) -> None:
+        self._load_error: EmbeddingError | None = None
+        self._run_lock = threading.Lock()
+
+    @property
+    @abstractmethod
+    def loaded(self) -> bool: ...
+
+    @abstractmethod
+    def load(self) -> None:
+        """Blocking: load the model; idempotent; raise when it cannot be loaded."""
+
+    @abstractmethod
+    def unload(self) -> None: ...
+
+    async def __aenter__(self) -> Self:
+        await anyio.to_thread.run_sync(self._try_load)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        self.unload()
+
+    def _try_load(self) -> None:
+        try:
+            self.load()
+            self._load_error = None
+        except EmbeddingError as error:
+            self._load_error = error
+        except Exception as exc:  # the package missing, or the runtime refusing a file
+            self._load_error = EmbeddingError(Reason.PROVIDER_UNAVAILABLE, f"{self.label} failed to load: {exc!r}")
+
+    async def _run_timed(self, work: Callable[[threading.Event], T], timeout: float) -> T:  # noqa: ASYNC109
+        """`work(abandoned)` in a worker thread, loading the model first if it is not; past
+        `timeout` the caller gets `provider_timeout` at once and `abandoned` is set, so work that
+        checks it stops between its runs."""
+        if not self.loaded:
+            await anyio.to_thread.run_sync(self._try_load)
+            if self._load_error is not None:
+                raise self._load_error
+        abandoned = threading.Event()
+        try:
+            with anyio.move_on_after(timeout) as scope:
+                # abandon_on_cancel: the caller gets its timeout now, not when the thread ends.
+                result = await anyio.to_thread.run_sync(functools.partial(work, abandoned), abandon_on_cancel=True)
+        finally:
+            abandoned.set()  # no-op when finished; otherwise stops the thread after its run
+        if scope.cancelled_caught:
+            raise EmbeddingError(Reason.PROVIDER_TIMEOUT, f"{self.label} took longer than {timeout:.3f}s")
+        return result
