@@ -21,6 +21,8 @@ import anyio
 import httpx
 import numpy as np
 
+from tests.support.loopback import loopback_server
+
 OK = "ok"
 FAULTS = {
     OK,
@@ -139,18 +141,8 @@ async def aiohttp_server(service: EmbeddingService) -> AsyncIterator[str]:
         status, body = await service.handle(request.path, request.headers.get("Authorization"), await request.read())
         return web.Response(status=status, body=body, content_type="application/json")
 
-    app = web.Application()
-    app.router.add_post("/api/embed", handler)
-    app.router.add_post("/v1/embeddings", handler)
-    runner = web.AppRunner(app, shutdown_timeout=0.1)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        await runner.cleanup()
+    async with loopback_server({"/api/embed": handler, "/v1/embeddings": handler}) as url:
+        yield url
 
 
 def mock_transport(service: EmbeddingService) -> httpx.AsyncBaseTransport:

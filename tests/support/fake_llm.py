@@ -19,6 +19,8 @@ from typing import Any
 
 import anyio
 
+from tests.support.loopback import loopback_server
+
 
 @dataclass(frozen=True)
 class Reply:
@@ -95,17 +97,8 @@ async def chat_server(service: ChatService) -> AsyncIterator[str]:
             )
         return web.json_response(service.completion(body, reply))
 
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", handler)
-    runner = web.AppRunner(app, shutdown_timeout=0.1)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    try:
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        await runner.cleanup()
+    async with loopback_server({"/v1/chat/completions": handler}) as url:
+        yield f"{url}/v1"
 
 
 @contextmanager
