@@ -57,6 +57,29 @@ def _params(**values: object) -> dict[str, str] | None:
     return chosen or None
 
 
+def _record(
+    into: type[RecordIn] | type[RecordUpdate],
+    namespace: str,
+    kind: str,
+    title: str,
+    body: str,
+    attributes: Mapping[str, Any] | None,
+    source_path: str | None,
+    **more: Any,
+) -> bytes:
+    """A create's or an update's body: the same fields (a create may also name its `id`)."""
+    record = into(
+        namespace=namespace,
+        kind=kind,
+        title=title,
+        body=body,
+        attributes=dict(attributes or {}),
+        source_path=source_path,
+        **more,
+    )
+    return msgspec.json.encode(record)
+
+
 class build:
     """The calls, one static method per route (see `Calls` for what each answers)."""
 
@@ -71,16 +94,8 @@ class build:
         source_path: str | None = None,
         id: uuid.UUID | None = None,
     ) -> Call[RecordCreated]:
-        record = RecordIn(
-            namespace=namespace,
-            kind=kind,
-            title=title,
-            body=body,
-            attributes=dict(attributes or {}),
-            source_path=source_path,
-            id=id,
-        )
-        return Call("POST", "/v1/records", msgspec.json.encode(record), None, _typed(RecordCreated))
+        record = _record(RecordIn, namespace, kind, title, body, attributes, source_path, id=id)
+        return Call("POST", "/v1/records", record, None, _typed(RecordCreated))
 
     @staticmethod
     def write_records(records: list[Mapping[str, Any]], *, upsert: bool = False) -> Call[BatchResult]:
@@ -103,16 +118,9 @@ class build:
         attributes: Mapping[str, Any] | None = None,
         source_path: str | None = None,
     ) -> Call[RecordUpdated]:
-        update = RecordUpdate(
-            namespace=namespace,
-            kind=kind,
-            title=title,
-            body=body,
-            attributes=dict(attributes or {}),
-            source_path=source_path,
-        )
+        update = _record(RecordUpdate, namespace, kind, title, body, attributes, source_path)
         path = f"/v1/records/{uuid.UUID(str(record_id))}"
-        return Call("PUT", path, msgspec.json.encode(update), None, _typed(RecordUpdated))
+        return Call("PUT", path, update, None, _typed(RecordUpdated))
 
     @staticmethod
     def forget_record(record_id: uuid.UUID | str) -> Call[JSON]:

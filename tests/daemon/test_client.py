@@ -41,6 +41,20 @@ def test_the_sync_client_writes_recalls_and_gives_feedback(daemon: Daemon, ns: s
         assert (missing.value.status, missing.value.code) == (404, "not_found")
 
 
+def test_a_create_and_an_update_carry_every_field(daemon: Daemon, ns: str) -> None:
+    chosen = uuid.uuid4()
+    with Client(daemon.socket) as recalld:
+        options = {"attributes": {"team": "ops"}, "source_path": "ops/disk.md", "id": chosen}
+        created = recalld.create_record(ns, "runbook", "Disk full", "Rotate the logs.", **options)
+        assert created.id == chosen
+        record = recalld.get_record(chosen)
+        assert (record.kind, record.attributes, record.source_path) == ("runbook", {"team": "ops"}, "ops/disk.md")
+        recalld.update_record(chosen, ns, "howto", "Disk full", "Rotate the logs, then vacuum.", source_path="ops/d.md")
+        record = recalld.get_record(chosen)
+        assert (record.kind, record.body, record.attributes) == ("howto", "Rotate the logs, then vacuum.", {})
+        assert record.source_path == "ops/d.md"
+
+
 def test_bad_arguments_fail_before_anything_is_sent(daemon: Daemon) -> None:
     with Client(daemon.socket) as recalld, pytest.raises(ValueError):
         recalld.get_record("not-a-uuid")
