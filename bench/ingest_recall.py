@@ -11,19 +11,31 @@ PYTHONPATH):
     cp bench/ingest_recall.py /tmp/before/bench/
     .venv/bin/python /tmp/before/bench/ingest_recall.py --label before --write docs/BENCHMARKS.md
 
+or let this script take turns between the two trees, `--rounds` runs each, and report every
+figure's median and range (the order alternates: before first in odd rounds, after first in even
+ones, so neither side always meets the machine's load later):
+
+    .venv/bin/python bench/ingest_recall.py --compare /tmp/before --rounds 3 --passages 10300 \
+        --seed 300 --limit-s 300 --write docs/BENCHMARKS.md
+
+(`--summarize` with the same `--work` reports its results.json again, without running anything).
+
 1. Corpus: the first `--passages` man-page passages of bench/recall.py (one record each, one
    chunk each: at most 40 words), and its queries, each asked once with a number appended so
    that no query vector comes from the daemon's cache: every recall embeds.
 2. A daemon on a fresh data directory (embedded PostgreSQL, the local model, default config)
    gets the first `--seed` passages and indexes them (a verified generation: the vector route
    serves), as a daemon in use has.
-3. Four clients write the other passages (`POST /v1/records`) as fast as the daemon takes them;
-   from the first write one client asks `POST /v1/recall` (k 10, both routes, the default 5 s
-   deadline) back to back, until the vector route has every record (`pending` 0 in
-   /v1/generations).
+3. Four clients write the other passages as fast as the daemon takes them, `--batch` (50) per
+   `POST /v1/records:batch` as `recalld ingest` sends them (`--batch 0`: one `POST /v1/records`
+   each); from the first write one client asks `POST /v1/recall` (k 10, both routes, the default
+   5 s deadline) back to back, until the vector route has every record (`pending` 0 in
+   /v1/generations) or `--limit-s` has passed, when the writers stop too: on a slow machine a
+   window of a large ingest is measured, not all of it.
 4. Reported: the recalls' client latency p50/p95/max, the share in which the vector route
    answered (named `vector_indexing` counts as answered: its answer is partial, not missing),
-   the reasons it was named for, and how long writing and indexing took.
+   the reasons it was named for, how many records were written and how many still pending at the
+   end, and how long writing and indexing took.
 """
 
 from __future__ import annotations
@@ -32,6 +44,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import threading
@@ -82,23 +95,47 @@ def start(work: Path, env: dict[str, str] | None = None) -> tuple[subprocess.Pop
         client.close()
 
 
-def write_all(socket: Path, records: list[dict[str, str]], done: threading.Event, timing: dict[str, float]) -> None:
+def write_all(
+    socket: Path,
+    records: list[dict[str, str]],
+    done: threading.Event,
+    timing: dict[str, float],
+    batch: int,
+    stop: threading.Event | None = None,
+) -> None:
+    """Four clients write `records`, `batch` per `POST /v1/records:batch` (as `recalld ingest`
+    sends them) or, with `batch` 0, one `POST /v1/records` each, until `stop` is set; `timing`
+    gets `written` (records sent) and `write_s`."""
     started = time.monotonic()
 
-    def write(part: list[dict[str, str]]) -> None:
+    def write(part: list[dict[str, str]]) -> int:
         client = Client(socket, timeout=300)
+        sent = 0
         try:
-            for record in part:
-                try:
-                    client.request("POST", "/v1/records", {"namespace": NAMESPACE, "kind": "man", **record})
-                except ClientError as exc:
-                    if exc.status != 409:  # the same passage under another title
-                        raise
+            step = batch or 1
+            for i in range(0, len(part), step):
+                if stop is not None and stop.is_set():
+                    break
+                items = [{"namespace": NAMESPACE, "kind": "man", **record} for record in part[i : i + step]]
+                sent += len(items)
+                if not batch:
+                    try:
+                        client.request("POST", "/v1/records", items[0])
+                    except ClientError as exc:
+                        if exc.status != 409:  # the same passage under another title
+                            raise
+                    continue
+                answer = client.request("POST", "/v1/records:batch", {"records": items})
+                # a 409 is the same passage under another title: not written, not a failure
+                refused = [r for r in answer["results"] if r["outcome"] == "failed" and r["status"] != 409]
+                if refused:
+                    raise SystemExit(f"batch write refused: {refused[0]}")
+            return sent
         finally:
             client.close()
 
     with ThreadPoolExecutor(WRITERS) as pool:
-        list(pool.map(write, [records[i::WRITERS] for i in range(WRITERS)]))
+        timing["written"] = sum(pool.map(write, [records[i::WRITERS] for i in range(WRITERS)]))
     timing["write_s"] = time.monotonic() - started
     done.set()
 
@@ -118,17 +155,18 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     try:
         client = Client(socket, timeout=120)
         progress(f"seeding {len(seed)} passages")
-        write_all(socket, seed, threading.Event(), {})
+        write_all(socket, seed, threading.Event(), {}, args.batch)
         wait_caught_up(client, settled=True)
         written = threading.Event()
         timing: dict[str, float] = {}
-        writer = threading.Thread(target=write_all, args=(socket, records, written, timing))
+        stop = threading.Event()  # at the window's end: the rest of the ingest is not measured
+        writer = threading.Thread(target=write_all, args=(socket, records, written, timing, args.batch, stop))
         started = time.monotonic()
         writer.start()
         latencies: list[float] = []
         states: Counter[str] = Counter()
         errors: Counter[int] = Counter()
-        pending_seen = 0
+        pending_seen = pending = 0
         next_check = 0.0
         asked = 0
         while True:
@@ -155,6 +193,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             if asked % 50 == 0:
                 progress(f"  {asked} recalls, p95 so far {percentile(latencies, 95):.0f} ms, {dict(states)}")
         indexed_s = time.monotonic() - started
+        stop.set()
         writer.join()
         client.close()
     finally:
@@ -166,8 +205,11 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         "passages": args.passages - args.seed,
         "seed": args.seed,
         "write_s": timing.get("write_s", float("nan")),
+        "written": timing.get("written", 0),
         "indexed_s": indexed_s,
         "pending_max": pending_seen,
+        "pending_end": pending,
+        "complete": pending == 0,
         "recalls": len(latencies),
         "errors": dict(errors),
         "p50_ms": percentile(latencies, 50),
@@ -181,10 +223,18 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
 
 def report(result: dict[str, Any], commit: str) -> list[str]:
     states = ", ".join(f"{state} {n}" for state, n in sorted(result["vector_states"].items()))
+    if result["complete"]:
+        ingest = (
+            f"{result['written']} more written by {WRITERS} clients in {result['write_s']:.0f} s, "
+            f"all searchable by the vector route after {result['indexed_s']:.0f} s"
+        )
+    else:  # the window ended first: what the ingest had reached by then
+        ingest = (
+            f"{result['written']} of {result['passages']} more written by {WRITERS} clients when the "
+            f"{result['indexed_s']:.0f} s window ended, {result['pending_end']} of them not yet searchable"
+        )
     return [
-        f"**{result['label']}** (`{commit}`), on {result['seed']} passages indexed, "
-        f"{result['passages']} more written by {WRITERS} clients "
-        f"in {result['write_s']:.0f} s, all searchable by the vector route after {result['indexed_s']:.0f} s "
+        f"**{result['label']}** (`{commit}`), on {result['seed']} passages indexed, {ingest} "
         f"(at most {result['pending_max']} pending); load average at the end {result['load']}.",
         "",
         "| recalls during the ingest | p50 | p95 | max | vector route answered | vector route states | errors |",
@@ -194,22 +244,87 @@ def report(result: dict[str, Any], commit: str) -> list[str]:
     ]
 
 
+SUMMED = [
+    ("recalls", "recalls", "{:,.0f}"),
+    ("p50_ms", "p50 ms", "{:,.0f}"),
+    ("p95_ms", "p95 ms", "{:,.0f}"),
+    ("max_ms", "max ms", "{:,.0f}"),
+    ("vector_available", "vector route answered", "{:.1%}"),
+    ("pending_max", "backlog at most", "{:,.0f}"),
+    ("written", "written in the window", "{:,.0f}"),
+]
+"""The figures a comparison gives as median (least–most) over its rounds: (key, column, format)."""
+
+
+def summary(results: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """One row per side: each figure's median over the rounds and its range; the states the
+    vector route was named with, summed over the rounds."""
+    lines = [
+        "| | rounds | " + " | ".join(column for _, column, _ in SUMMED) + " | vector route named (all rounds) |",
+        "| --- | ---: | " + " | ".join("---:" for _ in SUMMED) + " | --- |",
+    ]
+    for side, runs in results.items():
+        cells = []
+        for key, _, form in SUMMED:
+            values = sorted(float(run[key]) for run in runs)
+            median = float(statistics.median(values))
+            cells.append(f"{form.format(median)} ({form.format(values[0])}–{form.format(values[-1])})")
+        named: Counter[str] = Counter()
+        for run in runs:
+            named.update({state: n for state, n in run["vector_states"].items() if state != "answered"})
+        states = ", ".join(f"`{state}` {n}" for state, n in sorted(named.items())) or "never"
+        commits = ", ".join(sorted({f"`{run['commit']}`" for run in runs}))
+        lines.append(f"| {side} ({commits}) | {len(runs)} | " + " | ".join(cells) + f" | {states} |")
+    return lines
+
+
+def compare(args: argparse.Namespace) -> None:
+    """`--rounds` rounds of this script run from `--compare TREE` (label before) and from this
+    tree (label after), taking turns which goes first, each on a fresh daemon; every run's
+    result.json is kept under `--work`."""
+    scripts = {"before": args.compare.resolve() / "bench" / "ingest_recall.py", "after": Path(__file__).resolve()}
+    if not scripts["before"].exists():
+        raise SystemExit(f"copy this script to {scripts['before']} first")
+    results: dict[str, list[dict[str, Any]]] = {"before": [], "after": []}
+    for round_ in range(1, args.rounds + 1):
+        for side in ("before", "after") if round_ % 2 else ("after", "before"):
+            work = args.work / f"round{round_}"
+            progress(f"round {round_} of {args.rounds}: {side}")
+            command = [sys.executable, str(scripts[side]), "--label", side, "--work", str(work)]
+            for option in ("passages", "seed", "queries", "limit_s", "batch"):
+                command += [f"--{option.replace('_', '-')}", str(getattr(args, option))]
+            subprocess.run(command, check=True)
+            results[side].append(json.loads((work / side / "result.json").read_text()))
+            (args.work / "results.json").write_text(json.dumps(results, indent=2))
+    publish(summary(results), args.write, "ingest-recall-rounds")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--label", required=True, help="before or after: names the section written")
+    parser.add_argument("--label", default="after", help="before or after: names the section written")
     parser.add_argument("--passages", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=200, help="passages indexed before the ingest")
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--limit-s", type=float, default=900.0, help="stop measuring after this long")
+    parser.add_argument("--batch", type=int, default=50, help="records per POST /v1/records:batch; 0: one by one")
+    parser.add_argument("--compare", type=Path, metavar="TREE", help="take turns with this script in TREE")
+    parser.add_argument("--rounds", type=int, default=3, help="with --compare: rounds, each side once a round")
+    parser.add_argument("--summarize", action="store_true", help="only report the --work's results.json again")
     parser.add_argument("--work", type=Path, default=Path("/tmp/bench-ingest-recall"))
     parser.add_argument("--write", type=Path, help="replace this markdown file's section for the label")
     args = parser.parse_args(argv)
+    if args.summarize:
+        publish(summary(json.loads((args.work / "results.json").read_text())), args.write, "ingest-recall-rounds")
+        return
+    if args.compare is not None:
+        compare(args)
+        return
     args.work = args.work / args.label
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False
     ).stdout.strip()
     progress(f"{machine()}; {args.passages} passages; daemon from {ROOT} at {commit}")
-    result = measure(args)
+    result = {**measure(args), "commit": commit}
     (args.work / "result.json").write_text(json.dumps(result, indent=2))
     publish(report(result, commit), args.write, f"ingest-recall-{args.label}")
 
