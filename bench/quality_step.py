@@ -1,0 +1,442 @@
+"""The next step in answer quality (issue 20 item 6): each option side by side on one golden set.
+
+    .venv/bin/python bench/quality_step.py --data-dir var/quality/pg/data --namespace NS \\
+        [--questions FILE ...] [--title-weight W] [--write docs/RETRIEVAL.md --section NAME]
+
+It measures on a namespace bench/retrieval.py already indexed (its `--data-dir`; the namespace
+its log names), with a daemon started on that data dir:
+
+1. Today: every question through the daemon's socket, the default recall (k 10, fused), timed
+   end to end (embedding included: the query-vector cache is empty for each first question).
+2. The same routes offline: the daemon's own full-text code and the exact vector search over
+   the stored vectors (bench/retrieval.py's lists), fused as the daemon fuses them.
+3. Title and section boosts as a fused feature: a third ranked list over each page's heading,
+   fused by RRF with a weight. Two readings of "heading": the record's title as stored, and the
+   title with the page's first line (its section heading: "38.7. Function Volatility
+   Categories"); two ways to match it: by words (full text over the heading, behind a GIN index in
+   a scratch table) and by meaning (the local model's vector of the heading, exact search).
+   The weight is chosen on the tuning questions (odd ids, not fresh) only; with `--title-weight`
+   it is given (a set with no tuning questions uses the one chosen on pgdocs).
+4. Latency: each option's extra step is timed per question and added to that question's time
+   through the daemon, so p50/p95 are per question, end to end.
+
+An option wins when, on the held-out questions (even ids and fresh ones; every question of a set
+with no tuning half), it answers at least as many in the top 5 and has a higher MRR@10 than
+today, on each kind, and its p95 stays under twice today's.
+
+Options this script cannot measure here (a cross-encoder reranker, another embedding model, a
+chunk size other than the index's) are reported in docs/RETRIEVAL.md with what was checked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from actors.embedding.template import render_title  # noqa: E402
+from actors.fusion import reciprocal_rank, settle_ties  # noqa: E402
+from actors.query import build_text_query, evidence_of  # noqa: E402
+from bench.harness import (  # noqa: E402
+    embedded_dsn,
+    machine,
+    percentile,
+    progress,
+    publish,
+    start_daemon,
+    stop_daemon,
+)
+from bench.retrieval import (  # noqa: E402
+    DEFAULT_QUESTIONS,
+    DEPTH,
+    KINDS,
+    Question,
+    Run,
+    daemon_run,
+    embed_queries,
+    faiss_run,
+    groups,
+    load_corpus,
+    load_questions,
+    readiness_space,
+    score,
+)
+from daemon.client import Client  # noqa: E402
+from daemon.config import Config  # noqa: E402
+from daemon.store.search import Filters, full_text  # noqa: E402
+
+WEIGHTS = (0.01, 0.03, 0.1, 0.25, 0.5, 1.0)
+"""The heading list's RRF weights tried on the tuning questions (the other routes weigh 1)."""
+
+Lists = dict[str, list[tuple[uuid.UUID, float]]]
+
+
+@dataclass
+class Heading:
+    """One reading of a page's heading, and how to match a query to it."""
+
+    name: str
+    texts: dict[uuid.UUID, str]
+
+
+@dataclass
+class Option:
+    label: str
+    lists: Lists | None
+    """question id -> the heading list (None: today's fusion alone)"""
+    extra_ms: dict[str, float]
+    """question id -> the time the option's extra step took"""
+    weight: float = 0.0
+
+
+async def strict_lists(conn: asyncpg.Connection, namespace: str, questions: Sequence[Question]) -> Lists:
+    """The full-text route as recall runs it next to an answering vector route: the phrase and
+    every-term steps only (`loose=False`; docs/RETRIEVAL.md), depth DEPTH."""
+    lists: Lists = {}
+    for q in questions:
+        found = await full_text(conn, Filters(namespace), q.text, DEPTH, loose=False)
+        lists[q.id] = [(c.id, c.score) for c in found]
+    return lists
+
+
+def first_line(body: str) -> str:
+    """The page's first non-empty line when it reads as a heading (short), else nothing."""
+    for line in body.splitlines():
+        line = line.strip().lstrip("#").strip()
+        if line:
+            return line if len(line) <= 200 else ""
+    return ""
+
+
+async def read_headings(conn: asyncpg.Connection, namespace: str) -> list[Heading]:
+    rows = await conn.fetch(
+        "SELECT id, title, body FROM records WHERE namespace = $1 AND deleted_at IS NULL", namespace
+    )
+    title = {r["id"]: r["title"] or "" for r in rows}
+    section = {r["id"]: f"{r['title'] or ''}. {first_line(r['body'] or '')}".strip(". ") for r in rows}
+    return [Heading("title", title), Heading("title + first line", section)]
+
+
+async def word_lists(
+    conn: asyncpg.Connection, heading: Heading, questions: Sequence[Question]
+) -> tuple[Lists, dict[str, float]]:
+    """Full text over the heading alone: pages whose heading holds any of the query's terms (the
+    loose reading, as full text's words-only step), most terms first. The scratch table has the
+    GIN index a migration would add, so the timing is what recall would pay for one more query."""
+    await conn.execute("DROP TABLE IF EXISTS quality_headings")
+    await conn.execute("CREATE TEMP TABLE quality_headings (id uuid PRIMARY KEY, search tsvector NOT NULL)")
+    await conn.executemany(
+        "INSERT INTO quality_headings VALUES ($1, to_tsvector('english', $2))", list(heading.texts.items())
+    )
+    await conn.execute("CREATE INDEX ON quality_headings USING gin (search)")
+    await conn.execute("ANALYZE quality_headings")
+    lists: Lists = {}
+    timings: dict[str, float] = {}
+    for q in questions:
+        built = build_text_query(q.text)
+        started = time.perf_counter()
+        rows = (
+            []
+            if built.empty
+            else await conn.fetch(
+                """SELECT h.id, ts_rank(h.search, tq, 32) AS score
+                   FROM quality_headings h, websearch_to_tsquery('english', $1) tq
+                   WHERE h.search @@ tq ORDER BY score DESC, h.id LIMIT $2""",
+                built.loose,
+                DEPTH,
+            )
+        )
+        timings[q.id] = (time.perf_counter() - started) * 1000
+        lists[q.id] = [(r["id"], float(r["score"])) for r in rows]
+    return lists, timings
+
+
+def meaning_lists(
+    heading: Heading, questions: Sequence[Question], queries: np.ndarray, template_version: int
+) -> tuple[Lists, dict[str, float]]:
+    """The heading's vector (the local model, the title template) against the query's: exact
+    inner product over every page. Embedding the headings is ingest's cost, not recall's."""
+    from daemon.providers.local import LocalProvider
+
+    model = LocalProvider()
+    ids = sorted(heading.texts, key=str)
+    texts = [render_title(heading.texts[i] or "-", version=template_version).text for i in ids]
+    vectors = np.concatenate([model.encode(texts[at : at + 64])[0] for at in range(0, len(texts), 64)])
+    lists: Lists = {}
+    timings: dict[str, float] = {}
+    for q, vector in zip(questions, queries, strict=True):
+        started = time.perf_counter()
+        scores = vectors @ vector
+        top = np.argsort(-scores, kind="stable")[:DEPTH]
+        timings[q.id] = (time.perf_counter() - started) * 1000
+        lists[q.id] = [(ids[i], float(scores[i])) for i in top]
+    return lists, timings
+
+
+def fuse(
+    config: Config, text: Lists, vec: Lists, pages: dict[uuid.UUID, str], extra: Lists | None, weight: float
+) -> dict[str, list[str]]:
+    """The daemon's default rrf over full text and vector (evidence factors on full text), with
+    the heading list as a third route of `weight`; ties by page, as recall settles them."""
+    recall = config.recall
+    evidence: dict[str, float] = {str(level): factor for level, factor in recall.fts_evidence_weights.items()}
+    answers = {}
+    for qid in text:
+        routes = {"fts": text[qid], "vector": vec[qid]}
+        factors = {"fts": [evidence.get(evidence_of(s).key, 1.0) for _, s in text[qid]]}
+        routes["fts"] = routes["fts"][: recall.fts_candidates]
+        factors["fts"] = factors["fts"][: recall.fts_candidates]
+        routes["vector"] = routes["vector"][: recall.vector_candidates]
+        weights = {"fts": recall.weights.get("fts", 1.0), "vector": recall.weights.get("vector", 1.0)}
+        if extra is not None:
+            routes["heading"] = extra[qid][: recall.vector_candidates]
+            weights["heading"] = weight
+        fused = reciprocal_rank(routes, k=recall.rrf_k, weights=weights, factors=factors)
+        answers[qid] = [pages[f.key] for f in settle_ties(fused, pages)][:10]
+    return answers
+
+
+def tuning_key(
+    answers: dict[str, list[str]], today: dict[str, list[str]], tuning: Sequence[Question]
+) -> tuple[float, ...]:
+    """What a weight is chosen by, on the tuning questions only: first how far it falls below
+    today on either kind (hit@5 and MRR@10), then all hits, then MRR@10."""
+    mine, base = score(answers, tuning), score(today, tuning)
+    shortfall = sum(max(0, base[k].hits - mine[k].hits) + max(0.0, base[k].mrr - mine[k].mrr) for k in KINDS)
+    return (-round(shortfall, 6), mine["all"].hits, round(mine["all"].mrr, 6))
+
+
+def tuning_cells(answers: dict[str, list[str]], tuning: Sequence[Question]) -> str:
+    scores = score(answers, tuning)
+    return f"{scores['natural'].cell()}; {scores['identifier'].cell()}"
+
+
+def held_out(questions: Sequence[Question]) -> list[Question]:
+    tuning = [q for q in questions if not q.held_out]
+    return [q for q in questions if q.held_out] if tuning else list(questions)
+
+
+def wins(answers: dict[str, list[str]], today: dict[str, list[str]], questions: Sequence[Question]) -> bool:
+    mine, base = score(answers, questions), score(today, questions)
+    return all(mine[k].hits >= base[k].hits and mine[k].mrr > base[k].mrr + 1e-9 for k in KINDS if base[k].of)
+
+
+def table(rows: list[tuple[str, dict[str, list[str]], list[float]]], questions: Sequence[Question]) -> list[str]:
+    halves = groups(questions)
+    header = ["option"]
+    for half, qs in halves.items():
+        counts = {kind: sum(q.kind == kind for q in qs) for kind in KINDS}
+        header += [f"{half}: natural ({counts['natural']})", f"{half}: identifier ({counts['identifier']})"]
+    header += ["p50 ms", "p95 ms"]
+    lines = ["| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
+    for label, answers, latency in rows:
+        cells = [label]
+        for qs in halves.values():
+            scores = score(answers, qs)
+            cells += [scores["natural"].cell(), scores["identifier"].cell()]
+        cells += [f"{percentile(latency, 50):.1f}", f"{percentile(latency, 95):.1f}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data-dir", type=Path, required=True, help="bench/retrieval.py's --data-dir")
+    parser.add_argument("--namespace", required=True, help="the namespace bench/retrieval.py indexed")
+    parser.add_argument("--questions", type=Path, action="append")
+    parser.add_argument("--title-weight", type=float, help="the heading list's weight (default: chosen on tuning)")
+    parser.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="LABEL=DATA_DIR=NAMESPACE",
+        help="another index of the same corpus (bench/retrieval.py run with other [index] settings, e.g."
+        " RECALLD_INDEX_CHUNK_CHARS): its default recall through its own daemon is one more row",
+    )
+    parser.add_argument("--write", type=Path)
+    parser.add_argument("--section", default="quality_step.py")
+    args = parser.parse_args(argv)
+    args.questions = args.questions or [DEFAULT_QUESTIONS]
+    questions = load_questions(args.questions)
+    tuning = [q for q in questions if not q.held_out]
+    if not tuning and args.title_weight is None:
+        raise SystemExit("no tuning questions in this set: give --title-weight (the one chosen on pgdocs)")
+
+    variants = []
+    for spec in args.variant:
+        label, variant_dir, variant_namespace = spec.split("=", 2)
+        variants.append((label, through_daemon(Path(variant_dir).resolve(), variant_namespace, questions)[0]))
+    data_dir = args.data_dir.resolve()
+    # the daemon stays up while the options are measured: its PostgreSQL holds the route lists
+    report = through_daemon(
+        data_dir,
+        args.namespace,
+        questions,
+        lambda today, space, space_id: asyncio.run(
+            measure(args, questions, tuning, today, variants, space, space_id, data_dir)
+        ),
+    )[1]
+    publish(report, args.write, args.section)
+    return 0
+
+
+def through_daemon(
+    data_dir: Path,
+    namespace: str,
+    questions: Sequence[Question],
+    then: Callable[[Run, dict[str, Any], str], list[str]] | None = None,
+) -> tuple[Run, list[str]]:
+    """Every question once through a daemon on `data_dir`, the default recall; then, with the
+    daemon still up, `then` (given that run and the daemon's vector space) writes the report."""
+    socket = data_dir.parent / "recalld.sock"
+    daemon = start_daemon(data_dir, socket, data_dir.parent / "serve.log")
+    client = Client(socket, timeout=120)
+    try:
+        space, space_id = readiness_space(client)
+        progress(f"{len(questions)} questions through the daemon on {data_dir}, the default recall")
+        run = daemon_run(client, namespace, questions, "default")
+        return run, then(run, space, space_id) if then else []
+    finally:
+        client.close()
+        stop_daemon(daemon)
+
+
+async def measure(
+    args: argparse.Namespace,
+    questions: Sequence[Question],
+    tuning: Sequence[Question],
+    today_run: Run,
+    variants: Sequence[tuple[str, Run]],
+    space: dict[str, Any],
+    space_id: str,
+    data_dir: Path,
+) -> list[str]:
+    config = Config()
+    conn = await asyncpg.connect(embedded_dsn(data_dir))
+    try:
+        corpus = await load_corpus(conn, args.namespace, space, space_id)
+        queries, _ = embed_queries(questions, corpus.template_version)
+        _, vec = faiss_run(corpus, questions, queries)
+        text = await strict_lists(conn, args.namespace, questions)
+        progress("route lists read; headings next")
+        options: list[Option] = []
+        for heading in await read_headings(conn, args.namespace):
+            words, words_ms = await word_lists(conn, heading, questions)
+            options.append(Option(f"{heading.name}, by words", words, words_ms))
+            meaning, meaning_ms = meaning_lists(heading, questions, queries, corpus.template_version)
+            options.append(Option(f"{heading.name}, by meaning", meaning, meaning_ms))
+    finally:
+        await conn.close()
+
+    pages = corpus.pages
+    latency = dict(zip([q.id for q in questions], today_run.latency_ms, strict=True))
+    today = fuse(config, text, vec, pages, None, 0.0)
+    daemon_answers = today_run.answers
+    same = sum(daemon_answers[q.id][:5] == today[q.id][:5] for q in questions)
+    rows = [
+        ("today through the daemon (default fusion)", daemon_answers, list(latency.values())),
+        ("today, fused offline (the same routes)", today, list(latency.values())),
+    ]
+    verdicts = []
+    base_p95 = percentile(list(latency.values()), 95)
+    test = held_out(questions)
+    sweep = [
+        "| option (tuning questions: natural · identifier, hit@5 · MRR@10) | "
+        + " | ".join(f"weight {w:g}" for w in WEIGHTS)
+        + " |",
+        "|---" * (len(WEIGHTS) + 1) + "|",
+    ]
+    for option in options:
+        if tuning:
+            cells = []
+            for w in WEIGHTS:
+                scores = score(fuse(config, text, vec, pages, option.lists, w), tuning)
+                cells.append(f"{scores['natural'].cell()}; {scores['identifier'].cell()}")
+            sweep.append(f"| {option.label} | " + " | ".join(cells) + " |")
+        if args.title_weight is not None:
+            option.weight = args.title_weight
+        else:
+            option.weight = max(
+                WEIGHTS,
+                key=lambda w: (tuning_key(fuse(config, text, vec, pages, option.lists, w), today, tuning), -w),
+            )
+        answers = fuse(config, text, vec, pages, option.lists, option.weight)
+        times = [latency[q.id] + option.extra_ms[q.id] for q in questions]
+        label = f"+ heading list: {option.label}, weight {option.weight:g}"
+        rows.append((label, answers, times))
+        won = wins(answers, today, test)
+        fast = percentile(times, 95) < 2 * base_p95
+        verdicts.append(
+            f"| {option.label} | {option.weight:g} | {'yes' if won else 'no'} | "
+            f"{percentile(times, 95):.1f} ({'under' if fast else 'over'} 2 × {base_p95:.1f}) | "
+            f"{'**default**' if won and fast else 'kept off'} |"
+        )
+
+    for label, run in variants:
+        rows.append((label, run.answers, run.latency_ms))
+        won = wins(run.answers, daemon_answers, test)
+        fast = percentile(run.latency_ms, 95) < 2 * base_p95
+        verdicts.append(
+            f"| {label} | – | {'yes' if won else 'no'} | "
+            f"{percentile(run.latency_ms, 95):.1f} ({'under' if fast else 'over'} 2 × {base_p95:.1f}) | "
+            f"{'**default**' if won and fast else 'kept off'} |"
+        )
+
+    chosen = (
+        "given (`--title-weight`)" if args.title_weight is not None else f"chosen on {len(tuning)} tuning questions"
+    )
+    return [
+        f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {machine()}.",
+        "",
+        f"Namespace `{args.namespace}`: {len(pages)} pages, {len(corpus.chunk_text)} chunks,"
+        f" {len(questions)} questions; vectors {space['provider']}/{space['model']}"
+        f" ({space['dimension']}d, template v{space['template_version']}).",
+        "",
+        f"Command: `.venv/bin/python bench/quality_step.py {command_line(args)}`",
+        "",
+        "Cells: hit@5 (questions) · MRR@10, page level (actors/retrieval_metrics.py). Latency: per question,"
+        " the default recall through the daemon's socket (embedding included), plus the option's extra step"
+        f" timed on its own. The heading list's weight is {chosen}, from {', '.join(f'{w:g}' for w in WEIGHTS)};"
+        f" the offline fusion answers {same}/{len(questions)} questions' top 5 exactly as the daemon did.",
+        "",
+        *table(rows, questions),
+        "",
+        *(
+            [f"The weights tried, on the tuning questions only (today: {tuning_cells(today, tuning)}):", "", *sweep, ""]
+            if tuning
+            else []
+        ),
+        f"Verdict on the {len(test)} held-out questions (a win: at least as many hits and a higher MRR@10 on"
+        " each kind; the default only if p95 also stays under twice today's):",
+        "",
+        "| option | weight | wins on both kinds | p95 ms | verdict |",
+        "|---|---:|---|---|---|",
+        *verdicts,
+    ]
+
+
+def command_line(args: argparse.Namespace) -> str:
+    parts = [f"--data-dir {args.data_dir}", f"--namespace {args.namespace}"]
+    parts += [f"--questions {q.relative_to(ROOT) if q.is_absolute() else q}" for q in args.questions]
+    if args.title_weight is not None:
+        parts.append(f"--title-weight {args.title_weight:g}")
+    parts += [f"--variant '{spec}'" for spec in args.variant]
+    if args.write:
+        parts += [f"--section '{args.section}'", f"--write {args.write}"]
+    return " ".join(parts)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
