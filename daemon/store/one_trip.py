@@ -56,11 +56,13 @@ fts AS (
 # `search.REHYDRATE_SQL`); a chunk is ranked for it only for full text's first candidates the
 # vector route did not name a chunk of, so a long record costs its chunks' ranks only when it
 # may be answered.
-_ROWS = f"""
+_ROWS = f""",
+wanted AS (SELECT id FROM fts UNION SELECT unnest(${{ids}}::uuid[]))
 SELECT r.id, r.title, r.kind, r.source_path, r.revision, f.rank AS fts_rank, f.score AS fts_score,
        coalesce(c.text, matched.text) AS chunk_text
 FROM to_tsquery('{TS_CONFIG}', replace(plainto_tsquery('{TS_CONFIG}', ${{query}})::text, ' & ', ' | ')) AS hl (q)
-CROSS JOIN records r
+CROSS JOIN wanted
+JOIN records r ON r.id = wanted.id
 LEFT JOIN fts f ON f.id = r.id
 LEFT JOIN unnest(${{ids}}::uuid[], ${{chunks}}::bigint[]) AS best (id, surrogate) ON best.id = r.id
 LEFT JOIN chunks c ON c.surrogate = best.surrogate AND c.retired_at IS NULL
@@ -71,7 +73,7 @@ LEFT JOIN LATERAL (
     ORDER BY ts_rank(m.search, hl.q) DESC, m.chunk_no, m.surrogate
     LIMIT 1
 ) AS matched ON true
-WHERE {_FILTER_SQL} AND (r.id IN (SELECT id FROM fts) OR r.id = ANY(${{ids}}::uuid[]))"""
+WHERE {_FILTER_SQL}"""
 
 ONE_TRIP_SQL = f"WITH {_STRICT_ONLY}" + _ROWS.format(ids=9, chunks=10, query=11, ranked=12)
 ONE_TRIP_LOOSE_SQL = f"WITH {_WITH_LOOSE}" + _ROWS.format(ids=11, chunks=12, query=13, ranked=14)
