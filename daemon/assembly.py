@@ -41,8 +41,7 @@ from daemon.metrics import Metrics
 from daemon.notifications import listen
 from daemon.providers import make_provider
 from daemon.providers.titles import TitleModelProvider, uses_title_model
-from daemon.recall import RecallService
-from daemon.recall_vector import vector_search
+from daemon.recall import RecallService, vector_search
 from daemon.store.embedded import EmbeddedPostgres, keep_running
 from daemon.store.evals import EvalStore
 from daemon.store.records import RecordRepository

@@ -21,8 +21,11 @@ import anyio
 import asyncpg
 import msgspec
 
-from actors.embedding.errors import Reason
+from actors.embedder import Embedder
+from actors.embedding.errors import EmbeddingError, Reason
+from actors.embedding.query_cache import QueryVectorCache
 from actors.fusion import RRF_NAME, RRF_VERSION, WEIGHTED_NAME, WEIGHTED_VERSION, Fused, settle_ties, tie_end
+from actors.index_manager import IndexManager, IndexUnavailable
 from actors.recall_policy import (
     FTS,
     OVERFETCH_FACTOR,
@@ -42,7 +45,6 @@ from actors.recall_policy import (
     unanswered,
 )
 from actors.records import query_hash
-from actors.snippets import query_stems
 from daemon.config import Config, RecallConfig
 from daemon.control.wire import (
     DegradedRoute,
@@ -52,8 +54,9 @@ from daemon.control.wire import (
     RecallResponse,
     Route,
 )
+from daemon.indexing_status import IndexingStatus
 from daemon.metrics import Metrics
-from daemon.store import db, one_trip, search
+from daemon.store import db, search
 from daemon.store.db import STORE_DOWN_ERRORS
 from daemon.store.search import Candidate, Filters
 
@@ -106,15 +109,6 @@ class _Run:
     generation: str | None = None
     partial: set[str] = field(default_factory=set)
     """Routes that answered from part of the namespace (the vector route while it is indexed)."""
-    k: int = 0
-    vector_done: anyio.Event | None = None
-    """Set once the vector route has answered or given up, when full text waits for its
-    candidates to re-read them in its own statement (`one_trip`)."""
-    rows: dict[uuid.UUID, one_trip.Row] | None = None
-    """The live rows full text's statement re-read (None: it did not run that way)."""
-    covered: set[uuid.UUID] = field(default_factory=set)
-    """The candidates that statement looked for: one of them without a row is gone."""
-    waited_ms: float = 0.0  # full text's latest wait for the vector route's candidates
 
     def down(self, degraded: Degradation) -> None:
         """Name a route degraded; its first reason stands."""
@@ -193,7 +187,8 @@ class RecallService:
         embed_ms = 0.0
         try:
             if route == FTS:
-                found = await self._full_text(run, filters, query, cap, deadline, loose=loose)
+                async with db.connection(self._pool) as conn:
+                    found = await search.full_text(conn, filters, query, cap, loose=loose)
             elif route == "structured":
                 async with db.connection(self._pool) as conn:
                     found = await search.structured(conn, filters, cap)
@@ -215,40 +210,9 @@ class RecallService:
             run.down(Degradation(route, DegradedReason.STORE_UNAVAILABLE, type(exc).__name__))
             return
         finally:
-            own_ms = (time.perf_counter() - started) * 1000 - embed_ms - (run.waited_ms if route == FTS else 0.0)
-            run.timings[route] = run.timings.get(route, 0.0) + own_ms
+            run.timings[route] = run.timings.get(route, 0.0) + (time.perf_counter() - started) * 1000 - embed_ms
         run.found[route] = one_per_record(found)
         run.asked[route] = cap
-
-    async def _full_text(
-        self, run: _Run, filters: Filters, query: str, cap: int, deadline: float, *, loose: bool
-    ) -> list[Candidate]:
-        """Full text's candidates. When the vector route runs beside it, its candidates are awaited
-        (for at most three quarters of the time left, so a slow vector route never makes full text
-        late) and re-read in full text's own statement with full text's (`one_trip`): one round
-        trip instead of a second statement for the answer's rows. Without them in time, the
-        plain statement, and the answer's rows are read after fusion."""
-        if run.vector_done is not None:
-            waiting = time.perf_counter()
-            with anyio.move_on_at(anyio.current_time() + (deadline - anyio.current_time()) * 0.75):
-                await run.vector_done.wait()
-            run.waited_ms = (time.perf_counter() - waiting) * 1000  # the vector route's time, not full text's
-        together = run.vector_done is None or run.vector_done.is_set()
-        vector = run.found.get(VECTOR, []) if together else []
-        async with db.connection(self._pool) as conn:
-            if not together:
-                return await search.full_text(conn, filters, query, cap, loose=loose)
-            # the vector route failed or found nothing: any-word matches are the answer now
-            # (`loose_after`, folded into this one statement)
-            loose = loose or (run.vector_done is not None and not vector)
-            answer = await one_trip.full_text_and_rows(
-                conn, filters, query, cap, vector, loose=loose, ranked_chunks=run.k
-            )
-        if answer is None:
-            return []
-        found, run.rows = answer
-        run.covered = {c.id for c in found} | {c.id for c in vector}
-        return found
 
     async def _within(self, run: _Run, filters: Filters, cap: int) -> list[uuid.UUID] | None:
         """The records the filters let through, when few enough for the vector route to score
@@ -268,18 +232,9 @@ class RecallService:
     ) -> None:
         """Run a route under its own deadline when it has one (the sooner of it and the request's)."""
         own = self._config.recall.route_deadline_ms.get(route)
-        try:
-            if own is None:
-                await self._route(run, route, filters, query, cap, deadline, loose=loose)
-                return
-            await self._bounded_by(run, route, filters, query, cap, deadline, own, loose=loose)
-        finally:
-            if route == VECTOR and run.vector_done is not None:
-                run.vector_done.set()
-
-    async def _bounded_by(
-        self, run: _Run, route: Route, filters: Filters, query: str, cap: int, deadline: float, own: int, *, loose: bool
-    ) -> None:
+        if own is None:
+            await self._route(run, route, filters, query, cap, deadline, loose=loose)
+            return
         # One limit for all of the route's work in this request, over-fetch rounds included.
         limit = run.limits.setdefault(route, anyio.current_time() + own / 1000)
         with anyio.move_on_at(min(deadline, limit)) as scope:
@@ -309,52 +264,44 @@ class RecallService:
         scores = {route: {c.id: c.score for c in found} for route, found in run.found.items()}
         best_chunks = {c.id: c.chunk for c in vector_hits if c.chunk is not None}
         results: list[RecallHit] = []
-        stems = query_stems(query) if run.rows is not None else None
-        rows: dict[uuid.UUID, Mapping[str, Any]]
         # Exactly k first: each row read costs a highlighted snippet, and candidates are rarely
         # dropped; a short page is followed by the next candidates, twice as many each time.
-        # Rows full text's statement re-read already (`one_trip`) are not read again.
         window = k
         offset = 0
-        while len(results) < k and offset < len(fused):
-            page = fused[offset : tie_end(fused, offset + window)]
-            offset += len(page)
-            rows, keys = one_trip.answer_rows(
-                [f.key for f in page], run.rows, run.covered, query, self._config.recall.snippet_words, stems
-            )
-            if keys:
+        async with db.connection(self._pool) as conn:
+            while len(results) < k and offset < len(fused):
+                page = fused[offset : tie_end(fused, offset + window)]
+                offset += len(page)
+                keys = [f.key for f in page]
                 chunks = {key: best_chunks[key] for key in keys if key in best_chunks}
-                async with db.connection(self._pool) as conn:
-                    rows.update(
-                        await search.rehydrate(conn, filters, keys, query, self._config.recall.snippet_words, chunks)
+                rows = await search.rehydrate(conn, filters, keys, query, self._config.recall.snippet_words, chunks)
+                # What only the random record ids told apart goes by source path instead, so the
+                # same files indexed again (an eval's fresh namespace) answer in the same order.
+                page = settle_ties(page, {key: row["source_path"] for key, row in rows.items()})
+                for entry in page:
+                    row = rows.get(entry.key)
+                    if row is None:
+                        continue
+                    # a vector hit on an older revision, found by no other route, is stale
+                    if set(entry.ranks) == {VECTOR} and vector_revisions.get(entry.key) != row["revision"]:
+                        continue
+                    results.append(
+                        RecallHit(
+                            id=row["id"],
+                            title=row["title"],
+                            kind=row["kind"],
+                            source_path=row["source_path"],
+                            score=round(entry.score, 6),
+                            routes=entry.ranks,
+                            # unrounded: a client may send a vector score back as its floor
+                            route_scores={route: scores[route][entry.key] for route in entry.ranks},
+                            revision=row["revision"],
+                            snippet=row["snippet"] or None,
+                        )
                     )
-            # What only the random record ids told apart goes by source path instead, so the
-            # same files indexed again (an eval's fresh namespace) answer in the same order.
-            page = settle_ties(page, {key: row["source_path"] for key, row in rows.items()})
-            for entry in page:
-                row = rows.get(entry.key)
-                if row is None:
-                    continue
-                # a vector hit on an older revision, found by no other route, is stale
-                if set(entry.ranks) == {VECTOR} and vector_revisions.get(entry.key) != row["revision"]:
-                    continue
-                results.append(
-                    RecallHit(
-                        id=row["id"],
-                        title=row["title"],
-                        kind=row["kind"],
-                        source_path=row["source_path"],
-                        score=round(entry.score, 6),
-                        routes=entry.ranks,
-                        # unrounded: a client may send a vector score back as its floor
-                        route_scores={route: scores[route][entry.key] for route in entry.ranks},
-                        revision=row["revision"],
-                        snippet=row["snippet"] or None,
-                    )
-                )
-                if len(results) == k:
-                    break
-            window *= 2
+                    if len(results) == k:
+                        break
+                window *= 2
         run.timings["rehydrate"] = run.timings.get("rehydrate", 0.0) + (time.perf_counter() - started) * 1000
         return results
 
@@ -367,7 +314,7 @@ class RecallService:
         deadline_ms = request.deadline_ms or config.default_deadline_ms
         deadline = anyio.current_time() + deadline_ms / 1000
         filters = Filters(request.namespace, request.kinds, request.attributes)
-        run = _Run(thresholds=self._policy.floors(_by_name(request.thresholds or {})), k=k)
+        run = _Run(thresholds=self._policy.floors(_by_name(request.thresholds or {})))
         caps = self._policy.caps(k)
 
         await self._run_routes(run, routes, filters, request.query, caps, deadline)
@@ -409,8 +356,6 @@ class RecallService:
         """The requested routes, concurrently, until the request's deadline; then full text's
         loose step if the policy calls for it (`loose_up_front`, `loose_after`)."""
         loose = loose_up_front(routes)
-        if FTS in routes and VECTOR in routes:
-            run.vector_done = anyio.Event()  # full text re-reads the vector route's candidates
         with anyio.move_on_at(deadline):
             async with anyio.create_task_group() as tg:
                 *others, last = [
@@ -420,7 +365,7 @@ class RecallService:
                 for route_call in others:
                     tg.start_soon(route_call)
                 await last()  # in this task: one task fewer to start per recall
-        if run.rows is None and loose_after(routes, run.found):
+        if loose_after(routes, run.found):
             with anyio.move_on_at(deadline):
                 await self._bounded(run, FTS, filters, query, caps[FTS], deadline)
 
@@ -498,3 +443,41 @@ class RecallService:
                 "degraded_routes": [{"route": d.route, "reason": d.reason} for d in degraded],
             }
         )
+
+
+def vector_search(
+    embedder: Embedder, index: IndexManager, query_vectors: QueryVectorCache, status: IndexingStatus | None = None
+) -> VectorSearch:
+    """The vector route: embed the query (purpose `query`; a repeated query's vector comes from
+    `query_vectors`), then search the leased handle (only the records `within`, when given).
+    The answer says how many records of the namespace it could not search yet (`status`)."""
+    status = status or IndexingStatus(index)
+
+    async def route(
+        filters: Filters, query: str, cap: int, deadline: float, within: list[uuid.UUID] | None
+    ) -> VectorAnswer:
+        problem = index.problem()
+        if problem is not None:
+            raise RouteDown(*problem)
+        # Counted as the request comes (at most once a second per namespace, see IndexingStatus).
+        pending = await status.pending(filters.namespace)
+        started = time.perf_counter()
+        text = embedder.render_query(query).text
+        space = embedder.space
+        vector = query_vectors.get(space, text) if space is not None else None
+        if vector is None:
+            try:
+                result = await embedder.embed([text], purpose="query", namespace=filters.namespace, deadline=deadline)
+            except EmbeddingError as exc:
+                raise RouteDown(exc.reason.value, exc.message) from None
+            vector = result.vectors[0]
+            query_vectors.put(result.space, text, vector)
+        embed_ms = (time.perf_counter() - started) * 1000
+        try:
+            hits, generation = await index.search(vector, namespace=filters.namespace, k_records=cap, within=within)
+        except IndexUnavailable as exc:
+            raise RouteDown(exc.reason, exc.message) from None
+        candidates = [Candidate(h.record_id, h.revision, h.score, h.surrogate) for h in hits]
+        return VectorAnswer(candidates, embed_ms, generation, pending)
+
+    return route
