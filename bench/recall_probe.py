@@ -1,0 +1,86 @@
+"""A short probe of two builds of the daemon taking turns on the same data (issue 24): does a
+change pay? Each round starts one build's `recalld serve` on bench/recall.py's data directory,
+puts the probe's queries in its query-vector cache, then measures `POST /v1/recall` (k 10, both
+routes) with the query vector cached at 16 clients (throughput, CPU per recall of the daemon,
+PostgreSQL and this client) and at one client (p50 of the client's latency, and each stage's),
+and stops it. Builds alternate A, B, A, B, ...; the medians of each build's rounds are printed.
+
+    git worktree add /tmp/recalld-before <commit>   # the build before the change
+    .venv/bin/python bench/recall_probe.py --before /tmp/recalld-before [--work var/bench-recall-quick]
+
+"--before" is a checkout of the earlier commit (its code is put first on the daemon's
+PYTHONPATH); the other build is this checkout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.harness import RECALL_WORK, ROOT, percentile, progress, start_daemon, stop_daemon
+from bench.recall import Meter, socket_load
+from bench.recall_sweep import _wait_ready
+
+
+def one_round(work: Path, code: Path, queries: list[str], env: dict[str, str]) -> dict[str, Any]:
+    socket = work / "recalld.sock"
+    daemon = start_daemon(
+        work / "data", socket, work / "serve.log", config=work / "recalld.toml", env={"PYTHONPATH": str(code), **env}
+    )
+    try:
+        _wait_ready(socket, queries[0])
+        asyncio.run(socket_load(socket, queries, 4, "warm-up"))  # every query vector cached
+        meter = Meter(daemon.pid, work / "data/pg")
+        many = meter.run(socket_load(socket, queries * 2, 16, "recalld"))
+        one = asyncio.run(socket_load(socket, queries, 1, "recalld"))
+    finally:
+        stop_daemon(daemon)
+    n = len(many.latency_ms)
+    return {
+        "throughput_16": many.throughput,
+        "cpu_ms": {who: round(1000 * s / n, 3) for who, s in many.cpu_s.items()},
+        "p50_1": percentile(one.latency_ms, 50),
+        "stages_1": {stage: percentile(values, 50) for stage, values in one.stages.items()},
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--before", type=Path, required=True, help="a checkout of the build before the change")
+    parser.add_argument("--work", type=Path, default=RECALL_WORK.with_name("bench-recall-quick"))
+    parser.add_argument("--queries", type=int, default=150)
+    parser.add_argument("--rounds", type=int, default=3, help="rounds per build")
+    parser.add_argument("--env", action="append", default=[], help="KEY=VALUE for both daemons")
+    args = parser.parse_args()
+    work = args.work.resolve()
+    corpus = json.loads((work / "corpus.json").read_text())
+    queries: list[str] = corpus["queries"][-args.queries :]
+    env = dict(item.split("=", 1) for item in args.env)
+    builds = {"before": args.before.resolve(), "after": ROOT}
+    results: dict[str, list[dict[str, Any]]] = {name: [] for name in builds}
+    for r in range(args.rounds):
+        for name, code in builds.items():
+            progress(f"round {r + 1}/{args.rounds}: {name} ({code})")
+            results[name].append(one_round(work, code, queries, env))
+            progress(f"  {json.dumps(results[name][-1])}")
+    for name, rounds in results.items():
+        cpu = {who: statistics.median(r["cpu_ms"][who] for r in rounds) for who in rounds[0]["cpu_ms"]}
+        stages = {s: round(statistics.median(r["stages_1"][s] for r in rounds), 2) for s in rounds[0]["stages_1"]}
+        print(
+            f"{name}: 16 clients {statistics.median(r['throughput_16'] for r in rounds):.0f}/s"
+            f" (rounds {', '.join(str(round(r['throughput_16'])) for r in rounds)}),"
+            f" CPU ms per recall {json.dumps(cpu)}; 1 client p50"
+            f" {statistics.median(r['p50_1'] for r in rounds):.2f} ms, stages {json.dumps(stages)}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,209 @@
+"""Throughput against vector recall@10, both sides swept: recalld's `[index] hnsw_ef_search` and
+pgvector's `hnsw.ef_search`, part of `bench/recall.py`'s run (its section of docs/BENCHMARKS.md).
+
+At each beam, on the queries bench/recall.py asked at one client (their vectors and exact top 10
+already known):
+
+- recalld: a daemon started on the bench's data with `RECALLD_INDEX_HNSW_EF_SEARCH` set to the
+  beam and both routes' candidates set to pgvector's recipe (`RECALLD_RECALL_FTS_CANDIDATES`,
+  `..._VECTOR_CANDIDATES` = 20, as the documented query's top 20 per route). Its vector route
+  alone (`routes: [vector]`, k 10, over the socket) gives recall@10 against exact search and
+  puts every query vector in the daemon's cache; then `POST /v1/recall` (k 10, both routes) at 16
+  clients with the query vector cached.
+- pgvector: `SET hnsw.ef_search` to the beam on every connection; `ORDER BY embedding <=> $1
+  LIMIT 10` alone gives recall@10; then the documented hybrid query at 16 connections.
+
+The two 16-client loads take turns, SWEEP_ROUNDS times at each beam, and the CPU each process
+spent is metered; throughput is the median of the rounds. What each side returns differs:
+recalld answers 10 records re-read from PostgreSQL (title, kind, source path, revision, score per
+route, a highlighted snippet), pgvector's query 10 ids.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+import asyncpg
+import numpy as np
+
+from bench.harness import PGVECTOR_TOP, embedded_dsn, progress, start_daemon, stop_daemon, vector_codec
+from bench.recall import (
+    NAMESPACE,
+    PGVECTOR_TABLE,
+    Load,
+    Meter,
+    pgvector_load,
+    recall_at_10,
+    socket_load,
+)
+from daemon.client import Client, ClientError
+
+BEAMS = (20, 40, 64, 100, 160, 250, 400)
+"""The beams swept on both sides. pgvector returns at most ef_search rows, so its hybrid's top 20
+needs 20 at least; recalld's beam is never below the vectors it asks for (2 × 20 here)."""
+SWEEP_ROUNDS = 3
+TARGETS = (0.95, 0.99)
+
+
+@dataclass
+class Point:
+    """One side at one beam."""
+
+    beam: int
+    recall: float
+    loads: list[Load]
+
+    @property
+    def throughput(self) -> float:
+        return statistics.median(load.throughput for load in self.loads)
+
+    def cpu_ms(self) -> dict[str, float]:
+        merged = Load.merged(self.loads)
+        return {who: 1000 * seconds / len(merged.latency_ms) for who, seconds in merged.cpu_s.items()}
+
+
+async def _vector_route(socket: Path, queries: Sequence[str], clients: int = 4) -> list[list[uuid.UUID]]:
+    """The vector route's top 10 per query, over the socket (fills the query-vector cache too)."""
+    found: list[list[uuid.UUID]] = [[] for _ in queries]
+    connector = aiohttp.UnixConnector(path=str(socket), limit=clients)
+    async with aiohttp.ClientSession(connector=connector, base_url="http://recalld") as session:
+        pending = iter(enumerate(queries))
+
+        async def worker() -> None:
+            for i, query in pending:
+                body = {"namespace": NAMESPACE, "query": query, "k": 10, "routes": ["vector"]}
+                async with session.post("/v1/recall", json=body) as response:
+                    answer = await response.json()
+                    if response.status != 200 or answer["degraded_routes"]:
+                        raise SystemExit(f"the vector route answered {response.status}: {answer}")
+                found[i] = [uuid.UUID(r["id"]) for r in answer["results"]]
+
+        await asyncio.gather(*(worker() for _ in range(clients)))
+    return found
+
+
+async def _pgvector_top10(dsn: str, vectors: np.ndarray, beam: int) -> list[list[int]]:
+    conn = await asyncpg.connect(dsn)
+    try:
+        await vector_codec(conn)
+        await conn.execute(f"SET hnsw.ef_search = {int(beam)}")
+        sql = f"SELECT id FROM {PGVECTOR_TABLE} ORDER BY embedding <=> $1 LIMIT 10"
+        return [[r["id"] for r in await conn.fetch(sql, vector)] for vector in vectors]
+    finally:
+        await conn.close()
+
+
+def sweep(
+    args: argparse.Namespace,
+    *,
+    queries: list[str],
+    vectors: np.ndarray,
+    exact: list[list[uuid.UUID]],
+    record_of: dict[int, uuid.UUID],
+    config: Path,
+    beams: Sequence[int] = BEAMS,
+    rounds: int = SWEEP_ROUNDS,
+) -> tuple[list[Point], list[Point]]:
+    """(recalld's points, pgvector's points), one per beam. Starts and stops its own daemons."""
+    items = (queries * 2)[: 2 * len(queries)]
+    pg_items, pg_vectors = items, np.concatenate([vectors, vectors])[: len(items)]
+    ours: list[Point] = []
+    theirs: list[Point] = []
+    for beam in beams:
+        env = {
+            "RECALLD_INDEX_HNSW_EF_SEARCH": str(beam),
+            "RECALLD_RECALL_FTS_CANDIDATES": str(PGVECTOR_TOP),
+            "RECALLD_RECALL_VECTOR_CANDIDATES": str(PGVECTOR_TOP),
+        }
+        progress(f"sweep: beam {beam}, starting recalld with {env}")
+        daemon = start_daemon(args.work / "data", args.socket, args.work / "serve.log", config=config, env=env)
+        try:
+            _wait_ready(args.socket, queries[0])
+            dsn = embedded_dsn(args.work / "data")
+            found = asyncio.run(_vector_route(args.socket, queries))
+            pg_ids = asyncio.run(_pgvector_top10(dsn, vectors, beam))
+            meter = Meter(daemon.pid, args.work / "data/pg")
+            asyncio.run(socket_load(args.socket, queries[:64], 16, "warm-up"))
+            recalld_loads, pg_loads = [], []
+            for _ in range(rounds):
+                recalld_loads.append(meter.run(socket_load(args.socket, items, 16, "recalld")))
+                pg_loads.append(meter.run(pgvector_load(dsn, pg_items, pg_vectors, 16, ef_search=beam)))
+        finally:
+            stop_daemon(daemon)
+        ours.append(Point(beam, recall_at_10(found, exact), recalld_loads))
+        theirs.append(Point(beam, recall_at_10([[record_of[s] for s in ids] for ids in pg_ids], exact), pg_loads))
+        progress(
+            f"  recalld recall@10 {ours[-1].recall:.3f}, {ours[-1].throughput:.0f}/s;"
+            f" pgvector recall@10 {theirs[-1].recall:.3f}, {theirs[-1].throughput:.0f}/s"
+        )
+    return ours, theirs
+
+
+def _wait_ready(socket: Path, query: str) -> None:
+    """Until the vector route answers whole (a restarted daemon loads its generation first)."""
+    client = Client(socket, timeout=120)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            body = {"namespace": NAMESPACE, "query": query, "k": 10, "routes": ["vector"]}
+            try:
+                if not client.request("POST", "/v1/recall", body)["degraded_routes"]:
+                    return
+            except ClientError as exc:
+                if exc.status != 503:  # 503: no route answered yet
+                    raise
+            time.sleep(0.2)
+    finally:
+        client.close()
+    raise SystemExit("the restarted daemon's vector route did not answer within 120 s")
+
+
+def _best(points: Sequence[Point], target: float) -> Point | None:
+    """The fastest point at or above `target` recall (the narrowest beam that reaches it, usually)."""
+    reached = [p for p in points if p.recall >= target]
+    return max(reached, key=lambda p: p.throughput) if reached else None
+
+
+def report(ours: Sequence[Point], theirs: Sequence[Point], rounds: int = SWEEP_ROUNDS) -> list[str]:
+    lines = [
+        "",
+        "Throughput at 16 clients against vector recall@10, both beams swept (`bench/recall_sweep.py`):"
+        f" recalld with `[index] hnsw_ef_search` = the beam and {PGVECTOR_TOP} candidates per route (pgvector's"
+        f" recipe), the query vector cached; pgvector's documented hybrid with `hnsw.ef_search` = the beam."
+        f" Throughput is the median of {rounds} rounds taking turns; CPU per request in ms, daemon /"
+        " PostgreSQL / client. recalld answers 10 records re-read from PostgreSQL (title, kind, source"
+        " path, revision, each route's score, a highlighted snippet); pgvector's query answers 10 ids.",
+        "",
+        "| beam | recalld recall@10 | recalld queries/s | recalld CPU ms | pgvector recall@10 |"
+        " pgvector queries/s | pgvector CPU ms | recalld / pgvector |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for mine, other in zip(ours, theirs, strict=True):
+        a, b = mine.cpu_ms(), other.cpu_ms()
+        lines.append(
+            f"| {mine.beam} | {mine.recall:.3f} | {mine.throughput:.0f} |"
+            f" {a['daemon']:.2f} / {a['postgresql']:.2f} / {a['client']:.2f} | {other.recall:.3f} |"
+            f" {other.throughput:.0f} | {b['daemon']:.2f} / {b['postgresql']:.2f} / {b['client']:.2f} |"
+            f" {mine.throughput / other.throughput:.2f}× |"
+        )
+    lines.append("")
+    for target in TARGETS:
+        mine, other = _best(ours, target), _best(theirs, target)
+        if mine is None or other is None:
+            best = f"recalld's best {max(p.recall for p in ours):.3f}, pgvector's {max(p.recall for p in theirs):.3f}"
+            lines.append(f"- At recall@10 ≥ {target}: not reached by both sides at these beams ({best}).")
+            continue
+        lines.append(
+            f"- At recall@10 ≥ {target}: recalld {mine.throughput:.0f} queries/s (beam {mine.beam}, recall"
+            f" {mine.recall:.3f}), pgvector {other.throughput:.0f} (ef_search {other.beam}, recall"
+            f" {other.recall:.3f}): **{mine.throughput / other.throughput:.2f}×** (aim at ≥ 0.95: at least 1.0×)."
+        )
+    return lines
