@@ -16,7 +16,8 @@ its log names), with a daemon started on that data dir:
    Categories"); two ways to match it: by words (full text over the heading, behind a GIN index in
    a scratch table) and by meaning (the local model's vector of the heading, exact search).
    The weight is chosen on the tuning questions (odd ids, not fresh) only; with `--title-weight`
-   it is given (a set with no tuning questions uses the one chosen on pgdocs).
+   it is given (a set with no tuning questions uses the one chosen on pgdocs). With `--chunks`,
+   other indexes of the same corpus (chunked otherwise) answer through their own daemons.
 4. Latency: each option's extra step is timed per question and added to that question's time
    through the daemon, so p50/p95 are per question, end to end.
 
@@ -24,8 +25,8 @@ An option wins when, on the held-out questions (even ids and fresh ones; every q
 with no tuning half), it answers at least as many in the top 5 and has a higher MRR@10 than
 today, on each kind, and its p95 stays under twice today's.
 
-Options this script cannot measure here (a cross-encoder reranker, another embedding model, a
-chunk size other than the index's) are reported in docs/RETRIEVAL.md with what was checked.
+Options this script cannot measure here (a cross-encoder reranker, another embedding model) are
+reported in docs/RETRIEVAL.md with what was checked.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ from bench.harness import (  # noqa: E402
     publish,
     start_daemon,
     stop_daemon,
+    wait_caught_up,
 )
 from bench.retrieval import (  # noqa: E402
     DEFAULT_QUESTIONS,
@@ -258,12 +260,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--questions", type=Path, action="append")
     parser.add_argument("--title-weight", type=float, help="the heading list's weight (default: chosen on tuning)")
     parser.add_argument(
-        "--variant",
+        "--chunks",
         action="append",
         default=[],
-        metavar="LABEL=DATA_DIR=NAMESPACE",
-        help="another index of the same corpus (bench/retrieval.py run with other [index] settings, e.g."
-        " RECALLD_INDEX_CHUNK_CHARS): its default recall through its own daemon is one more row",
+        metavar="CHARS:OVERLAP=DATA_DIR=NAMESPACE",
+        help="another index of the same corpus, chunked to CHARS with OVERLAP (bench/retrieval.py run with"
+        " RECALLD_INDEX_CHUNK_CHARS and _OVERLAP): its default recall through its own daemon is one more row",
     )
     parser.add_argument("--write", type=Path)
     parser.add_argument("--section", default="quality_step.py")
@@ -275,9 +277,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise SystemExit("no tuning questions in this set: give --title-weight (the one chosen on pgdocs)")
 
     variants = []
-    for spec in args.variant:
-        label, variant_dir, variant_namespace = spec.split("=", 2)
-        variants.append((label, through_daemon(Path(variant_dir).resolve(), variant_namespace, questions)[0]))
+    for spec in args.chunks:
+        sizes, variant_dir, variant_namespace = spec.split("=", 2)
+        chars, overlap = sizes.split(":")
+        # the daemon must run with the settings the index was built with, or it would build another
+        env = {"RECALLD_INDEX_CHUNK_CHARS": chars, "RECALLD_INDEX_CHUNK_OVERLAP": overlap}
+        run = through_daemon(Path(variant_dir).resolve(), variant_namespace, questions, env=env)[0]
+        variants.append((f"chunk_chars {chars}, overlap {overlap} (own index)", run))
     data_dir = args.data_dir.resolve()
     # the daemon stays up while the options are measured: its PostgreSQL holds the route lists
     report = through_daemon(
@@ -297,14 +303,17 @@ def through_daemon(
     namespace: str,
     questions: Sequence[Question],
     then: Callable[[Run, dict[str, Any], str], list[str]] | None = None,
+    *,
+    env: dict[str, str] | None = None,
 ) -> tuple[Run, list[str]]:
     """Every question once through a daemon on `data_dir`, the default recall; then, with the
     daemon still up, `then` (given that run and the daemon's vector space) writes the report."""
     socket = data_dir.parent / "recalld.sock"
-    daemon = start_daemon(data_dir, socket, data_dir.parent / "serve.log")
+    daemon = start_daemon(data_dir, socket, data_dir.parent / "serve.log", env=env)
     client = Client(socket, timeout=120)
     try:
         space, space_id = readiness_space(client)
+        wait_caught_up(client)  # a daemon started on other index settings would be building
         progress(f"{len(questions)} questions through the daemon on {data_dir}, the default recall")
         run = daemon_run(client, namespace, questions, "default")
         return run, then(run, space, space_id) if then else []
@@ -432,7 +441,7 @@ def command_line(args: argparse.Namespace) -> str:
     parts += [f"--questions {q.relative_to(ROOT) if q.is_absolute() else q}" for q in args.questions]
     if args.title_weight is not None:
         parts.append(f"--title-weight {args.title_weight:g}")
-    parts += [f"--variant '{spec}'" for spec in args.variant]
+    parts += [f"--chunks {spec}" for spec in args.chunks]
     if args.write:
         parts += [f"--section '{args.section}'", f"--write {args.write}"]
     return " ".join(parts)
