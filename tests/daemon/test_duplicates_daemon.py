@@ -10,8 +10,10 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import httpx
 import numpy as np
 import pytest
 
@@ -325,3 +327,52 @@ def test_a_model_switch_embeds_every_title_again_in_the_new_space(make_daemon: A
            FROM vector_spaces s LEFT JOIN title_vectors t USING (space_id) GROUP BY 1 ORDER BY 1""",
     )
     assert [(r["model"], r["titles"] >= 5) for r in spaces] == [("model-a", True), ("model-b", True)]
+
+
+def test_concurrent_writes_and_checks_of_one_kind_stay_in_step(daemon: Daemon) -> None:
+    """Creates, retitles, forgets and dry runs of one namespace and kind at once, on four
+    connections: every check runs (none is unavailable), and afterwards a check compares with
+    exactly the records that are live, as they are titled now."""
+    ns = "dupes-concurrent"
+    words = "invoice label avatar ledger coupon refund shipment webhook calendar backup".split()
+    titles = [f"{verb} the {word}" for verb in ("Archive", "Print", "Rename") for word in words]
+
+    def run(share: list[str]) -> list[dict[str, Any]]:
+        answers = []
+        transport = httpx.HTTPTransport(uds=str(daemon.socket))
+        with httpx.Client(transport=transport, base_url="http://recalld", timeout=60) as http:
+            for title in share:
+                response = http.post("/v1/records", json={"namespace": ns, "kind": "story", "title": title, "body": ""})
+                assert response.status_code == 201, response.text
+                answers.append({**response.json(), "sent_title": title})
+                check = http.post("/v1/duplicates/check", json={"namespace": ns, "kind": "story", "title": title})
+                assert check.status_code == 200, check.text
+                answers.append({"duplicate_check": check.json()})
+        return answers
+
+    with ThreadPoolExecutor(4) as pool:
+        answers = [a for share in pool.map(run, [titles[i::4] for i in range(4)]) for a in share]
+    for answer in answers:
+        assert answer["duplicate_check"].get("reason") != "duplicate_check_unavailable", answer
+    created = [a for a in answers if "id" in a]
+    forgotten, retitled = created[:5], created[5:10]
+
+    def change(index: int) -> None:
+        status, body = daemon.call("DELETE", f"/v1/records/{forgotten[index]['id']}")
+        assert status == 200, body
+        new_title = {"namespace": ns, "kind": "story", "title": f"Retitled story number {index}", "body": ""}
+        status, body = daemon.call("PUT", f"/v1/records/{retitled[index]['id']}", new_title)
+        assert status == 200, body
+        dry_run(daemon, ns, f"Something else entirely {index}")
+
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(change, range(5)))
+    live = len(titles) - len(forgotten)
+    wait_comparable(daemon, ns, live)
+    answer = dry_run(daemon, ns, "Retitled story number 3")  # a live title now: its record is excluded
+    assert answer["of"] == answer["compared"] == live - 1
+    # the title of a forgotten record and an old title of a retitled one: no live record has them
+    for gone in (forgotten[0], retitled[0]):
+        answer = dry_run(daemon, ns, gone["sent_title"])
+        assert answer["of"] == answer["compared"] == live
+        assert forgotten[0]["id"] not in [s["id"] for s in answer.get("similar", [])]
