@@ -307,7 +307,7 @@ def _ms(values: list[float]) -> str:
 
 def report(args: argparse.Namespace, command: str, f: dict[str, Any], one: Load, many: Load) -> list[str]:
     lines = [
-        "### Recall at 1M chunks (synthetic vectors)",
+        f"### Recall at {args.chunks:,} chunks (synthetic vectors)",
         "",
         f"Measured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {machine()}; load average at the end {load_average()}.",
         "",

@@ -46,9 +46,10 @@ from bench.recall import (
 )
 from daemon.client import Client, ClientError
 
-BEAMS = (20, 40, 64, 100, 160, 250, 400)
+BEAMS = (20, 40, 100, 250, 500, 1000)
 """The beams swept on both sides. pgvector returns at most ef_search rows, so its hybrid's top 20
-needs 20 at least; recalld's beam is never below the vectors it asks for (2 × 20 here)."""
+needs 20 at least, and takes at most 1,000; recalld's beam is never below the vectors it asks for
+(2 × 20 here)."""
 SWEEP_ROUNDS = 3
 TARGETS = (0.95, 0.99)
 
@@ -204,6 +205,7 @@ def report(ours: Sequence[Point], theirs: Sequence[Point], rounds: int = SWEEP_R
         lines.append(
             f"- At recall@10 ≥ {target}: recalld {mine.throughput:.0f} queries/s (beam {mine.beam}, recall"
             f" {mine.recall:.3f}), pgvector {other.throughput:.0f} (ef_search {other.beam}, recall"
-            f" {other.recall:.3f}): **{mine.throughput / other.throughput:.2f}×** (aim at ≥ 0.95: at least 1.0×)."
+            f" {other.recall:.3f}): **{mine.throughput / other.throughput:.2f}×**"
+            + (" (aim: at least 1.0×)." if target == TARGETS[0] else ".")
         )
     return lines
