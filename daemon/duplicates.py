@@ -14,7 +14,9 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
 
 import anyio
 import asyncpg
@@ -31,7 +33,7 @@ from daemon.live_titles import LiveTitles
 from daemon.metrics import Metrics
 from daemon.store.db import STORE_DOWN_ERRORS
 from daemon.store.titles import PgTitleStore
-from daemon.title_rows import RESCORE_MARGIN, comparable, top_hits
+from daemon.title_rows import RESCORE_MARGIN, KindTitles, batch_hits, comparable, top_hits
 
 log = logging.getLogger("recalld.duplicates")
 
@@ -44,6 +46,16 @@ def _skip_reason(error: EmbeddingError) -> DuplicateSkipReason:
     if error.reason is Reason.DEADLINE_EXCEEDED:
         return DuplicateSkipReason.TIME_CAP
     return DuplicateSkipReason.PROVIDER_DOWN
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A title a batch wrote (a new record, or a record retitled), to be checked."""
+
+    namespace: str
+    kind: str
+    title: str
+    record_id: uuid.UUID
 
 
 class TitleMatrix:
@@ -215,6 +227,126 @@ class DuplicateChecker:
             of=of,
             similar=named,
         )
+
+    async def check_batch(self, items: Sequence[Checked]) -> list[DuplicateCheck]:
+        """The checks of a batch's written titles, in order, as `check` would answer each had
+        they been written and checked one after the other: an item is compared with the live
+        records and the batch's earlier items, never its later ones. One embedding call per
+        namespace for all of its titles, one matrix product per namespace and kind, and one
+        time cap for the whole batch: what it cuts is `skipped` with `time_cap_exceeded`."""
+        started = time.perf_counter()
+        answers: list[DuplicateCheck | None] = [None] * len(items)
+        by_namespace: dict[str, list[int]] = {}
+        for at, item in enumerate(items):
+            by_namespace.setdefault(item.namespace, []).append(at)
+        with anyio.move_on_after(self._config.time_cap_s):
+            for namespace, indices in by_namespace.items():
+                done = await self._check_namespace(namespace, [items[at] for at in indices])
+                for at, answer in zip(indices, done, strict=True):
+                    answers[at] = answer
+        seconds = time.perf_counter() - started
+        checks: list[DuplicateCheck] = []
+        for item, maybe in zip(items, answers, strict=True):
+            answer = maybe or DuplicateCheck(
+                status="skipped", reason=DuplicateSkipReason.TIME_CAP, threshold=self.threshold(), compared=0, of=0
+            )
+            self._report(answer, item.record_id, item.namespace, seconds, False)
+            checks.append(answer)
+        return checks
+
+    async def _check_namespace(self, namespace: str, items: Sequence[Checked]) -> list[DuplicateCheck]:
+        threshold = self.threshold()
+
+        def skipped(reason: DuplicateSkipReason, of: int = 0) -> DuplicateCheck:
+            return DuplicateCheck(status="skipped", reason=reason, threshold=threshold, compared=0, of=of)
+
+        embedder = self._embedder
+        if embedder is None:
+            return [skipped(DuplicateSkipReason.NO_PROVIDER) for _ in items]
+        started = anyio.current_time()
+        norms = [title_text(item.title) for item in items]
+        lives: dict[str, KindTitles] = {}
+        try:
+            for item in items:
+                if item.kind not in lives:
+                    lives[item.kind] = await self._live.kind(namespace, item.kind)
+        except (*STORE_DOWN_ERRORS, asyncpg.PostgresError) as exc:
+            log.warning("duplicate check could not read the titles: %s", exc)
+            return [skipped(DuplicateSkipReason.UNAVAILABLE) for _ in items]
+        # What each item does not compare with: itself, its exact duplicates, and the batch's
+        # later items (written already, but after it in the batch's order).
+        excluded: list[set[int]] = []
+        for at, (item, norm) in enumerate(zip(items, norms, strict=True)):
+            live = lives[item.kind]
+            later = (live.row_of(other.record_id) for other in items[at + 1 :] if other.kind == item.kind)
+            excluded.append({*live.excluded(item.record_id, norm), *(row for row in later if row is not None)})
+        ofs = [len(lives[item.kind]) - len(rows) for item, rows in zip(items, excluded, strict=True)]
+        # All of the batch's titles when any has something to compare: a later item compares
+        # with the earlier ones, whatever those had to compare with.
+        wanted = sorted(set(norms)) if any(ofs) else []
+        if not wanted:
+            # Nothing to compare for any: as `check` answers one such title.
+            if embedder.space is None:
+                return [skipped(DuplicateSkipReason.PROVIDER_DOWN) for _ in items]
+            if embedder.breaker_state is BreakerState.OPEN:
+                return [skipped(DuplicateSkipReason.CIRCUIT_OPEN) for _ in items]
+            return [DuplicateCheck(status="clear", threshold=threshold, compared=0, of=0) for _ in items]
+        try:
+            deadline = anyio.current_time() + self._config.time_cap_s
+            texts = [embedder.render_title(norm).text for norm in wanted]
+            embedded = await embedder.embed(texts, purpose="dedupe", namespace=namespace, deadline=deadline)
+        except EmbeddingError as error:
+            return [skipped(_skip_reason(error), of=of) for of in ofs]
+        space = embedded.space
+        vectors = dict(zip(wanted, embedded.vectors, strict=True))
+        threshold = self._config.thresholds.get(space.model, self._config.threshold)
+        try:
+            until = started + self._config.time_cap_s / 2
+            for kind, live in lives.items():
+                await self._live.read_vectors(namespace, kind, live, space.key, space.dimension, until=until)
+                live.fill(vectors.get)  # the batch's own titles: its later items compare with them
+            if space.key not in self._spaces:
+                await self._store.ensure_space(space)
+                self._spaces.add(space.key)
+            await self._store.store_titles(space.key, [(title_key(norm), vector) for norm, vector in vectors.items()])
+        except (*STORE_DOWN_ERRORS, asyncpg.PostgresError) as exc:
+            log.warning("duplicate check could not read the title vectors: %s", exc)
+            return [skipped(DuplicateSkipReason.UNAVAILABLE, of=of) for of in ofs]
+        contrast, limit = self.contrast, self._config.max_similar
+
+        def enough(norm: str) -> Callable[[Sequence[tuple[uuid.UUID, str, float]], float], bool]:
+            def judged(hits: Sequence[tuple[uuid.UUID, str, float]], beyond: float) -> bool:
+                found = most_similar(hits, norm, threshold, limit, contrast)
+                return len(found) == limit and found[-1].score >= beyond
+
+            return judged
+
+        scored: dict[int, tuple[list[tuple[uuid.UUID, str, float]], int]] = {}
+        for kind, live in lives.items():
+            mine = [at for at, item in enumerate(items) if item.kind == kind and ofs[at]]
+            if not mine:
+                continue
+            queries = np.stack([vectors[norms[at]] for at in mine]).astype(np.float32)
+            judges = [enough(norms[at]) for at in mine]
+            # Read together, on the event loop: what other checks change meanwhile is for the next one.
+            found = await anyio.to_thread.run_sync(
+                batch_hits, live.snapshot(), [excluded[at] for at in mine], queries, threshold, judges
+            )
+            scored.update(zip(mine, found, strict=True))
+        similar = {at: most_similar(hits, norms[at], threshold, limit, contrast) for at, (hits, _) in scored.items()}
+        ids = sorted({s.id for found in similar.values() for s in found})
+        titles = await self._store.titles(ids) if ids else {}
+        answers = []
+        for at, of in enumerate(ofs):
+            if at not in scored:
+                answers.append(DuplicateCheck(status="clear", threshold=threshold, compared=0, of=0))
+                continue
+            named = [{"id": str(s.id), "title": titles[s.id], "score": s.score} for s in similar[at] if s.id in titles]
+            status: Literal["clear", "warned"] = "warned" if named else "clear"
+            answers.append(
+                DuplicateCheck(status=status, threshold=threshold, compared=scored[at][1], of=of, similar=named)
+            )
+        return answers
 
     async def audit(
         self, namespace: str, kind: str | None, *, after: uuid.UUID | None, limit: int

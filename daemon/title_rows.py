@@ -14,7 +14,7 @@ worker thread that reads them, while the event loop appends, kills or fills othe
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import faiss
@@ -138,6 +138,10 @@ class KindTitles:
             rows.add(own)
         return sorted(rows)
 
+    def row_of(self, record_id: uuid.UUID) -> int | None:
+        """The live record's row (None: not live here)."""
+        return self._row_of.get(record_id)
+
     def snapshot(self) -> Snapshot:
         count = len(self._ids)
         return Snapshot(self._vectors, self._state[:count] == READY, self._ids, self._norms, count)
@@ -209,10 +213,22 @@ def top_hits(
     floor, and more (all of them, sorted) only when `enough(hits so far, the cosine of the next
     one)` says the hits so far may not hold all that the stages let through. Cosines are
     recomputed in float64 for the hits returned."""
-    count = snapshot.count
-    if not count:
+    if not snapshot.count:
         return []
-    scores = inner_products(snapshot.vectors[:count], query)
+    scores = inner_products(snapshot.vectors[: snapshot.count], query)
+    return hits_of(snapshot, mask, scores, query, floor, enough, first)
+
+
+def hits_of(
+    snapshot: Snapshot,
+    mask: npt.NDArray[np.bool_],
+    scores: npt.NDArray[np.float32],
+    query: npt.NDArray[np.float32],
+    floor: float,
+    enough: Callable[[list[tuple[uuid.UUID, str, float]], float], bool],
+    first: int = 64,
+) -> list[tuple[uuid.UUID, str, float]]:
+    """`top_hits` with the query's float32 `scores` against the snapshot's rows already made."""
     above = np.flatnonzero(mask & (scores >= floor - RESCORE_MARGIN))
     if not len(above):
         return []
@@ -237,3 +253,33 @@ def top_hits(
         if not enough(hits, beyond + RESCORE_MARGIN):
             hits = exact(above)
     return hits
+
+
+BATCH_BLOCK = 64
+"""Queries of a batch scored at a time: a block of scores is BATCH_BLOCK x (rows) floats, 25 MB
+at 100,000 titles."""
+
+
+def batch_hits(
+    snapshot: Snapshot,
+    excluded: Sequence[Iterable[int]],
+    queries: npt.NDArray[np.float32],
+    floor: float,
+    enough: Sequence[Callable[[list[tuple[uuid.UUID, str, float]], float], bool]],
+) -> list[tuple[list[tuple[uuid.UUID, str, float]], int]]:
+    """Blocking (a worker thread): `top_hits` for each of the `queries` (row i compared with the
+    snapshot's ready rows less `excluded[i]`, its stages judged by `enough[i]`), with how many
+    rows each compared. The scores of a block of queries are one matrix product (BLAS), not one
+    pass over the rows per query: the matrix is read once a block."""
+    count = snapshot.count
+    found: list[tuple[list[tuple[uuid.UUID, str, float]], int]] = []
+    rows = snapshot.vectors[:count]
+    for start in range(0, len(queries), BATCH_BLOCK):
+        block = queries[start : start + BATCH_BLOCK]
+        scores = block @ rows.T if count else np.empty((len(block), 0), dtype=np.float32)
+        for offset, query in enumerate(block):
+            at = start + offset
+            mask = comparable(snapshot, excluded[at])
+            hits = hits_of(snapshot, mask, scores[offset], query, floor, enough[at]) if count else []
+            found.append((hits, int(np.count_nonzero(mask))))
+    return found

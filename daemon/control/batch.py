@@ -2,7 +2,8 @@
 
 Every item is decoded, checked and written as a `POST /v1/records` (or, with `upsert`, a `PUT`
 of the live record with the same `source_path`) would be, in its own transaction: a bad item in
-the middle is reported in its place and the others land. The answer is 200 with one result per
+the middle is reported in its place and the others land. The duplicate checks of the titles
+written run after the writes, together (`DuplicateChecker.check_batch`). The answer is 200 with one result per
 item, in order; only a body that is not a batch at all (not JSON, no `records` list, more items
 than `[records] max_batch`) is refused as a whole.
 """
@@ -18,8 +19,9 @@ from aiohttp import web
 from daemon.control.access import Peer
 from daemon.control.context import SERVICES, Services, peer
 from daemon.control.errors import ApiError, ErrorCode
-from daemon.control.routes import _body, create, ok, revise
-from daemon.control.wire import DuplicateCheck, RecordIn, RecordUpdate, check_record, decode
+from daemon.control.routes import _body, ok, write_new, write_revision
+from daemon.control.wire import DuplicateCheck, DuplicateSkipReason, RecordIn, RecordUpdate, check_record, decode
+from daemon.duplicates import Checked
 from daemon.store.db import STORE_DOWN_ERRORS
 
 
@@ -59,33 +61,40 @@ class BatchResult(msgspec.Struct, kw_only=True):
     failed: int
 
 
-async def _write(services: Services, caller: Peer, raw: msgspec.Raw, upsert: bool) -> ItemResult:
+async def _write(services: Services, caller: Peer, raw: msgspec.Raw, upsert: bool) -> tuple[ItemResult, Checked | None]:
+    """Write one item (no duplicate check): its result, and its title to check when it is new."""
     record = decode(bytes(raw), RecordIn)
     if upsert and record.source_path:
         check_record(record, services.config)
         services.access.require_write(caller, record.namespace)
         found = await services.records.by_source(record.namespace, record.source_path)
         if found:
+            record_id = found[0]["id"]
             fields = {name: getattr(record, name) for name in RecordUpdate.__struct_fields__}
-            updated = await revise(services, caller, found[0]["id"], RecordUpdate(**fields))
-            outcome: Literal["updated", "unchanged"] = "updated" if updated.changed else "unchanged"
-            return ItemResult(
-                index=0,
-                status=200,
-                outcome=outcome,
-                id=updated.id,
-                revision=updated.revision,
-                duplicate_check=updated.duplicate_check,
+            revision, changed, retitled = await write_revision(services, caller, record_id, RecordUpdate(**fields))
+            outcome: Literal["updated", "unchanged"] = "updated" if changed else "unchanged"
+            result = ItemResult(index=0, status=200, outcome=outcome, id=record_id, revision=revision)
+            return result, Checked(record.namespace, record.kind, record.title, record_id) if retitled else None
+    record_id, revision = await write_new(services, caller, record)
+    result = ItemResult(index=0, status=201, outcome="created", id=record_id, revision=revision)
+    return result, Checked(record.namespace, record.kind, record.title, record_id)
+
+
+async def _check(services: Services, written: list[tuple[ItemResult, Checked]]) -> None:
+    """The duplicate checks of the titles written, all at once, after the writes (SPEC §5: the
+    records exist whatever the checks say): one embedding call and one comparison for the batch
+    instead of one each (issue 22: one after the other they held writes to about 9 records/s)."""
+    if not written:
+        return
+    if services.duplicates is None:
+        for result, _ in written:
+            result.duplicate_check = DuplicateCheck(
+                status="skipped", reason=DuplicateSkipReason.UNAVAILABLE, threshold=0.8, compared=0, of=0
             )
-    created = await create(services, caller, record)
-    return ItemResult(
-        index=0,
-        status=201,
-        outcome="created",
-        id=created.id,
-        revision=created.revision,
-        duplicate_check=created.duplicate_check,
-    )
+        return
+    checks = await services.duplicates.check_batch([checked for _, checked in written])
+    for (result, _), check in zip(written, checks, strict=True):
+        result.duplicate_check = check
 
 
 def _refused(error: ApiError) -> ItemResult:
@@ -111,9 +120,12 @@ async def write_batch(request: web.Request) -> web.Response:
         )
     caller = peer(request)
     results: list[ItemResult] = []
+    written: list[tuple[ItemResult, Checked]] = []
     for index, raw in enumerate(batch.records):
         try:
-            result = await _write(services, caller, raw, batch.upsert)
+            result, checked = await _write(services, caller, raw, batch.upsert)
+            if checked is not None:
+                written.append((result, checked))
         except ApiError as error:
             result = _refused(error)
         except STORE_DOWN_ERRORS as exc:
@@ -123,6 +135,7 @@ async def write_batch(request: web.Request) -> web.Response:
             result = _refused(down)
         result.index = index
         results.append(result)
+    await _check(services, written)
     counts = {
         outcome: sum(1 for r in results if r.outcome == outcome) for outcome in ("created", "updated", "unchanged")
     }

@@ -142,8 +142,16 @@ async def create_record(request: web.Request) -> web.Response:
 
 
 async def create(services: Services, caller: Peer, record: RecordIn) -> RecordCreated:
-    """Check and write one new record, then run its duplicate check; an ApiError when refused
-    (also for each item of a batch, daemon/control/batch.py)."""
+    """Check and write one new record, then run its duplicate check; an ApiError when refused."""
+    record_id, revision = await write_new(services, caller, record)
+    # After the write: the record exists whatever the check says (SPEC §5, warn only).
+    check = await _duplicate_check(services, record, record_id)
+    return RecordCreated(id=record_id, revision=revision, duplicate_check=check)
+
+
+async def write_new(services: Services, caller: Peer, record: RecordIn) -> tuple[uuid.UUID, int]:
+    """Check and write one new record, no duplicate check: (id, revision); an ApiError when
+    refused. A batch (daemon/control/batch.py) checks its items' titles together afterwards."""
     check_record(record, services.config)
     services.access.require_write(caller, record.namespace)
     try:
@@ -158,9 +166,7 @@ async def create(services: Services, caller: Peer, record: RecordIn) -> RecordCr
         services.metrics.write_rejections.labels(code=ErrorCode.ID_CONFLICT).inc()
         raise ApiError(409, ErrorCode.ID_CONFLICT, f"id {record.id} is already taken") from None
     services.metrics.records_written.labels(operation="create").inc()
-    # After the write: the record exists whatever the check says (SPEC §5, warn only).
-    check = await _duplicate_check(services, record, record_id)
-    return RecordCreated(id=record_id, revision=revision, duplicate_check=check)
+    return record_id, revision
 
 
 async def _duplicate_check(services: Services, record: RecordIn | RecordUpdate, record_id: uuid.UUID) -> DuplicateCheck:
@@ -188,6 +194,17 @@ async def update_record(request: web.Request) -> web.Response:
 async def revise(services: Services, caller: Peer, record_id: uuid.UUID, update: RecordUpdate) -> RecordUpdated:
     """Check and write a record's new fields (a new revision when anything changed), and check a
     new title; an ApiError when refused."""
+    revision, changed, title_changed = await write_revision(services, caller, record_id, update)
+    if not title_changed:
+        return RecordUpdated(id=record_id, revision=revision, changed=changed)
+    check = await _duplicate_check(services, update, record_id)
+    return RecordUpdated(id=record_id, revision=revision, changed=changed, duplicate_check=check)
+
+
+async def write_revision(
+    services: Services, caller: Peer, record_id: uuid.UUID, update: RecordUpdate
+) -> tuple[int, bool, bool]:
+    """`revise` without the duplicate check: (revision, changed, whether the title changed)."""
     check_record(update, services.config)
     # The namespace the body names is checked first: its refusal is the same whatever the id.
     services.access.require_write(caller, update.namespace)
@@ -205,10 +222,7 @@ async def revise(services: Services, caller: Peer, record_id: uuid.UUID, update:
     title_changed = changed and (before is None or before["title"] != update.title)
     if changed:
         services.metrics.records_written.labels(operation="update").inc()
-    if not title_changed:
-        return RecordUpdated(id=record_id, revision=revision, changed=changed)
-    check = await _duplicate_check(services, update, record_id)
-    return RecordUpdated(id=record_id, revision=revision, changed=changed, duplicate_check=check)
+    return revision, changed, title_changed
 
 
 async def forget_record(request: web.Request) -> web.Response:

@@ -3,9 +3,14 @@ middle reported in its place while the good ones land (issue 22 item 3)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
+import pytest
+
+from tests.daemon.test_duplicates_daemon import usage_rows, wait_comparable
 from tests.support import Daemon
+from tests.support.fake_openai import FakeOpenAI
 
 
 def record(ns: str, title: str, **extra: Any) -> dict[str, Any]:
@@ -60,3 +65,71 @@ def test_what_is_not_a_batch_is_refused_whole(daemon: Daemon, ns: str) -> None:
     assert status == 413 and "max_batch" in answer["error"]["message"]
     status, listed = daemon.call("GET", f"/v1/records?namespace={ns}")
     assert listed["records"] == []
+
+
+# -- the duplicate checks of a batch (SPEC §5): one embedding call and one comparison for all
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeOpenAI]:
+    server = FakeOpenAI(dimension=64)
+    yield server
+    server.close()
+
+
+def test_a_batch_checks_its_titles_with_one_embedding_call(make_daemon: Any, fake: FakeOpenAI) -> None:
+    daemon = make_daemon(env=fake.env())
+    status, _ = daemon.call("POST", "/v1/records", record("one-call", "an existing story", kind="story"))
+    assert status == 201
+    wait_comparable(daemon, "one-call", 1)
+    before = usage_rows(daemon, "dedupe", "one-call")
+    items = [record("one-call", f"a batch story number {i}", kind="story") for i in range(20)]
+    items.insert(5, record("one-call", "an existing story", kind="story"))  # refused: no check
+    status, answer = daemon.call("POST", "/v1/records:batch", {"records": items})
+    assert status == 200 and answer["created"] == 20 and answer["failed"] == 1, answer
+    assert usage_rows(daemon, "dedupe", "one-call") - before == 1
+    checks = [r.get("duplicate_check") for r in answer["results"]]
+    assert checks[5] is None
+    # each item compared with the record before the batch and the batch's earlier items only
+    written = [c for c in checks if c is not None]
+    assert [(c["status"], c["compared"], c["of"]) for c in written] == [("clear", i + 1, i + 1) for i in range(20)]
+
+
+def test_two_near_duplicates_in_one_batch_warn(daemon: Daemon, ns: str) -> None:
+    status, existing = daemon.call("POST", "/v1/records", record(ns, "Cannot upload files larger than 10 MB"))
+    assert status == 201
+    wait_comparable(daemon, ns, 1, kind="doc")
+    items = [
+        record(ns, "Export monthly sales report to CSV"),
+        record(ns, "Archive closed support tickets after a year"),
+        record(ns, "Download the sales report for each month as a CSV file"),
+        record(ns, "File upload fails for attachments over 10MB"),
+    ]
+    status, answer = daemon.call("POST", "/v1/records:batch", {"records": items})
+    assert status == 200 and answer["created"] == 4, answer
+    results = answer["results"]
+    checks = [r["duplicate_check"] for r in results]
+    assert checks[0]["status"] == "clear" and checks[0]["of"] == checks[0]["compared"] == 1, checks[0]
+    assert checks[1]["status"] == "clear" and checks[1]["of"] == 2
+    assert checks[2]["status"] == "warned" and checks[2]["of"] == checks[2]["compared"] == 3, checks[2]
+    assert [s["id"] for s in checks[2]["similar"]] == [results[0]["id"]]
+    assert [s["id"] for s in checks[3]["similar"]] == [existing["id"]], checks[3]
+    # the batch's own titles were stored: a later single check compares with all of them
+    later = daemon.call(
+        "POST", "/v1/duplicates/check", {"namespace": ns, "kind": "doc", "title": "Sales report as CSV"}
+    )
+    assert later[1]["compared"] == later[1]["of"] == 5
+
+
+def test_the_time_cap_is_the_whole_batch_s(make_daemon: Any, fake: FakeOpenAI) -> None:
+    daemon = make_daemon(env={**fake.env(), "RECALLD_DUPLICATES_TIME_CAP_S": "0.5"})
+    status, _ = daemon.call("POST", "/v1/records", record("capped", "an existing story"))
+    assert status == 201
+    wait_comparable(daemon, "capped", 1, kind="doc")
+    fake.delay_s = 3.0
+    items = [record("capped", f"a story checked by a slow provider {i}") for i in range(5)]
+    status, answer = daemon.call("POST", "/v1/records:batch", {"records": items})
+    assert status == 200 and answer["created"] == 5, answer
+    assert {(r["duplicate_check"]["status"], r["duplicate_check"]["reason"]) for r in answer["results"]} == {
+        ("skipped", "time_cap_exceeded")
+    }

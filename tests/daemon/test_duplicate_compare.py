@@ -12,7 +12,7 @@ import pytest
 
 from actors.duplicates import reported
 from daemon.duplicates import audit_pairs
-from daemon.title_rows import MIN_COMPACT, KindTitles, comparable, top_hits
+from daemon.title_rows import BATCH_BLOCK, MIN_COMPACT, KindTitles, batch_hits, comparable, top_hits
 
 Hit = tuple[uuid.UUID, str, float]
 
@@ -55,6 +55,24 @@ def test_top_hits_finds_every_row_above_the_floor_exactly(stored: int, floor: fl
     assert wanted <= got.keys() and uuid.UUID(int=3) not in got and uuid.UUID(int=7) not in got
     assert all(abs(score - exact[record_id.int]) < 1e-9 for record_id, score in got.items())
     assert [score for _, _, score in hits] == sorted(got.values(), reverse=True)  # the highest first
+
+
+@pytest.mark.parametrize(("stored", "queries"), [(0, 3), (40, 1), (2000, BATCH_BLOCK + 5)])
+def test_a_batch_finds_what_each_query_alone_finds(stored: int, queries: int) -> None:
+    rng = np.random.default_rng(stored + queries)
+    vectors = unit(rng, stored)
+    titles = filled(vectors, without=min(stored, 5))
+    snapshot = titles.snapshot()
+    asked = unit(rng, queries)
+    excluded = [sorted({int(row) for row in rng.integers(0, max(stored, 1), 3)} & set(range(stored))) for _ in asked]
+    found = batch_hits(snapshot, excluded, asked, 0.2, [all_of_them] * queries)
+    assert len(found) == queries
+    for query, rows, (hits, compared) in zip(asked, excluded, found, strict=True):
+        mask = comparable(snapshot, rows)
+        assert compared == int(mask.sum())
+        alone = top_hits(snapshot, mask, query, 0.2, all_of_them)
+        assert [(i, n) for i, n, _ in hits] == [(i, n) for i, n, _ in alone]
+        assert all(abs(a[2] - b[2]) < 1e-9 for a, b in zip(hits, alone, strict=True))
 
 
 def test_top_hits_stops_at_the_best_when_they_are_enough() -> None:
