@@ -159,3 +159,23 @@ def test_the_audit_finds_each_pair_once_as_brute_force_does() -> None:
         for i, j, _ in audit_pairs(vectors.astype(np.float32), page, page, kind_rows, threshold):
             found.add((int(page[i]), j))
     assert found == expected and len(expected) >= 10
+
+
+@pytest.mark.parametrize(("records", "page"), [(3000, 1500), (2500, 1024 + 7)])
+def test_the_audit_misses_no_pair_of_thousands_of_random_vectors(records: int, page: int) -> None:
+    rng = np.random.default_rng(records)
+    dimension, threshold = 8, 0.95  # few dimensions: thousands of pairs reach the threshold
+    vectors = unit(rng, 2 * records, dimension)
+    kind_rows = np.sort(rng.choice(2 * records, records, replace=False)).astype(np.int64)  # the kind's rows
+    kind = vectors[kind_rows].astype(np.float64)
+    products = kind @ kind.T
+    expected = {(i, j) for i, j in zip(*np.nonzero(products >= threshold - 1e-3), strict=True) if i < j}
+    expected = {(i, j) for i, j in expected if reported(float(products[i, j])) >= threshold}
+    found: dict[tuple[int, int], float] = {}
+    for start in range(0, records, page):
+        at = np.arange(start, min(start + page, records), dtype=np.int64)
+        for i, j, score in audit_pairs(vectors, kind_rows[at], at, kind_rows, threshold):
+            assert (int(at[i]), j) not in found  # each pair once
+            found[(int(at[i]), j)] = score
+    assert found.keys() == expected and len(expected) > 100
+    assert all(score == reported(float(products[i, j])) for (i, j), score in found.items())
