@@ -40,6 +40,7 @@ from daemon.duplicates import DuplicateChecker
 from daemon.metrics import Metrics
 from daemon.notifications import listen
 from daemon.providers import make_provider
+from daemon.providers.in_process import InProcessModel
 from daemon.providers.titles import TitleModelProvider, uses_title_model
 from daemon.recall import RecallService, vector_search
 from daemon.store.embedded import EmbeddedPostgres, keep_running
@@ -83,9 +84,11 @@ def assemble(
     # The duplicate check's own title model (`[duplicates] model`), behind an embedder of its own.
     title_embedder = None
     if uses_title_model(config.duplicates.model, config.embedding.provider):
-        title_embedder = Embedder(
-            TitleModelProvider(), usage=usage, settings=EmbedderSettings.from_config(config.embedding)
-        )
+        title_model = TitleModelProvider()
+        title_model.start_loading()  # beside the recall model's load, not before it (the start's longest step)
+        title_embedder = Embedder(title_model, usage=usage, settings=EmbedderSettings.from_config(config.embedding))
+    if isinstance(provider, InProcessModel):
+        provider.start_loading()
     if provider is not None:
         embedder = Embedder(
             provider,

@@ -32,6 +32,10 @@ class InProcessModel(ABC):
     def __init__(self) -> None:
         self._load_error: EmbeddingError | None = None
         self._run_lock = threading.Lock()
+        # One load at a time: the early load (`start_loading`) and the embedder's start (`__aenter__`)
+        # race, and the second must wait for the first rather than load the model again.
+        self._loading_lock = threading.Lock()
+        self._early_load: threading.Thread | None = None
 
     @property
     @abstractmethod
@@ -43,6 +47,14 @@ class InProcessModel(ABC):
 
     @abstractmethod
     def unload(self) -> None: ...
+
+    def start_loading(self) -> None:
+        """Begin loading now, in a thread of its own, so that the load overlaps the daemon's other
+        start-up work (the other in-process model's load above all: the two used to load one after
+        the other, as their embedders start in turn). `__aenter__` waits for it, not loads again."""
+        if self._early_load is None:
+            self._early_load = threading.Thread(target=self._try_load, name=f"{self.label} load", daemon=True)
+            self._early_load.start()
 
     async def __aenter__(self) -> Self:
         await anyio.to_thread.run_sync(self._try_load)
@@ -60,6 +72,11 @@ class InProcessModel(ABC):
         self.unload()
 
     def _try_load(self) -> None:
+        with self._loading_lock:
+            if not self.loaded:
+                self._load_once()
+
+    def _load_once(self) -> None:
         try:
             self.load()
             self._load_error = None
