@@ -118,6 +118,11 @@ class DuplicateChecker:
             penalty=config.contrast_penalty, slot_words=config.contrast_slot_words, numbers=config.contrast_numbers
         )
 
+    async def flush_usage(self) -> None:
+        """Write the usage rows its embedder has gathered (the title model's, when it has one)."""
+        if self._embedder is not None:
+            await self._embedder.flush_usage()
+
     def threshold(self) -> float:
         """The threshold of the model in use (the configured one before the first probe)."""
         if self._embedder is None:

@@ -331,6 +331,9 @@ async def usage(request: web.Request) -> web.Response:
     if services.embedder is not None:
         with anyio.move_on_after(FLUSH_WAIT_S):  # usage rows gather before they are written
             await services.embedder.flush_usage()
+    if services.duplicates is not None:  # the title model's embedder gathers its own
+        with anyio.move_on_after(FLUSH_WAIT_S):
+            await services.duplicates.flush_usage()
     return ok(await services.usage.summary(namespace=namespace, since=since))
 
 

@@ -133,3 +133,29 @@ def test_the_time_cap_is_the_whole_batch_s(make_daemon: Any, fake: FakeOpenAI) -
     assert {(r["duplicate_check"]["status"], r["duplicate_check"]["reason"]) for r in answer["results"]} == {
         ("skipped", "time_cap_exceeded")
     }
+
+
+def test_each_namespace_and_kind_of_a_batch_is_checked_on_its_own(daemon: Daemon, ns: str) -> None:
+    other = f"{ns}-other"
+    items = [
+        record(ns, "Export monthly sales report to CSV"),
+        record(other, "Export monthly sales report to CSV"),
+        record(ns, "Download the sales report for each month as a CSV file", kind="rule"),
+        record(other, "Download the sales report for each month as a CSV file"),
+        record(ns, "Download the sales report for each month as a CSV file"),
+    ]
+    status, answer = daemon.call("POST", "/v1/records:batch", {"records": items})
+    assert status == 200 and answer["created"] == 5, answer
+    results = answer["results"]
+    checks = [r["duplicate_check"] for r in results]
+    # the rule has nothing of its kind before it; the others each have their own namespace's
+    assert [(c["status"], c["compared"], c["of"]) for c in checks] == [
+        ("clear", 0, 0),
+        ("clear", 0, 0),
+        ("clear", 0, 0),
+        ("warned", 1, 1),
+        ("warned", 1, 1),
+    ], checks
+    assert [s["id"] for s in checks[3]["similar"]] == [results[1]["id"]]
+    assert [s["id"] for s in checks[4]["similar"]] == [results[0]["id"]]
+    assert (usage_rows(daemon, "dedupe", ns), usage_rows(daemon, "dedupe", other)) == (1, 1)
