@@ -25,6 +25,7 @@ from daemon.bringup import data_dir_lock, listening, postgres
 from daemon.bringup import startup_error as startup_error  # re-exported: the CLI reports it in one line
 from daemon.config import Config
 from daemon.metrics import Metrics
+from daemon.providers.early import load_early
 from daemon.systemd import Notifier, listen_fds
 
 log = logging.getLogger("recalld")
@@ -68,6 +69,7 @@ async def _serve(config: Config, data_dir: Path, socket_path: Path, notifier: No
     inherited = listen_fds()
     metrics = Metrics()
     with data_dir_lock(data_dir), listening(config, socket_path, inherited) as listeners:
+        early = load_early(config)  # the models load while PostgreSQL starts and migrates
         async with postgres(config, data_dir, notifier) as (pool, dsn, embedded), httpx.AsyncClient() as http:
             daemon = assemble(
                 config,
@@ -79,6 +81,7 @@ async def _serve(config: Config, data_dir: Path, socket_path: Path, notifier: No
                 metrics=metrics,
                 notifier=notifier,
                 listeners=listeners,
+                early=early,
             )
             return await _supervise(daemon.supervisor, notifier)
 

@@ -40,6 +40,7 @@ from daemon.duplicates import DuplicateChecker
 from daemon.metrics import Metrics
 from daemon.notifications import listen
 from daemon.providers import make_provider
+from daemon.providers.early import EarlyModels
 from daemon.providers.in_process import InProcessModel
 from daemon.providers.titles import TitleModelProvider, uses_title_model
 from daemon.recall import RecallService, vector_search
@@ -74,17 +75,21 @@ def assemble(
     metrics: Metrics,
     notifier: Notifier,
     listeners: list[Listener],
+    early: EarlyModels | None = None,
 ) -> Daemon:
-    """Wire adapters into actors and actors into the supervision tree (start order = list order)."""
+    """Wire adapters into actors and actors into the supervision tree (start order = list order).
+
+    `early`: the in-process models `serve` set loading before it opened the store."""
     supervisor: Supervisor  # bound last; the closures below read it only when called, after that
     usage = UsageStore(pool)
-    provider = make_provider(config.embedding, http)
+    early = early or EarlyModels()
+    provider = early.recall or make_provider(config.embedding, http)
     embedder = None
     index = None
     # The duplicate check's own title model (`[duplicates] model`), behind an embedder of its own.
     title_embedder = None
     if uses_title_model(config.duplicates.model, config.embedding.provider):
-        title_model = TitleModelProvider()
+        title_model = early.title or TitleModelProvider()
         title_model.start_loading()  # beside the recall model's load, not before it (the start's longest step)
         title_embedder = Embedder(title_model, usage=usage, settings=EmbedderSettings.from_config(config.embedding))
     if isinstance(provider, InProcessModel):
