@@ -66,20 +66,20 @@ def test_template_change_then_model_change_over_1000_records(make_daemon: Any, f
     env = {"RECALLD_INDEX_DIRECTORY": str(shared)}
     daemon: Daemon = make_daemon(dsn=fresh_dsn, env=env)
     ns = "switch"
+    records = [
+        {
+            "namespace": ns,
+            "kind": "doc",
+            "title": f"Runbook {i}",
+            "body": f"Step {i}: check the pump, log pressure {i % 17}.",
+        }
+        for i in range(RECORDS)
+    ]
     ids = []
-    for i in range(RECORDS):
-        status, created = daemon.call(
-            "POST",
-            "/v1/records",
-            {
-                "namespace": ns,
-                "kind": "doc",
-                "title": f"Runbook {i}",
-                "body": f"Step {i}: check the pump, log pressure {i % 17}.",
-            },
-        )
-        assert status == 201
-        ids.append(created["id"])
+    for start in range(0, RECORDS, 500):  # batches: the writes only set up the switches below
+        status, written = daemon.call("POST", "/v1/records:batch", {"records": records[start : start + 500]})
+        assert status == 200 and all(item["status"] == 201 for item in written["results"]), written
+        ids += [item["id"] for item in written["results"]]
     first = wait_for_generation(daemon, lambda c: c["count"] >= RECORDS, timeout=WAIT_S)["current"]
     assert first["space"]["template_version"] == 1 and first["space"]["dimension"] == 384
     sample = ids[:: RECORDS // 40]
