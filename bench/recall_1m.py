@@ -61,7 +61,7 @@ from bench.harness import (
     stop_daemon,
 )
 from bench.recall import NAMESPACE, STAGES, Load, load_corpus, socket_load
-from bench.recall_sweep import _wait_ready
+from bench.recall_sweep import wait_ready
 from daemon.client import Client
 
 BATCH = 5_000
@@ -266,7 +266,7 @@ def build(args: argparse.Namespace, work: Path, figures: dict[str, Any]) -> bool
             time.sleep(2)
         figures["build_s"] = time.perf_counter() - written
         figures["generation"] = current
-        _wait_ready(socket, corpus["queries"][0])
+        wait_ready(socket, corpus["queries"][0])
         figures["rss_warm_mib"] = rss_mib(daemon.pid)
     finally:
         stop_daemon(daemon)
@@ -286,7 +286,7 @@ def measure(args: argparse.Namespace, command: str, work: Path, figures: dict[st
     daemon = start_daemon(work / "data", socket, log, config=config)
     try:
         figures["livez_s"] = time.perf_counter() - started
-        _wait_ready(socket, queries[0])
+        wait_ready(socket, queries[0])
         figures["ready_s"] = time.perf_counter() - started
         figures["rss_cold_mib"] = rss_mib(daemon.pid)
         new, again = queries[1 : args.queries + 1], queries[1 : args.queries + 1]

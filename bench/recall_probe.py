@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.harness import RECALL_WORK, ROOT, percentile, progress, start_daemon, stop_daemon
 from bench.recall import Meter, socket_load
-from bench.recall_sweep import _wait_ready
+from bench.recall_sweep import wait_ready
 
 
 def one_round(work: Path, code: Path, queries: list[str], env: dict[str, str]) -> dict[str, Any]:
@@ -35,7 +35,7 @@ def one_round(work: Path, code: Path, queries: list[str], env: dict[str, str]) -
         work / "data", socket, work / "serve.log", config=work / "recalld.toml", env={"PYTHONPATH": str(code), **env}
     )
     try:
-        _wait_ready(socket, queries[0])
+        wait_ready(socket, queries[0])
         asyncio.run(socket_load(socket, queries, 4, "warm-up"))  # every query vector cached
         meter = Meter(daemon.pid, work / "data/pg")
         many = meter.run(socket_load(socket, queries * 2, 16, "recalld"))

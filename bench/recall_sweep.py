@@ -127,7 +127,7 @@ def sweep(
         progress(f"sweep: beam {beam}, starting recalld with {env}")
         daemon = start_daemon(args.work / "data", args.socket, args.work / "serve.log", config=config, env=env)
         try:
-            _wait_ready(args.socket, queries[0])
+            wait_ready(args.socket, queries[0])
             dsn = embedded_dsn(args.work / "data")
             found = asyncio.run(_vector_route(args.socket, queries))
             pg_ids = asyncio.run(_pgvector_top10(dsn, vectors, beam))
@@ -148,7 +148,7 @@ def sweep(
     return ours, theirs
 
 
-def _wait_ready(socket: Path, query: str) -> None:
+def wait_ready(socket: Path, query: str) -> None:
     """Until the vector route answers whole (a restarted daemon loads its generation first)."""
     client = Client(socket, timeout=120)
     try:
