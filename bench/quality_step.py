@@ -22,8 +22,8 @@ its log names), with a daemon started on that data dir:
    through the daemon, so p50/p95 are per question, end to end.
 
 An option wins when, on the held-out questions (even ids and fresh ones; every question of a set
-with no tuning half), it answers at least as many in the top 5 and has a higher MRR@10 than
-today, on each kind, and its p95 stays under twice today's.
+with no tuning half), it answers at least as many in the top 5 and has at least the MRR@10 of
+today on each kind, a higher MRR@10 on at least one kind, and its p95 stays under twice today's.
 
 Options this script cannot measure here (a cross-encoder reranker, another embedding model) are
 reported in docs/RETRIEVAL.md with what was checked.
@@ -231,8 +231,12 @@ def held_out(questions: Sequence[Question]) -> list[Question]:
 
 
 def wins(answers: dict[str, list[str]], today: dict[str, list[str]], questions: Sequence[Question]) -> bool:
+    """No kind worse in hits or MRR@10, and MRR@10 higher on at least one: a kind already at the
+    ceiling (the CI subset's identifiers at 1.000) cannot rise, and must not veto every option."""
     mine, base = score(answers, questions), score(today, questions)
-    return all(mine[k].hits >= base[k].hits and mine[k].mrr > base[k].mrr + 1e-9 for k in KINDS if base[k].of)
+    kinds = [k for k in KINDS if base[k].of]
+    kept = all(mine[k].hits >= base[k].hits and mine[k].mrr >= base[k].mrr - 1e-9 for k in kinds)
+    return kept and any(mine[k].mrr > base[k].mrr + 1e-9 for k in kinds)
 
 
 def table(rows: list[tuple[str, dict[str, list[str]], list[float]]], questions: Sequence[Question]) -> list[str]:
@@ -427,8 +431,8 @@ async def measure(
             if tuning
             else []
         ),
-        f"Verdict on the {len(test)} held-out questions (a win: at least as many hits and a higher MRR@10 on"
-        " each kind; the default only if p95 also stays under twice today's):",
+        f"Verdict on the {len(test)} held-out questions (a win: at least as many hits and at least the MRR@10"
+        " on each kind, a higher MRR@10 on at least one; the default only if p95 also stays under twice today's):",
         "",
         "| option | weight | wins on both kinds | p95 ms | verdict |",
         "|---|---:|---|---|---|",
