@@ -199,7 +199,6 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         daemon.terminate()
         daemon.wait(timeout=60)
-    available = sum(n for state, n in states.items() if state in ("answered", "vector_indexing"))
     return {
         "label": args.label,
         "passages": args.passages - args.seed,
@@ -215,10 +214,22 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         "p50_ms": percentile(latencies, 50),
         "p95_ms": percentile(latencies, 95),
         "max_ms": max(latencies, default=float("nan")),
-        "vector_available": available / len(latencies) if latencies else float("nan"),
+        "vector_available": vector_available(dict(states), dict(errors)),
         "vector_states": dict(states),
         "load": load_average(),
     }
+
+
+def vector_available(states: dict[str, int], errors: dict[Any, int]) -> float:
+    """The share of all recalls asked in which the vector route answered: a recall that failed
+    (an HTTP error, counted in `errors`) is one in which it did not."""
+    asked = sum(states.values()) + sum(errors.values())
+    available = sum(n for state, n in states.items() if state in ("answered", "vector_indexing"))
+    return available / asked if asked else float("nan")
+
+
+def failed(run: dict[str, Any]) -> int:
+    return sum(run["errors"].values())
 
 
 def report(result: dict[str, Any], commit: str) -> list[str]:
@@ -245,7 +256,8 @@ def report(result: dict[str, Any], commit: str) -> list[str]:
 
 
 SUMMED = [
-    ("recalls", "recalls", "{:,.0f}"),
+    ("recalls", "recalls answered", "{:,.0f}"),
+    ("failed", "recalls failed", "{:,.0f}"),
     ("p50_ms", "p50 ms", "{:,.0f}"),
     ("p95_ms", "p95 ms", "{:,.0f}"),
     ("max_ms", "max ms", "{:,.0f}"),
@@ -253,7 +265,18 @@ SUMMED = [
     ("pending_max", "backlog at most", "{:,.0f}"),
     ("written", "written in the window", "{:,.0f}"),
 ]
-"""The figures a comparison gives as median (least–most) over its rounds: (key, column, format)."""
+"""The figures a comparison gives as median (least–most) over its rounds: (key, column, format).
+Latencies are of the answered recalls; a failed one counts against "vector route answered"."""
+
+
+def figure(run: dict[str, Any], key: str) -> float:
+    """One run's figure; the derived ones from its counts, so that a results.json written before
+    failed recalls were counted against the vector route is summarised by the same rule."""
+    if key == "failed":
+        return failed(run)
+    if key == "vector_available":
+        return vector_available(run["vector_states"], run["errors"])
+    return float(run[key])
 
 
 def summary(results: dict[str, list[dict[str, Any]]]) -> list[str]:
@@ -266,7 +289,7 @@ def summary(results: dict[str, list[dict[str, Any]]]) -> list[str]:
     for side, runs in results.items():
         cells = []
         for key, _, form in SUMMED:
-            values = sorted(float(run[key]) for run in runs)
+            values = sorted(float(figure(run, key)) for run in runs)
             median = float(statistics.median(values))
             cells.append(f"{form.format(median)} ({form.format(values[0])}–{form.format(values[-1])})")
         named: Counter[str] = Counter()
