@@ -14,8 +14,8 @@ nothing here (the query's neighbours are random), but what it costs does: the sa
 
 1. A daemon on a fresh data directory (`[index] factory = "HNSW32"`), then, in its PostgreSQL,
    the records, their chunks, the chunks' vectors, the records' `indexed_records` rows and the
-   titles' vectors written directly, in transactions of BATCH records, as the index manager
-   would have stored them: nothing is left for the catch-up to embed.
+   titles' vectors written directly, in one transaction (a savepoint per BATCH records), as the
+   index manager would have stored them: nothing is left for the catch-up to embed.
 2. Generation build: the daemon builds its first generation on its own once writes stop; the
    time from the last write to the generation being current.
 3. Daemon RSS with the generation loaded (VmRSS), and PostgreSQL's data on disk.
@@ -89,7 +89,8 @@ def synthetic(rng: np.random.Generator, basis: np.ndarray, n: int) -> np.ndarray
 
 
 async def write(dsn: str, passages: list[dict[str, str]], chunks: int, space_id: str, dimension: int) -> float:
-    """Records, chunks, vectors, indexed_records and title vectors, BATCH records a transaction."""
+    """Records, chunks, vectors, indexed_records and title vectors, all in one transaction,
+    BATCH records a savepoint inside it."""
     rng = np.random.default_rng(2026_12_02)
     basis = rng.standard_normal((RANK, dimension)).astype(np.float32)
     conn = await asyncpg.connect(dsn)

@@ -3,7 +3,9 @@ change pay? Each round starts one build's `recalld serve` on bench/recall.py's d
 puts the probe's queries in its query-vector cache, then measures `POST /v1/recall` (k 10, both
 routes) with the query vector cached at 16 clients (throughput, CPU per recall of the daemon,
 PostgreSQL and this client) and at one client (p50 of the client's latency, and each stage's),
-and stops it. Builds alternate A, B, A, B, ...; the medians of each build's rounds are printed.
+and stops it. Builds take turns and the order alternates (before then after in odd rounds, after
+then before in even ones), so neither build always meets the machine's load later; the medians of
+each build's rounds are printed.
 
     git worktree add /tmp/recalld-before <commit>   # the build before the change
     .venv/bin/python bench/recall_probe.py --before /tmp/recalld-before [--work var/bench-recall-quick]
@@ -51,6 +53,11 @@ def one_round(work: Path, code: Path, queries: list[str], env: dict[str, str]) -
     }
 
 
+def order(names: list[str], round_: int) -> list[str]:
+    """The builds in the order they run in round `round_` (from 0): as given, then reversed."""
+    return names if round_ % 2 == 0 else names[::-1]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--before", type=Path, required=True, help="a checkout of the build before the change")
@@ -66,7 +73,8 @@ def main() -> int:
     builds = {"before": args.before.resolve(), "after": ROOT}
     results: dict[str, list[dict[str, Any]]] = {name: [] for name in builds}
     for r in range(args.rounds):
-        for name, code in builds.items():
+        for name in order(list(builds), r):
+            code = builds[name]
             progress(f"round {r + 1}/{args.rounds}: {name} ({code})")
             results[name].append(one_round(work, code, queries, env))
             progress(f"  {json.dumps(results[name][-1])}")
