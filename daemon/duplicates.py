@@ -213,6 +213,8 @@ class DuplicateChecker:
         snapshot = live.snapshot()
         mask = comparable(snapshot, live.excluded(record_id, norm))
         of = len(live) - len(live.excluded(record_id, norm))
+        if snapshot.space != space.key:  # another check switched it to its own space meanwhile
+            return skipped(DuplicateSkipReason.UNAVAILABLE, of=of)
         contrast, limit = self.contrast, self._config.max_similar
 
         def enough(hits: Sequence[tuple[uuid.UUID, str, float]], beyond: float) -> bool:
@@ -223,7 +225,11 @@ class DuplicateChecker:
 
         scored = await anyio.to_thread.run_sync(top_hits, snapshot, mask, query, threshold, enough)
         similar = most_similar(scored, norm, threshold, limit, contrast)
-        titles = await self._store.titles([s.id for s in similar]) if similar else {}
+        try:
+            titles = await self._store.titles([s.id for s in similar]) if similar else {}
+        except (*STORE_DOWN_ERRORS, asyncpg.PostgresError) as exc:
+            log.warning("duplicate check could not read the similar titles: %s", exc)
+            return skipped(DuplicateSkipReason.UNAVAILABLE, of=of)
         named = [{"id": str(s.id), "title": titles[s.id], "score": s.score} for s in similar if s.id in titles]
         return DuplicateCheck(
             status="warned" if named else "clear",
@@ -278,14 +284,7 @@ class DuplicateChecker:
         except (*STORE_DOWN_ERRORS, asyncpg.PostgresError) as exc:
             log.warning("duplicate check could not read the titles: %s", exc)
             return [skipped(DuplicateSkipReason.UNAVAILABLE) for _ in items]
-        # What each item does not compare with: itself, its exact duplicates, and the batch's
-        # later items (written already, but after it in the batch's order).
-        excluded: list[set[int]] = []
-        for at, (item, norm) in enumerate(zip(items, norms, strict=True)):
-            live = lives[item.kind]
-            later = (live.row_of(other.record_id) for other in items[at + 1 :] if other.kind == item.kind)
-            excluded.append({*live.excluded(item.record_id, norm), *(row for row in later if row is not None)})
-        ofs = [len(lives[item.kind]) - len(rows) for item, rows in zip(items, excluded, strict=True)]
+        excluded, ofs = _exclusions(items, norms, lives)  # for what to embed; taken again to compare
         # All of the batch's titles when any has something to compare: a later item compares
         # with the earlier ones, whatever those had to compare with.
         wanted = sorted(set(norms)) if any(ofs) else []
@@ -328,19 +327,32 @@ class DuplicateChecker:
 
         scored: dict[int, tuple[list[tuple[uuid.UUID, str, float]], int]] = {}
         for kind, live in lives.items():
-            mine = [at for at, item in enumerate(items) if item.kind == kind and ofs[at]]
+            # The rows excluded and the snapshot read together, on the event loop, with no await
+            # between: while this check awaited, another one may have compacted the shared titles
+            # (every row renumbered) or moved a retitled record to a new row.
+            excluded, now = _exclusions(items, norms, lives)
+            snapshot = live.snapshot()
+            if snapshot.space != space.key:  # another check switched it to its own space meanwhile
+                return [skipped(DuplicateSkipReason.UNAVAILABLE, of=of) for of in now]
+            mine = [at for at, item in enumerate(items) if item.kind == kind and now[at]]
+            ofs = [now[at] if item.kind == kind else of for at, (item, of) in enumerate(zip(items, ofs, strict=True))]
             if not mine:
                 continue
             queries = np.stack([vectors[norms[at]] for at in mine]).astype(np.float32)
             judges = [enough(norms[at]) for at in mine]
-            # Read together, on the event loop: what other checks change meanwhile is for the next one.
+            never = [_named_never(items, at) for at in mine]
             found = await anyio.to_thread.run_sync(
-                batch_hits, live.snapshot(), [excluded[at] for at in mine], queries, threshold, judges
+                batch_hits, snapshot, [excluded[at] for at in mine], queries, threshold, judges, never
             )
             scored.update(zip(mine, found, strict=True))
         similar = {at: most_similar(hits, norms[at], threshold, limit, contrast) for at, (hits, _) in scored.items()}
         ids = sorted({s.id for found in similar.values() for s in found})
-        titles = await self._store.titles(ids) if ids else {}
+        try:
+            titles = await self._store.titles(ids) if ids else {}
+        except (*STORE_DOWN_ERRORS, asyncpg.PostgresError) as exc:
+            # the batch is written already: its checks are skipped, the write still answers 200
+            log.warning("duplicate check could not read the similar titles: %s", exc)
+            return [skipped(DuplicateSkipReason.UNAVAILABLE, of=of) for of in ofs]
         answers = []
         for at, of in enumerate(ofs):
             if at not in scored:
@@ -445,6 +457,27 @@ class DuplicateChecker:
                 "duplicate check skipped",
                 extra={"event": "duplicate_check_skipped", "reason": answer.reason, **fields},
             )
+
+
+def _exclusions(
+    items: Sequence[Checked], norms: Sequence[str], lives: dict[str, KindTitles]
+) -> tuple[list[set[int]], list[int]]:
+    """The rows each item does not compare with now (itself, its exact duplicates, and the
+    batch's later items: written already, but after it in the batch's order), and how many it
+    compares with. Row numbers hold only until the titles next change: take them in the same
+    step as the snapshot they index."""
+    excluded: list[set[int]] = []
+    for at, (item, norm) in enumerate(zip(items, norms, strict=True)):
+        live = lives[item.kind]
+        later = (live.row_of(other.record_id) for other in items[at + 1 :] if other.kind == item.kind)
+        excluded.append({*live.excluded(item.record_id, norm), *(row for row in later if row is not None)})
+    ofs = [len(lives[item.kind]) - len(rows) for item, rows in zip(items, excluded, strict=True)]
+    return excluded, ofs
+
+
+def _named_never(items: Sequence[Checked], at: int) -> set[uuid.UUID]:
+    """The ids item `at` must never name as similar: its own and the batch's later items'."""
+    return {item.record_id for item in items[at:] if item.kind == items[at].kind}
 
 
 AUDIT_BLOCK = 256

@@ -14,7 +14,7 @@ worker thread that reads them, while the event loop appends, kills or fills othe
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 import faiss
@@ -44,6 +44,9 @@ class Snapshot:
     ids: list[uuid.UUID]
     norms: list[str]
     count: int
+    space: str | None = None
+    """The space its vectors are in: another check may switch the matrix to its own space
+    (`use_space`) while a check awaits, and a query is compared only with rows of its space."""
 
 
 class KindTitles:
@@ -144,7 +147,7 @@ class KindTitles:
 
     def snapshot(self) -> Snapshot:
         count = len(self._ids)
-        return Snapshot(self._vectors, self._state[:count] == READY, self._ids, self._norms, count)
+        return Snapshot(self._vectors, self._state[:count] == READY, self._ids, self._norms, count, self.space)
 
     def _grow(self) -> None:
         capacity = 2 * len(self._state)
@@ -266,11 +269,16 @@ def batch_hits(
     queries: npt.NDArray[np.float32],
     floor: float,
     enough: Sequence[Callable[[list[tuple[uuid.UUID, str, float]], float], bool]],
+    never: Sequence[Collection[uuid.UUID]] = (),
 ) -> list[tuple[list[tuple[uuid.UUID, str, float]], int]]:
     """Blocking (a worker thread): `top_hits` for each of the `queries` (row i compared with the
     snapshot's ready rows less `excluded[i]`, its stages judged by `enough[i]`), with how many
     rows each compared. The scores of a block of queries are one matrix product (BLAS), not one
-    pass over the rows per query: the matrix is read once a block."""
+    pass over the rows per query: the matrix is read once a block.
+
+    `never[i]`: ids query i must not name whatever rows `excluded[i]` holds (the item itself, the
+    batch's later items): row numbers taken from another state of the titles (renumbered by a
+    compaction, a record moved to a new row by a retitle) would exclude the wrong rows."""
     count = snapshot.count
     found: list[tuple[list[tuple[uuid.UUID, str, float]], int]] = []
     rows = snapshot.vectors[:count]
@@ -281,5 +289,7 @@ def batch_hits(
             at = start + offset
             mask = comparable(snapshot, excluded[at])
             hits = hits_of(snapshot, mask, scores[offset], query, floor, enough[at]) if count else []
+            if at < len(never) and never[at]:
+                hits = [hit for hit in hits if hit[0] not in never[at]]
             found.append((hits, int(np.count_nonzero(mask))))
     return found

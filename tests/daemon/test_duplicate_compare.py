@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from actors.duplicates import reported
-from daemon.duplicates import audit_pairs
+from daemon.duplicates import Checked, _exclusions, _named_never, audit_pairs
 from daemon.title_rows import BATCH_BLOCK, MIN_COMPACT, KindTitles, batch_hits, comparable, top_hits
 
 Hit = tuple[uuid.UUID, str, float]
@@ -131,6 +131,42 @@ def test_dead_rows_are_compacted_away_and_the_live_keep_their_vectors() -> None:
     assert {record_id.int for record_id, _, _ in hits} == set(range(count - 5, count))
     assert hits[0][0] == uuid.UUID(int=count - 1) and abs(hits[0][2] - 1.0) < 1e-6
     assert int(comparable(old, []).sum()) == count  # a snapshot taken before still reads its rows
+
+
+def test_a_batch_item_never_names_itself_or_a_later_item_after_a_compaction_meanwhile() -> None:
+    """Review finding 1a: another check compacts the shared titles (every row renumbered) while
+    a batch check awaits its embedding; rows excluded before that exclude the wrong ones."""
+    rng = np.random.default_rng(11)
+    count = 2100
+    vectors = unit(rng, count)
+    titles = filled(vectors)
+    items = [Checked("ns", "story", f"title {i}", uuid.UUID(int=i)) for i in (2050, 2060)]
+    norms = [f"title {i}" for i in (2050, 2060)]
+    stale, _ = _exclusions(items, norms, {"story": titles})
+    assert stale[0] == {2050, 2060}
+    for i in range(1100):  # forgets, read by another check's refresh: compacted
+        titles.remove(uuid.UUID(int=i))
+    rows = [titles.row_of(item.record_id) for item in items]
+    assert rows[0] is not None and rows[0] < 2050  # renumbered
+    snapshot = titles.snapshot()
+    found = batch_hits(snapshot, [stale[0]], vectors[[2050]], -1.0, [all_of_them], [_named_never(items, 0)])
+    named = {record_id for record_id, _, _ in found[0][0]}
+    assert items[0].record_id not in named and items[1].record_id not in named
+    # taken in the same step as the snapshot, the rows are the right ones
+    fresh, ofs = _exclusions(items, norms, {"story": titles})
+    assert fresh[0] == set(rows) and ofs == [count - 1100 - 2, count - 1100 - 1]
+    (hits, compared), (_, later) = batch_hits(
+        snapshot, fresh, vectors[[2050, 2060]], -1.0, [all_of_them] * 2, [_named_never(items, 0), set()]
+    )
+    assert compared == ofs[0] and later == ofs[1] and len(hits) == ofs[0]
+
+
+def test_a_snapshot_names_the_space_of_its_vectors() -> None:
+    """Review finding 1c: a check compares only with a snapshot of its own space."""
+    titles = filled(unit(np.random.default_rng(4), 5))
+    assert titles.snapshot().space == "space"
+    titles.use_space("another space", 8)
+    assert titles.snapshot().space == "another space"
 
 
 def test_a_switch_of_space_reads_every_vector_again() -> None:
