@@ -283,13 +283,14 @@ class Dispatcher:
         if bad_rows < len(texts):
             # The provider answered: the rows it got wrong are their inputs' fault.
             self._breaker_outcome(permit, None)
-        elif len(texts) > 1:
-            # Every text of the call came back unusable: the provider is broken, not the inputs.
-            self._breaker_outcome(permit, first_fault)
-        else:
-            # One text and its vector unusable says nothing either way, like one refused input:
-            # a half-open probe that draws a bad input frees the slot for the next caller.
+        elif len(texts) == 1 and permit.probe:
+            # A half-open probe that drew one bad input says nothing about the provider: the slot
+            # goes to the next caller. (Counted, a poisoned record first in the catch-up's queue
+            # would reopen the circuit for everyone at every probe.)
             self._breaker.abandoned(permit)
+        else:
+            # Every text unusable: counted, so that a provider answering NaN to everything opens.
+            self._breaker_outcome(permit, first_fault)
         self._meter.call(parts, order, result, texts)
 
     def _live(self, batch: list[Call]) -> list[Call]:

@@ -297,7 +297,7 @@ async def test_failed_half_open_probe_reopens(harness: Harness, service: Embeddi
     ("fault", "callers", "state"),
     [
         ("nan", [["short"], ["a much longer input text"]], BreakerState.CLOSED),  # the other row was fine
-        ("nan", [["alone"]], BreakerState.CLOSED),  # one text says nothing about the provider
+        ("nan", [["alone"]], BreakerState.OPEN),  # every text of the call unusable
         ("unnormalized", [["one"], ["two"]], BreakerState.OPEN),  # every row of the call unusable
     ],
 )
@@ -311,6 +311,24 @@ async def test_bad_vectors_count_against_the_provider_only_when_every_row_is_bad
         results = await gather(embedder, callers)
         assert reasons(results)[0].startswith("embedding_not_")  # the bad row's caller failed
         assert embedder.breaker_state is state
+
+
+async def test_a_half_open_probe_that_draws_a_bad_input_lets_the_next_caller_probe(
+    harness: Harness, service: EmbeddingService, unit: float
+) -> None:
+    async with harness(breaker_failures=1, max_batch=1) as embedder:
+        service.fail_next("http500")
+        with pytest.raises(EmbeddingError):
+            await embedder.embed(["x"], purpose="query", namespace="ns1")
+        await anyio.sleep(5 * unit)
+        assert embedder.breaker_state is BreakerState.HALF_OPEN
+        service.fail_next("nan")
+        with pytest.raises(EmbeddingError) as caught:
+            await embedder.embed(["poisoned"], purpose="index", namespace="ns1")
+        assert caught.value.reason is Reason.EMBEDDING_NOT_FINITE
+        assert embedder.breaker_state is BreakerState.HALF_OPEN, "one bad input is no verdict on the provider"
+        await embedder.embed(["fine"], purpose="query", namespace="ns1")
+        assert embedder.breaker_state is BreakerState.CLOSED
 
 
 # --- deadlines and rate limit --------------------------------------------------------------
