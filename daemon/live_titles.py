@@ -78,9 +78,16 @@ class LiveTitles:
         async with kept.lock:
             mark = await self._source.change_mark()  # before reading: what commits later is read again
             if kept.mark is None:
-                kept.titles = KindTitles()
-                for record_id, norm in await self._source.kind_titles(namespace, kind):
+                # A full read is reconciled into the titles kept, not read into new ones: while
+                # writes go on (a bulk ingest) no mark may settle for a while, and every vector
+                # read so far would be thrown away and read again at each check.
+                members = await self._source.kind_titles(namespace, kind)
+                for record_id, norm in members:
                     kept.titles.put(record_id, norm)
+                now = {record_id for record_id, _ in members}
+                for record_id, _ in kept.titles.members():
+                    if record_id not in now:
+                        kept.titles.remove(record_id)
             else:
                 for record_id, record_kind, norm, live in await self._source.title_changes(namespace, kept.mark):
                     if live and record_kind == kind:

@@ -141,3 +141,34 @@ async def test_vectors_left_unread_past_the_deadline_wait_for_the_next_read(pool
     assert int(comparable(titles.snapshot(), []).sum()) == 2
     await live.read_vectors("ns", "story", titles, SPACE.key, SPACE.dimension, until=anyio.current_time() + 60)
     assert source.asked == 5 and not titles.waiting
+
+
+async def test_full_reads_while_no_mark_settles_keep_the_vectors_read(pool: asyncpg.Pool) -> None:
+    """Review finding 1b: while a writing transaction is open (a bulk ingest) every read is a
+    full one; it must not throw away the vectors read before and read them all again."""
+    records = RecordRepository(pool)
+    source = VectorCountingSource(pool)
+    await source.ensure_space(SPACE)
+    live = LiveTitles(source)
+    kept, _ = await records.create(fields("One"))
+    gone, _ = await records.create(fields("Two"))
+    for n, norm in enumerate(["one", "two", "three"]):
+        await source.store_titles(SPACE.key, [(title_key(norm), vector(1, n, 0, 0))])
+    async with pool.acquire() as conn:
+        open_write = conn.transaction()
+        await open_write.start()
+        await conn.execute(
+            """INSERT INTO records (id, namespace, kind, title, title_norm, body, content_hash)
+               VALUES (gen_random_uuid(), 'ns', 'story', 'Late', 'late', '', 'x')"""
+        )
+        assert await source.change_mark() is None  # no mark settles while it is open
+        titles = await live.with_vectors("ns", "story", SPACE.key, SPACE.dimension)
+        assert source.asked == 2 and not titles.waiting
+        third, _ = await records.create(fields("Three"))
+        await records.forget(gone)
+        again = await live.with_vectors("ns", "story", SPACE.key, SPACE.dimension)
+        assert source.asked == 3  # only the new title's vector, not the two read before
+        assert dict(again.members()) == {kept: "one", third: "three"} and not again.waiting
+        snapshot = again.snapshot()
+        assert {snapshot.ids[row] for row in np.flatnonzero(comparable(snapshot, []))} == {kept, third}
+        await open_write.rollback()
