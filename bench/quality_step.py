@@ -434,7 +434,7 @@ async def measure(
         f"Verdict on the {len(test)} held-out questions (a win: at least as many hits and at least the MRR@10"
         " on each kind, a higher MRR@10 on at least one; the default only if p95 also stays under twice today's):",
         "",
-        "| option | weight | wins on both kinds | p95 ms | verdict |",
+        "| option | weight | wins | p95 ms | verdict |",
         "|---|---:|---|---|---|",
         *verdicts,
     ]
