@@ -89,7 +89,11 @@ async def _check(services: Services, written: list[tuple[ItemResult, Checked]]) 
     if services.duplicates is None:
         for result, _ in written:
             result.duplicate_check = DuplicateCheck(
-                status="skipped", reason=DuplicateSkipReason.UNAVAILABLE, threshold=0.8, compared=0, of=0
+                status="skipped",
+                reason=DuplicateSkipReason.UNAVAILABLE,
+                threshold=services.config.duplicates.threshold,
+                compared=0,
+                of=0,
             )
         return
     checks = await services.duplicates.check_batch([checked for _, checked in written])

@@ -171,7 +171,10 @@ async def write_new(services: Services, caller: Peer, record: RecordIn) -> tuple
 
 async def _duplicate_check(services: Services, record: RecordIn | RecordUpdate, record_id: uuid.UUID) -> DuplicateCheck:
     if services.duplicates is None:
-        return DuplicateCheck(status="skipped", reason=DuplicateSkipReason.UNAVAILABLE, threshold=0.8, compared=0, of=0)
+        threshold = services.config.duplicates.threshold
+        return DuplicateCheck(
+            status="skipped", reason=DuplicateSkipReason.UNAVAILABLE, threshold=threshold, compared=0, of=0
+        )
     return await services.duplicates.check(record.namespace, record.kind, record.title, record_id=record_id)
 
 
