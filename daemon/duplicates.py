@@ -33,7 +33,7 @@ from daemon.live_titles import LiveTitles
 from daemon.metrics import Metrics
 from daemon.store.db import STORE_DOWN_ERRORS
 from daemon.store.titles import PgTitleStore
-from daemon.title_rows import RESCORE_MARGIN, KindTitles, batch_hits, comparable, top_hits
+from daemon.title_rows import RESCORE_MARGIN, KindTitles, batch_hits
 
 log = logging.getLogger("recalld.duplicates")
 
@@ -55,7 +55,8 @@ class Checked:
     namespace: str
     kind: str
     title: str
-    record_id: uuid.UUID
+    record_id: uuid.UUID | None
+    """None: a dry run's title, of no record."""
 
 
 class TitleMatrix:
@@ -145,7 +146,8 @@ class DuplicateChecker:
         threshold = self.threshold()
         answer: DuplicateCheck | None = None
         with anyio.move_on_after(self._config.time_cap_s):
-            answer = await self._check(namespace, kind, title, record_id, dry_run, threshold)
+            # a batch of one: one code path for a title checked alone or among others
+            [answer] = await self._check_namespace(namespace, [Checked(namespace, kind, title, record_id)], dry_run)
         if answer is None:
             answer = DuplicateCheck(
                 status="skipped", reason=DuplicateSkipReason.TIME_CAP, threshold=threshold, compared=0, of=0
@@ -153,91 +155,6 @@ class DuplicateChecker:
         seconds = time.perf_counter() - started
         self._report(answer, record_id, namespace, seconds, dry_run)
         return answer
-
-    async def _check(
-        self,
-        namespace: str,
-        kind: str,
-        title: str,
-        record_id: uuid.UUID | None,
-        dry_run: bool,
-        threshold: float,
-    ) -> DuplicateCheck:
-        def skipped(reason: DuplicateSkipReason, of: int = 0) -> DuplicateCheck:
-            return DuplicateCheck(status="skipped", reason=reason, threshold=threshold, compared=0, of=of)
-
-        embedder = self._embedder
-        if embedder is None:
-            return skipped(DuplicateSkipReason.NO_PROVIDER)
-        started = anyio.current_time()
-        norm = title_text(title)
-        try:
-            live = await self._live.kind(namespace, kind)
-        except (*STORE_DOWN_ERRORS, asyncpg.PostgresError) as exc:
-            log.warning("duplicate check could not read the titles: %s", exc)
-            return skipped(DuplicateSkipReason.UNAVAILABLE)
-        # The record itself and its exact duplicates (the same normalised title) are not compared.
-        candidates = len(live) - len(live.excluded(record_id, norm))
-        if not candidates:
-            # Nothing to compare: no embedding call is needed, but "clear" must not hide that the
-            # provider is down, so it is reported as it would be with something to compare.
-            if embedder.space is None:
-                return skipped(DuplicateSkipReason.PROVIDER_DOWN)
-            if embedder.breaker_state is BreakerState.OPEN:
-                return skipped(DuplicateSkipReason.CIRCUIT_OPEN)
-            return DuplicateCheck(status="clear", threshold=threshold, compared=0, of=0)
-        try:
-            # The deadline is the cap's: the provider call is cut at it, not at timeout_s.
-            deadline = anyio.current_time() + self._config.time_cap_s
-            embedded = await embedder.embed(
-                [embedder.render_title(norm).text], purpose="dedupe", namespace=namespace, deadline=deadline
-            )
-        except EmbeddingError as error:
-            return skipped(_skip_reason(error), of=candidates)
-        space, query = embedded.space, embedded.vectors[0]
-        threshold = self._config.thresholds.get(space.model, self._config.threshold)
-        try:
-            # Half the cap for reading vectors this daemon has not read yet: a check that could
-            # not read them all compares with those it has (compared < of) rather than none.
-            until = started + self._config.time_cap_s / 2
-            await self._live.read_vectors(namespace, kind, live, space.key, space.dimension, until=until)
-            if not dry_run:
-                if space.key not in self._spaces:  # a title model of its own may have no index manager
-                    await self._store.ensure_space(space)
-                    self._spaces.add(space.key)
-                await self._store.store_titles(space.key, [(title_key(norm), query)])
-        except (*STORE_DOWN_ERRORS, asyncpg.PostgresError) as exc:
-            log.warning("duplicate check could not read the title vectors: %s", exc)
-            return skipped(DuplicateSkipReason.UNAVAILABLE, of=candidates)
-        # Read together, on the event loop: what other checks change meanwhile is for the next one.
-        snapshot = live.snapshot()
-        mask = comparable(snapshot, live.excluded(record_id, norm))
-        of = len(live) - len(live.excluded(record_id, norm))
-        if snapshot.space != space.key:  # another check switched it to its own space meanwhile
-            return skipped(DuplicateSkipReason.UNAVAILABLE, of=of)
-        contrast, limit = self.contrast, self._config.max_similar
-
-        def enough(hits: Sequence[tuple[uuid.UUID, str, float]], beyond: float) -> bool:
-            """Whether the hits hold the `limit` best staged scores: the stages only lower a
-            cosine, so none beyond can outscore `limit` hits that already score `beyond`."""
-            found = most_similar(hits, norm, threshold, limit, contrast)
-            return len(found) == limit and found[-1].score >= beyond
-
-        scored = await anyio.to_thread.run_sync(top_hits, snapshot, mask, query, threshold, enough)
-        similar = most_similar(scored, norm, threshold, limit, contrast)
-        try:
-            titles = await self._store.titles([s.id for s in similar]) if similar else {}
-        except (*STORE_DOWN_ERRORS, asyncpg.PostgresError) as exc:
-            log.warning("duplicate check could not read the similar titles: %s", exc)
-            return skipped(DuplicateSkipReason.UNAVAILABLE, of=of)
-        named = [{"id": str(s.id), "title": titles[s.id], "score": s.score} for s in similar if s.id in titles]
-        return DuplicateCheck(
-            status="warned" if named else "clear",
-            threshold=threshold,
-            compared=int(np.count_nonzero(mask)),
-            of=of,
-            similar=named,
-        )
 
     async def check_batch(self, items: Sequence[Checked]) -> list[DuplicateCheck]:
         """The checks of a batch's written titles, in order, as `check` would answer each had
@@ -265,7 +182,10 @@ class DuplicateChecker:
             checks.append(answer)
         return checks
 
-    async def _check_namespace(self, namespace: str, items: Sequence[Checked]) -> list[DuplicateCheck]:
+    async def _check_namespace(
+        self, namespace: str, items: Sequence[Checked], dry_run: bool = False
+    ) -> list[DuplicateCheck]:
+        """The checks of `items`, all of `namespace`; `dry_run` stores nothing."""
         threshold = self.threshold()
 
         def skipped(reason: DuplicateSkipReason, of: int = 0) -> DuplicateCheck:
@@ -309,10 +229,12 @@ class DuplicateChecker:
             for kind, live in lives.items():
                 await self._live.read_vectors(namespace, kind, live, space.key, space.dimension, until=until)
                 live.fill(vectors.get)  # the batch's own titles: its later items compare with them
-            if space.key not in self._spaces:
-                await self._store.ensure_space(space)
-                self._spaces.add(space.key)
-            await self._store.store_titles(space.key, [(title_key(norm), vector) for norm, vector in vectors.items()])
+            if not dry_run:
+                if space.key not in self._spaces:  # a title model of its own may have no index manager
+                    await self._store.ensure_space(space)
+                    self._spaces.add(space.key)
+                stored = [(title_key(norm), vector) for norm, vector in vectors.items()]
+                await self._store.store_titles(space.key, stored)
         except (*STORE_DOWN_ERRORS, asyncpg.PostgresError) as exc:
             log.warning("duplicate check could not read the title vectors: %s", exc)
             return [skipped(DuplicateSkipReason.UNAVAILABLE, of=of) for of in ofs]
@@ -469,7 +391,9 @@ def _exclusions(
     excluded: list[set[int]] = []
     for at, (item, norm) in enumerate(zip(items, norms, strict=True)):
         live = lives[item.kind]
-        later = (live.row_of(other.record_id) for other in items[at + 1 :] if other.kind == item.kind)
+        later = (
+            live.row_of(other.record_id) for other in items[at + 1 :] if other.kind == item.kind and other.record_id
+        )
         excluded.append({*live.excluded(item.record_id, norm), *(row for row in later if row is not None)})
     ofs = [len(lives[item.kind]) - len(rows) for item, rows in zip(items, excluded, strict=True)]
     return excluded, ofs
@@ -477,7 +401,7 @@ def _exclusions(
 
 def _named_never(items: Sequence[Checked], at: int) -> set[uuid.UUID]:
     """The ids item `at` must never name as similar: its own and the batch's later items'."""
-    return {item.record_id for item in items[at:] if item.kind == items[at].kind}
+    return {item.record_id for item in items[at:] if item.kind == items[at].kind and item.record_id is not None}
 
 
 AUDIT_BLOCK = 256

@@ -284,7 +284,12 @@ def batch_hits(
     rows = snapshot.vectors[:count]
     for start in range(0, len(queries), BATCH_BLOCK):
         block = queries[start : start + BATCH_BLOCK]
-        scores = block @ rows.T if count else np.empty((len(block), 0), dtype=np.float32)
+        if not count:
+            scores = np.empty((len(block), 0), dtype=np.float32)
+        elif len(block) == 1:  # a check alone: FAISS's loop beats BLAS's matrix-vector product
+            scores = inner_products(rows, block[0])[None, :]
+        else:
+            scores = block @ rows.T
         for offset, query in enumerate(block):
             at = start + offset
             mask = comparable(snapshot, excluded[at])

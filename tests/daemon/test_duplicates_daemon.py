@@ -310,6 +310,13 @@ def test_the_title_model_works_without_an_embedding_provider(make_daemon: Any) -
     assert second["status"] == "clear" and (second["compared"], second["of"]) == (0, 1)
     third = create(daemon, "titles-only", "Download the sales report for each month as a CSV file")["duplicate_check"]
     assert third["status"] == "warned" and (third["compared"], third["of"]) == (1, 2), third
+    # a dry run compares as a write's check does, and stores no title vector
+    dsn = daemon.env["RECALLD_STORE_DSN"]
+    stored = sql(dsn, "SELECT count(*) AS n FROM title_vectors")[0]["n"]
+    answer = dry_run(daemon, "titles-only", "Export the monthly sales report as a CSV file")
+    # the first title was never embedded: its check had nothing to compare with
+    assert answer["status"] == "warned" and (answer["compared"], answer["of"]) == (2, 3), answer
+    assert sql(dsn, "SELECT count(*) AS n FROM title_vectors")[0]["n"] == stored == 2
 
 
 def test_a_model_switch_embeds_every_title_again_in_the_new_space(make_daemon: Any, fake: FakeOpenAI) -> None:
