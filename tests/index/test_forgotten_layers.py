@@ -55,8 +55,10 @@ class NoSelector:
     def first_fetch(self, namespace: str, k_records: int, *, exact: bool = False) -> int:
         return self._part.first_fetch(namespace, k_records, exact=exact)
 
-    def search(self, query: Any, k: int, *, namespace: str, exclude: Any, within: Any = None) -> Any:
-        return self._part.search(query, k, namespace=namespace, exclude=None, within=within)
+    def search(
+        self, query: Any, k: int, *, namespace: str, exclude: Any, within: Any = None, ef_search: int | None = None
+    ) -> Any:
+        return self._part.search(query, k, namespace=namespace, exclude=None, within=within, ef_search=ef_search)
 
 
 def delta(manager: IndexManager) -> set[int]:
