@@ -99,12 +99,6 @@ class LiveTitles:
             # else: a writing transaction was open; the old mark (or a full read) stays the bound
         return kept.titles
 
-    async def with_vectors(self, namespace: str, kind: str, space_id: str, dimension: int) -> KindTitles:
-        """`kind()`, with the stored vectors of `space_id` read for the titles that had none."""
-        titles = await self.kind(namespace, kind)
-        await self.read_vectors(namespace, kind, titles, space_id, dimension)
-        return titles
-
     async def read_vectors(
         self,
         namespace: str,

@@ -19,8 +19,8 @@ from aiohttp import web
 from daemon.control.access import Peer
 from daemon.control.context import SERVICES, Services, peer
 from daemon.control.errors import ApiError, ErrorCode
-from daemon.control.routes import _body, ok, write_new, write_revision
-from daemon.control.wire import DuplicateCheck, DuplicateSkipReason, RecordIn, RecordUpdate, check_record, decode
+from daemon.control.routes import _body, check_unavailable, ok, write_new, write_revision
+from daemon.control.wire import DuplicateCheck, RecordIn, RecordUpdate, check_record, decode
 from daemon.duplicates import Checked
 from daemon.store.db import STORE_DOWN_ERRORS
 
@@ -88,13 +88,7 @@ async def _check(services: Services, written: list[tuple[ItemResult, Checked]]) 
         return
     if services.duplicates is None:
         for result, _ in written:
-            result.duplicate_check = DuplicateCheck(
-                status="skipped",
-                reason=DuplicateSkipReason.UNAVAILABLE,
-                threshold=services.config.duplicates.threshold,
-                compared=0,
-                of=0,
-            )
+            result.duplicate_check = check_unavailable(services)
         return
     checks = await services.duplicates.check_batch([checked for _, checked in written])
     for (result, _), check in zip(written, checks, strict=True):

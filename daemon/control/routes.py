@@ -169,12 +169,17 @@ async def write_new(services: Services, caller: Peer, record: RecordIn) -> tuple
     return record_id, revision
 
 
+def check_unavailable(services: Services) -> DuplicateCheck:
+    """The answer of a check that cannot run here: no duplicate checker was assembled."""
+    threshold = services.config.duplicates.threshold
+    return DuplicateCheck(
+        status="skipped", reason=DuplicateSkipReason.UNAVAILABLE, threshold=threshold, compared=0, of=0
+    )
+
+
 async def _duplicate_check(services: Services, record: RecordIn | RecordUpdate, record_id: uuid.UUID) -> DuplicateCheck:
     if services.duplicates is None:
-        threshold = services.config.duplicates.threshold
-        return DuplicateCheck(
-            status="skipped", reason=DuplicateSkipReason.UNAVAILABLE, threshold=threshold, compared=0, of=0
-        )
+        return check_unavailable(services)
     return await services.duplicates.check(record.namespace, record.kind, record.title, record_id=record_id)
 
 

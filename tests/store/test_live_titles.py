@@ -18,7 +18,7 @@ from actors.kernel.ports import VectorSpace
 from daemon.live_titles import LiveTitles
 from daemon.store.records import RecordFields, RecordRepository
 from daemon.store.titles import PgTitleStore
-from daemon.title_rows import comparable, top_hits
+from daemon.title_rows import KindTitles, comparable, top_hits
 
 pytestmark = pytest.mark.anyio
 
@@ -93,6 +93,13 @@ class VectorCountingSource(PgTitleStore):
 SPACE = VectorSpace(provider="local", model="titles", dimension=4, normalized=True, template_version=1)
 
 
+async def with_vectors(live: LiveTitles, namespace: str, kind: str) -> KindTitles:
+    """A kind's titles with the stored vectors of SPACE read for those that had none."""
+    titles = await live.kind(namespace, kind)
+    await live.read_vectors(namespace, kind, titles, SPACE.key, SPACE.dimension)
+    return titles
+
+
 def vector(*values: float) -> np.ndarray:
     v = np.asarray(values, dtype=np.float32)
     return v / np.linalg.norm(v)
@@ -109,7 +116,7 @@ async def test_the_vectors_of_the_live_titles_are_read_once_and_the_missing_each
     await source.store_titles(SPACE.key, [(title_key("export the sales report"), vector(1, 0, 0, 0))])
     await source.store_titles(SPACE.key, [(title_key("archive old orders"), vector(0, 0, 0, 1))])
 
-    titles = await live.with_vectors("ns", "story", SPACE.key, SPACE.dimension)
+    titles = await with_vectors(live, "ns", "story")
     assert source.asked == 3 and list(titles.waiting.values()) == ["reset a password"]  # no vector yet
     snapshot = titles.snapshot()
     assert {snapshot.ids[row] for row in np.flatnonzero(comparable(snapshot, []))} == {first, fourth}
@@ -118,7 +125,7 @@ async def test_the_vectors_of_the_live_titles_are_read_once_and_the_missing_each
     third, _ = await records.create(fields("Print a label"))
     await source.store_titles(SPACE.key, [(title_key("print a label"), vector(0, 0, 1, 0))])
     await records.forget(first)
-    titles = await live.with_vectors("ns", "story", SPACE.key, SPACE.dimension)
+    titles = await with_vectors(live, "ns", "story")
     assert source.asked == 5  # the one still missing and the new one, not the others again
     snapshot = titles.snapshot()
     assert {snapshot.ids[row] for row in np.flatnonzero(comparable(snapshot, []))} == {second, third, fourth}
@@ -162,11 +169,11 @@ async def test_full_reads_while_no_mark_settles_keep_the_vectors_read(pool: asyn
                VALUES (gen_random_uuid(), 'ns', 'story', 'Late', 'late', '', 'x')"""
         )
         assert await source.change_mark() is None  # no mark settles while it is open
-        titles = await live.with_vectors("ns", "story", SPACE.key, SPACE.dimension)
+        titles = await with_vectors(live, "ns", "story")
         assert source.asked == 2 and not titles.waiting
         third, _ = await records.create(fields("Three"))
         await records.forget(gone)
-        again = await live.with_vectors("ns", "story", SPACE.key, SPACE.dimension)
+        again = await with_vectors(live, "ns", "story")
         assert source.asked == 3  # only the new title's vector, not the two read before
         assert dict(again.members()) == {kept: "one", third: "three"} and not again.waiting
         snapshot = again.snapshot()
