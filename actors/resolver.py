@@ -50,7 +50,7 @@ from actors.embedding.breaker import BreakerState, CircuitBreaker
 from actors.embedding.errors import EmbeddingError
 from actors.embedding.metering import estimate_tokens
 from actors.embedding.pricing import price
-from actors.kernel.mailbox import Envelope, Mailbox
+from actors.kernel.mailbox import ActorUnavailable, Envelope, Mailbox
 from actors.kernel.ports import UsageRow, UsageSink
 from actors.kernel.ticker import run_ticker
 
@@ -75,6 +75,11 @@ class ResolverBusy(Exception):
 
 class CircuitOpen(Exception):
     """The LLM's circuit breaker is open: nothing is called until it lets a probe through."""
+
+
+class ResolverStopped(Exception):
+    """The resolver stopped (a restart after a crash, a shutdown) while it held a forced dispute;
+    the dispute is released at the next tick and may be forced again."""
 
 
 class _Tick(Enum):
@@ -114,8 +119,11 @@ class Resolver:
 
     async def force(self, dispute_id: uuid.UUID) -> DisputeState | None:
         """Resolve one pending or manual_review dispute now; its state after. Raises `KeyError`,
-        `DisputeConflict`, `ResolverBusy` or `CircuitOpen`."""
-        return await self._requests.call(dispute_id)
+        `DisputeConflict`, `ResolverBusy`, `CircuitOpen` or `ResolverStopped`."""
+        try:
+            return await self._requests.call(dispute_id)
+        except ActorUnavailable as exc:
+            raise ResolverStopped("the resolver stopped before answering; force the dispute again") from exc
 
     def state(self) -> str:
         """`ok` or `circuit_open` (for /readyz)."""

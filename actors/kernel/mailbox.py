@@ -58,13 +58,9 @@ class ActorUnavailable(Exception):
     ``__cause__`` is the actor's exception when it crashed with one.
     """
 
-    reason = "actor_unavailable"
-
 
 class ReplyAlreadySent(RuntimeError):
     """An envelope was replied to (or failed) a second time."""
-
-    reason = "reply_already_sent"
 
 
 class Envelope(Generic[RequestT, ReplyT]):

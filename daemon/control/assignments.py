@@ -19,7 +19,7 @@ from aiohttp import web
 from actors.canonical.disputes import DisputeState, Event, Tier
 from actors.canonical.ports import DisputeConflict, Outcome
 from actors.canonical.strategy import Source
-from actors.resolver import CircuitOpen, ResolverBusy
+from actors.resolver import CircuitOpen, ResolverBusy, ResolverStopped
 from daemon.canonical import Canonical
 from daemon.control.context import SERVICES, peer
 from daemon.control.errors import ApiError, ErrorCode, bad_value, not_found
@@ -247,7 +247,7 @@ async def force_resolve(request: web.Request) -> web.Response:
         raise not_found(f"dispute {dispute_id}") from None
     except (DisputeConflict, ResolverBusy) as exc:
         raise ApiError(409, ErrorCode.CONFLICT, str(exc)) from None
-    except CircuitOpen as exc:
+    except (CircuitOpen, ResolverStopped) as exc:
         raise ApiError(503, ErrorCode.ROUTE_UNAVAILABLE, str(exc)) from None
     return await _shown(canonical, dispute_id)
 

@@ -7,12 +7,13 @@ import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+import anyio
 import asyncpg
 import httpx
 import pytest
 
 from actors.assignment_ticker import AssignmentTicker, TickerSettings
-from actors.resolver import Resolver, ResolverSettings
+from actors.resolver import Resolver, ResolverSettings, ResolverStopped
 from daemon.providers.llm import OpenAIChat
 from daemon.store.assignments import AssignmentStore, Observation, PgTickLocks
 from daemon.store.disputes import DisputeStore
@@ -70,9 +71,16 @@ class Rig:
     url: str
 
     def resolver(self, **settings: float) -> Resolver:
-        chosen = {"interval_s": 60.0, "max_attempts": 1, "batch": 50, "breaker_failures": 100, "breaker_reset_s": 60.0}
+        chosen = {
+            "interval_s": 60.0,
+            "max_attempts": 1,
+            "batch": 50,
+            "breaker_failures": 100,
+            "breaker_reset_s": 60.0,
+            "model_timeout_s": 0.5,
+        }
         chosen.update(settings)
-        model = OpenAIChat(self.http, url=self.url, model="stub", api_key="", timeout_s=0.5)
+        model = OpenAIChat(self.http, url=self.url, model="stub", api_key="", timeout_s=chosen["model_timeout_s"])
         return Resolver(
             self.disputes,
             model,
@@ -222,3 +230,32 @@ async def test_not_actionable_disputes_are_superseded_before_any_call(rig: Rig) 
     await rig.resolver().tick_once()
     assert (await rig.row(entity, "voltage"))["state"] == "superseded"
     assert rig.service.requests == []
+
+
+async def test_a_forced_dispute_whose_resolver_stops_mid_call_fails_with_stopped_and_is_released(rig: Rig) -> None:
+    entity = "e-" + uuid.uuid4().hex[:6]
+    await rig.tie(entity, "weight", TIES["weight"])  # the model takes 5 s to answer "weight"
+    await rig.ticker.tick_once()
+    dispute_id = (await rig.row(entity, "weight"))["id"]
+    resolver = rig.resolver(model_timeout_s=30.0)
+    failed: list[BaseException] = []
+
+    async def force() -> None:
+        try:
+            await resolver.force(dispute_id)
+        except Exception as exc:
+            failed.append(exc)
+
+    async with anyio.create_task_group() as callers:
+        async with anyio.create_task_group() as actor:
+            await actor.start(resolver.run)
+            callers.start_soon(force)
+            while not rig.service.requests:  # noqa: ASYNC110 (waits for the server to see the call)
+                await anyio.sleep(0.01)
+            actor.cancel_scope.cancel()  # a crash or a restart, not a graceful stop
+    # a stable failure the control socket answers 503, not the mailbox's own exception (a 500)
+    assert [type(exc) for exc in failed] == [ResolverStopped]
+    # the dispute it had claimed is an orphan until a tick releases it to be forced again
+    assert (await rig.row(entity, "weight"))["state"] == "in_progress"
+    assert await rig.disputes.release_orphans() == 1
+    assert (await rig.row(entity, "weight"))["state"] == "pending"
