@@ -25,8 +25,11 @@ An option wins when, on the held-out questions (even ids and fresh ones; every q
 with no tuning half), it answers at least as many in the top 5 and has at least the MRR@10 of
 today on each kind, a higher MRR@10 on at least one kind, and its p95 stays under twice today's.
 
-Options this script cannot measure here (a cross-encoder reranker, another embedding model) are
-reported in docs/RETRIEVAL.md with what was checked.
+5. With `--options use`, a second embedding model, USE multilingual v3 (bench/second_model.py):
+   alone as the vector route, as a third list (weight chosen on tuning), and averaged with MiniLM.
+
+Options this script cannot measure here (a cross-encoder reranker) are reported in
+docs/RETRIEVAL.md with what was checked.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ sys.path.insert(0, str(ROOT))
 from actors.embedding.template import render_title  # noqa: E402
 from actors.fusion import reciprocal_rank, settle_ties  # noqa: E402
 from actors.query import build_text_query, evidence_of  # noqa: E402
+from bench import second_model  # noqa: E402
 from bench.harness import (  # noqa: E402
     embedded_dsn,
     machine,
@@ -72,6 +76,7 @@ from bench.retrieval import (  # noqa: E402
     groups,
     load_corpus,
     load_questions,
+    per_kind_table,
     readiness_space,
     score,
 )
@@ -81,6 +86,9 @@ from daemon.store.search import Filters, full_text  # noqa: E402
 
 WEIGHTS = (0.01, 0.03, 0.1, 0.25, 0.5, 1.0)
 """The heading list's RRF weights tried on the tuning questions (the other routes weigh 1)."""
+USE_WEIGHTS = (0.25, 0.5, 1.0)
+"""The second model's list: a whole vector route, so only weights that let it count."""
+OPTION_SETS = ("headings", "use")
 
 Lists = dict[str, list[tuple[uuid.UUID, float]]]
 
@@ -101,6 +109,9 @@ class Option:
     extra_ms: dict[str, float]
     """question id -> the time the option's extra step took"""
     weight: float = 0.0
+    vector: Lists | None = None  # question id -> a vector route fused in place of today's
+    weights: Sequence[float] = WEIGHTS  # the third list's weights tried on the tuning questions
+    row: str = "+ heading list: {label}, weight {weight:g}"
 
 
 async def strict_lists(conn: asyncpg.Connection, namespace: str, questions: Sequence[Question]) -> Lists:
@@ -271,10 +282,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="another index of the same corpus, chunked to CHARS with OVERLAP (bench/retrieval.py run with"
         " RECALLD_INDEX_CHUNK_CHARS and _OVERLAP): its default recall through its own daemon is one more row",
     )
+    parser.add_argument(
+        "--options",
+        action="append",
+        choices=OPTION_SETS,
+        help="which options to measure: the heading lists, or a second embedding model (USE multilingual v3,"
+        " bench/second_model.py; its chunk vectors cached in var/quality/); default: headings",
+    )
     parser.add_argument("--write", type=Path)
     parser.add_argument("--section", default="quality_step.py")
     args = parser.parse_args(argv)
     args.questions = args.questions or [DEFAULT_QUESTIONS]
+    args.options = args.options or ["headings"]
     questions = load_questions(args.questions)
     tuning = [q for q in questions if not q.held_out]
     if not tuning and args.title_weight is None:
@@ -343,13 +362,23 @@ async def measure(
         queries, _ = embed_queries(questions, corpus.template_version)
         _, vec = faiss_run(corpus, questions, queries)
         text = await strict_lists(conn, args.namespace, questions)
-        progress("route lists read; headings next")
+        progress("route lists read; the options next")
         options: list[Option] = []
-        for heading in await read_headings(conn, args.namespace):
+        routes_alone: list[tuple[str, dict[str, list[str]]]] = []
+        for heading in await read_headings(conn, args.namespace) if "headings" in args.options else []:
             words, words_ms = await word_lists(conn, heading, questions)
             options.append(Option(f"{heading.name}, by words", words, words_ms))
             meaning, meaning_ms = meaning_lists(heading, questions, queries, corpus.template_version)
             options.append(Option(f"{heading.name}, by meaning", meaning, meaning_ms))
+        if "use" in args.options:
+            cache = ROOT / f"var/quality/use-{args.namespace}-{len(corpus.chunk_text)}.npy"
+            use, use_ms, mean, mean_ms = await second_model.routes(conn, corpus, questions, queries, cache)
+            routes_alone = second_model.alone(corpus, {"MiniLM": vec, "USE": use, "averaged": mean})
+            options += [
+                Option("USE as the vector route", None, use_ms, vector=use, row="USE as the vector route (a)"),
+                Option("USE, third list", use, use_ms, weights=USE_WEIGHTS, row="+ USE list (b), weight {weight:g}"),
+                Option("cosines averaged", None, mean_ms, vector=mean, row="MiniLM and USE averaged (c)"),
+            ]
     finally:
         await conn.close()
 
@@ -372,27 +401,28 @@ async def measure(
         "|---" * (len(WEIGHTS) + 1) + "|",
     ]
     for option in options:
-        if tuning:
-            cells = []
-            for w in WEIGHTS:
-                scores = score(fuse(config, text, vec, pages, option.lists, w), tuning)
-                cells.append(f"{scores['natural'].cell()}; {scores['identifier'].cell()}")
+        routes = option.vector or vec
+        if tuning and option.lists is not None:
+            tried = {w: score(fuse(config, text, routes, pages, option.lists, w), tuning) for w in option.weights}
+            cells = [
+                f"{t['natural'].cell()}; {t['identifier'].cell()}" if (t := tried.get(w)) else "–" for w in WEIGHTS
+            ]
             sweep.append(f"| {option.label} | " + " | ".join(cells) + " |")
-        if args.title_weight is not None:
+        if option.lists is not None and args.title_weight is not None and option.weights is WEIGHTS:
             option.weight = args.title_weight
-        else:
+        elif option.lists is not None:  # else a route in place of today's: no weight to choose
             option.weight = max(
-                WEIGHTS,
-                key=lambda w: (tuning_key(fuse(config, text, vec, pages, option.lists, w), today, tuning), -w),
+                option.weights,
+                key=lambda w: (tuning_key(fuse(config, text, routes, pages, option.lists, w), today, tuning), -w),
             )
-        answers = fuse(config, text, vec, pages, option.lists, option.weight)
+        answers = fuse(config, text, routes, pages, option.lists, option.weight)
         times = [latency[q.id] + option.extra_ms[q.id] for q in questions]
-        label = f"+ heading list: {option.label}, weight {option.weight:g}"
-        rows.append((label, answers, times))
+        rows.append((option.row.format(label=option.label, weight=option.weight), answers, times))
         won = wins(answers, today, test)
         fast = percentile(times, 95) < 2 * base_p95
+        shown = f"{option.weight:g}" if option.lists is not None else "–"
         verdicts.append(
-            f"| {option.label} | {option.weight:g} | {'yes' if won else 'no'} | "
+            f"| {option.label} | {shown} | {'yes' if won else 'no'} | "
             f"{percentile(times, 95):.1f} ({'under' if fast else 'over'} 2 × {base_p95:.1f}) | "
             f"{'**default**' if won and fast else 'kept off'} |"
         )
@@ -407,6 +437,7 @@ async def measure(
             f"{'**default**' if won and fast else 'kept off'} |"
         )
 
+    headings = "headings" in args.options
     chosen = (
         "given (`--title-weight`)" if args.title_weight is not None else f"chosen on {len(tuning)} tuning questions"
     )
@@ -421,11 +452,22 @@ async def measure(
         "",
         "Cells: hit@5 (questions) · MRR@10, page level (actors/retrieval_metrics.py). Latency: per question,"
         " the default recall through the daemon's socket (embedding included), plus the option's extra step"
-        f" timed on its own. The heading list's weight is {chosen}, from {', '.join(f'{w:g}' for w in WEIGHTS)};"
-        f" the offline fusion answers {same}/{len(questions)} questions' top 5 exactly as the daemon did.",
+        " timed on its own."
+        + (f" The heading list's weight is {chosen}, from {', '.join(f'{w:g}' for w in WEIGHTS)}." if headings else "")
+        + (
+            f" The USE list's weight (b) is chosen on the tuning questions, from {', '.join(map(str, USE_WEIGHTS))}."
+            if "use" in args.options
+            else ""
+        )
+        + f" The offline fusion answers {same}/{len(questions)} questions' top 5 exactly as the daemon did.",
         "",
         *table(rows, questions),
         "",
+        *(
+            ["Each vector route alone (no full text, no fusion; best chunk per page):", "", *alone, ""]
+            if (alone := per_kind_table(routes_alone, questions) if routes_alone else [])
+            else []
+        ),
         *(
             [f"The weights tried, on the tuning questions only (today: {tuning_cells(today, tuning)}):", "", *sweep, ""]
             if tuning
@@ -446,6 +488,7 @@ def command_line(args: argparse.Namespace) -> str:
     if args.title_weight is not None:
         parts.append(f"--title-weight {args.title_weight:g}")
     parts += [f"--chunks {spec}" for spec in args.chunks]
+    parts += [f"--options {o}" for o in args.options if args.options != ["headings"]]
     if args.write:
         parts += [f"--section '{args.section}'", f"--write {args.write}"]
     return " ".join(parts)
