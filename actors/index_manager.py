@@ -45,6 +45,7 @@ from actors.index.generation import Generation
 from actors.index.handle import Handle, HandleCell, Hit
 from actors.index.idmap import record_id_rows
 from actors.index.manifest import GenerationCorrupt, IndexReason
+from actors.index.placement import SearchPlacement, placed
 from actors.index.settings import IndexSettings
 from actors.index.titles import TitleBacklog, TitleCatchUp
 from actors.kernel.mailbox import Mailbox
@@ -154,6 +155,7 @@ class IndexManager:
         """Records set aside because the provider will not embed them (last step)."""
         self._hold_ends_at: float | None = None
         """anyio time at which the first of `_holds` ends: its record is due for another try."""
+        self._placement = SearchPlacement()  # a search on the loop or in a thread, by its cost
         self._indexed_through: _IndexedThrough | None = None
         self._last_change = 0.0  # anyio time of the last wake-up; the poll timer re-checks builds
 
@@ -258,14 +260,17 @@ class IndexManager:
         accept: Callable[[uuid.UUID, int], bool] | None = None,
         within: Sequence[uuid.UUID] | None = None,
     ) -> tuple[list[Hit], str | None]:
-        """Search the current handle under a lease, off the event loop. Returns (hits, generation id).
-        `within`: only these records, scored exactly (`Handle.search`)."""
+        """Search the current handle under a lease, in a worker thread unless searching costs less
+        (`actors/index/placement.py`). Returns (hits, generation id). `within`: only these records,
+        scored exactly (`Handle.search`)."""
         rows = record_id_rows(within) if within is not None else None
         async with self.cell.lease() as handle:
             if handle is None or handle.count == 0:
                 reason, message = self._problem or NOTHING_INDEXED
                 raise IndexUnavailable(reason, message)
-            hits = await anyio.to_thread.run_sync(
+            hits = await placed(
+                self._placement,
+                handle,
                 lambda: handle.search(
                     query,
                     k_records=k_records,
@@ -273,7 +278,7 @@ class IndexManager:
                     accept=accept,
                     within=rows,
                     ef_search=self.settings.hnsw_ef_search,
-                )
+                ),
             )
             base = handle.base.manifest.generation_id if handle.base is not None else None
             return hits, base

@@ -161,8 +161,9 @@ class RecallService:
       never its text.
 
     It never writes records, never raises an HTTP error (the control layer maps
-    `NothingAnswered` to a 503), and never blocks the loop on a search (the vector route
-    searches in a worker thread).
+    `NothingAnswered` to a 503), and never blocks the loop on a costly search (the vector route
+    searches in a worker thread, unless the handle's searches cost less than the thread's round
+    trip: `actors/index/placement.py`).
     """
 
     def __init__(
