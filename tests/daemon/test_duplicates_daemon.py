@@ -246,8 +246,13 @@ def test_no_provider_skips_with_its_reason(make_daemon: Any) -> None:
 @pytest.mark.slow
 def test_one_embedding_call_per_check_with_a_thousand_records(make_daemon: Any, fake: FakeOpenAI) -> None:
     daemon = make_daemon(env=fake.env())
-    for i in range(1000):
-        create(daemon, "many", f"story {i} about {i * 7919 % 1000} widgets")
+    stories = [
+        {"namespace": "many", "kind": "story", "title": f"story {i} about {i * 7919 % 1000} widgets", "body": ""}
+        for i in range(1000)
+    ]
+    for start in range(0, 1000, 500):  # batches: these writes only set up the checks below
+        status, written = daemon.call("POST", "/v1/records:batch", {"records": stories[start : start + 500]})
+        assert status == 200 and all(item["status"] == 201 for item in written["results"]), written
     wait_comparable(daemon, "many", 1000, timeout=300)
     before = usage_rows(daemon, "dedupe", "many")
     calls = fake.calls
