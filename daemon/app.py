@@ -24,6 +24,7 @@ from daemon.bringup import PRIVATE_UMASK as PRIVATE_UMASK  # re-exported: the CL
 from daemon.bringup import data_dir_lock, listening, postgres
 from daemon.bringup import startup_error as startup_error  # re-exported: the CLI reports it in one line
 from daemon.config import Config
+from daemon.heap import settle_heap
 from daemon.metrics import Metrics
 from daemon.providers.early import load_early
 from daemon.systemd import Notifier, listen_fds
@@ -92,6 +93,7 @@ async def _supervise(supervisor: Supervisor, notifier: Notifier) -> int:
     try:
         async with anyio.create_task_group() as tg:
             await tg.start(supervisor.run)
+            settle_heap()  # start-up's objects out of the collector's sight (daemon/heap.py)
             notifier.ready("serving")
             log.info("recalld ready")
     except* SupervisorGaveUp as group:
