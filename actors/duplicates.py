@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from actors.records import normalise_title
+from actors.title_language import across_languages
 
 SCORE_DIGITS = 6
 """Scores are reported, and compared with the threshold, rounded to this many decimals: the
@@ -65,6 +66,13 @@ class Contrast:
     """Also contrast two titles that each name a number and share none ("Error 500 at SSO
     login" / "Error 404 on the SSO logout page", "... on Android 14" / "... on iOS 17"): a
     number is a slot every language writes alike, so this sees across languages."""
+    cross_language: float = 0.0
+    """The cross-language stage: a pair whose titles are in different languages (one English,
+    one not: actors/title_language.py) must score this much higher to warn, and the frame
+    contrast, whose shared words across languages are only names and numbers ("push", "Android",
+    "SSO"), does not apply to it; the number contrast still does. A multilingual model scores
+    neighbours across languages higher than neighbours in one language, so this is per model
+    (`[duplicates] cross_language_penalties`, docs/DUPLICATES.md); 0 turns the stage off."""
 
 
 # Function words of English, Portuguese and Spanish: what two titles share in these says nothing
@@ -113,7 +121,11 @@ def contrasted(a: str, b: str, contrast: Contrast) -> bool:
 
 
 def staged(cosine: float, a: str, b: str, contrast: Contrast) -> float:
-    """A pair's score after the stages: its cosine, less the contrast penalty where it applies."""
+    """A pair's score after the stages: its cosine, less the cross-language penalty where the
+    titles are in different languages, less the contrast penalty where it applies."""
+    if contrast.cross_language and across_languages(a, b):
+        numbered = contrast.penalty and contrast.numbers and numbers_differ(a, b)
+        return cosine - contrast.cross_language - (contrast.penalty if numbered else 0.0)
     if contrast.penalty and contrasted(a, b, contrast):
         return cosine - contrast.penalty
     return cosine

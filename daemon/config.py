@@ -247,6 +247,14 @@ class DuplicatesConfig(_Section, frozen=True):
     """The contrast stage also takes the penalty from a pair whose titles each name a number
     and share none ("Error 500 ..." / "Error 404 ...", "... Android 14" / "... iOS 17"), in any
     language; chosen on the calibration pairs (docs/DUPLICATES.md)."""
+    cross_language_penalties: dict[str, Annotated[float, Meta(ge=0, le=2)]] = msgspec.field(
+        default_factory=lambda: {"use-multilingual-v3": 0.18}
+    )
+    """Embedding model -> its cross-language penalty: a pair of titles in different languages
+    (one English, one not) must score this much higher to warn, and the frame contrast does not
+    apply to it (the number contrast does). A model not listed has none. Chosen on the
+    calibration pairs (docs/DUPLICATES.md): a multilingual model scores neighbours across
+    languages higher than neighbours within one."""
 
 
 class ResolverConfig(_Section, frozen=True):

@@ -38,6 +38,17 @@ from daemon.title_rows import RESCORE_MARGIN, KindTitles, batch_hits
 log = logging.getLogger("recalld.duplicates")
 
 
+def stages_for(config: DuplicatesConfig, model: str) -> Contrast:
+    """The second stages as configured for the model that embeds the titles: the contrast
+    stage, and the cross-language penalty of that model (none for a model not listed)."""
+    return Contrast(
+        penalty=config.contrast_penalty,
+        slot_words=config.contrast_slot_words,
+        numbers=config.contrast_numbers,
+        cross_language=config.cross_language_penalties.get(model, 0.0),
+    )
+
+
 def _skip_reason(error: EmbeddingError) -> DuplicateSkipReason:
     if error.reason is Reason.NO_PROVIDER:
         return DuplicateSkipReason.NO_PROVIDER
@@ -111,13 +122,6 @@ class DuplicateChecker:
         """Whether a check can run now (`duplicates.v1` in /v1/capabilities)."""
         embedder = self._embedder
         return embedder is not None and embedder.health().status == "pass"
-
-    @property
-    def contrast(self) -> Contrast:
-        config = self._config
-        return Contrast(
-            penalty=config.contrast_penalty, slot_words=config.contrast_slot_words, numbers=config.contrast_numbers
-        )
 
     async def flush_usage(self) -> None:
         """Write the usage rows its embedder has gathered (the title model's, when it has one)."""
@@ -238,7 +242,7 @@ class DuplicateChecker:
         except (*STORE_DOWN_ERRORS, asyncpg.PostgresError) as exc:
             log.warning("duplicate check could not read the title vectors: %s", exc)
             return [skipped(DuplicateSkipReason.UNAVAILABLE, of=of) for of in ofs]
-        contrast, limit = self.contrast, self._config.max_similar
+        contrast, limit = stages_for(self._config, space.model), self._config.max_similar
 
         def enough(norm: str) -> Callable[[Sequence[tuple[uuid.UUID, str, float]], float], bool]:
             def judged(hits: Sequence[tuple[uuid.UUID, str, float]], beyond: float) -> bool:
@@ -301,7 +305,7 @@ class DuplicateChecker:
             raise EmbeddingError(Reason.EMBEDDER_NOT_READY, "the embedder has not probed its provider yet")
         threshold = self._config.thresholds.get(space.model, self._config.threshold)
         matrix = self._matrices.setdefault(space.key, TitleMatrix(space.dimension))
-        contrast = self.contrast
+        contrast = stages_for(self._config, space.model)
         records = await self._store.namespace_titles(namespace, kind)
         await self._read_missing(space.key, matrix, [(record_id, norm) for record_id, _, norm in records])
         # the rows and the array read together, once: other checks append titles while this one

@@ -100,6 +100,7 @@ def cmd_calibrate(args: argparse.Namespace, *, shown: Shown) -> int:
         f"model {result.model}, threshold {result.threshold} (inclusive), "
         f"contrast stage: penalty {contrast.penalty} at most {contrast.slot_words} words apart"
         f"{' or naming other numbers' if contrast.numbers else ''}"
+        f"{f', titles in two languages {contrast.cross_language} higher' if contrast.cross_language else ''}"
     )
     print(f"{'score':>6} {'cosine':>6}  {'verdict':<7} {'expected':<8} {'':<12} set       pair")
     for p in sorted(result.pairs, key=lambda p: p.score):

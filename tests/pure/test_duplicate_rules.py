@@ -131,6 +131,40 @@ def test_staged_takes_the_penalty_only_from_contrasting_pairs(
     assert reported(staged(cosine, a, b, contrast)) == expected
 
 
+CROSS = Contrast(penalty=0.25, slot_words=3, numbers=True, cross_language=0.18)
+
+
+@pytest.mark.parametrize(
+    ("cosine", "a", "b", "contrast", "expected"),
+    [
+        # across languages: the cross-language penalty, not the frame contrast (the shared words
+        # of a translation are its names: "push", "android")
+        (0.9, "redefinir senha por e mail", "change account email address", CROSS, 0.72),
+        (0.9, "notificações push não chegam no android", "push notifications not delivered on android", CROSS, 0.72),
+        # the number contrast still applies across languages
+        (0.9, "erro 500 ao fazer login com sso", "error 404 on the sso logout page", CROSS, 0.47),
+        (0.9, "erro 500 ao fazer login com sso", "error 500 when logging in with sso", CROSS, 0.72),
+        # within one language nothing changes
+        (0.9, "export sales report to csv", "export sales report to pdf", CROSS, 0.65),
+        (0.9, "reset password via email", "change account email address", CROSS, 0.9),
+        # PT-ES counts as one language: the frame contrast applies, no cross-language penalty
+        (0.9, "notificações push não chegam no android", "las notificaciones push no llegan en android", CROSS, 0.65),
+        # 0 turns the stage off: the frame contrast applies across languages again
+        (
+            0.9,
+            "notificações push não chegam no android",
+            "push notifications not delivered on android",
+            Contrast(penalty=0.25, slot_words=3, numbers=True),
+            0.65,
+        ),
+    ],
+)
+def test_staged_takes_the_cross_language_penalty_from_pairs_across_languages(
+    cosine: float, a: str, b: str, contrast: Contrast, expected: float
+) -> None:
+    assert reported(staged(cosine, a, b, contrast)) == expected
+
+
 def test_most_similar_orders_by_score_then_id_and_cuts_at_the_limit() -> None:
     ids = [uuid.UUID(int=i) for i in range(5)]
     scored = [
