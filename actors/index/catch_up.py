@@ -62,25 +62,31 @@ class _Chunks:
 
 
 class _TextBudget:
-    """Texts the catch-up may have waiting in the embedder at once; a taker waits for room."""
+    """Texts the catch-up may have waiting in the embedder at once; a taker waits for room.
+
+    A taker that finds room takes it without yielding, so a batch's records all queue their
+    texts in one pass of the event loop and the embedder's next provider call carries as many as
+    its pace allows. (Behind a lock, handed from task to task once per pass of the loop, they
+    queued one at a time while the calls went out: a catch-up of 4,000 records made 869 provider
+    calls of 2 to 13 texts each.)
+    """
 
     def __init__(self, size: int) -> None:
         self._free = size
-        self._changed = anyio.Condition()
+        self._room = anyio.Event()
 
     @contextlib.asynccontextmanager
     async def taking(self, count: int) -> AsyncIterator[None]:
-        async with self._changed:
-            while self._free < count:
-                await self._changed.wait()
-            self._free -= count
+        while self._free < count:
+            await self._room.wait()
+        self._free -= count  # no await since the check: nobody took the room in between
         try:
             yield
         finally:
-            with anyio.CancelScope(shield=True):
-                async with self._changed:
-                    self._free += count
-                    self._changed.notify_all()
+            self._free += count
+            # Every waiter checks again; a later one waits on a fresh event.
+            self._room.set()
+            self._room = anyio.Event()
 
 
 class CatchUpStore(IndexBacklog, IndexHolds, Protocol):

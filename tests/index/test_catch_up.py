@@ -1,0 +1,53 @@
+"""The catch-up's provider calls: a batch of records goes to the provider in calls as full as the
+embedder's pace and `max_batch` allow, not a record or two at a time.
+
+The store is the in-memory fake of `kernel.fakes` and the embedder the real actor, as in
+`test_index_manager.py`; the provider counts the texts of each call it gets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from actors.embedder import EmbedderSettings
+from actors.kernel.ports import ProviderBatch, ProviderInfo
+from tests.index.test_index_manager import Cluster, WordsProvider, until
+
+pytestmark = [pytest.mark.anyio, pytest.mark.anyio_backends("trio")]
+
+RECORDS = 300
+MAX_BATCH = EmbedderSettings().max_batch
+
+
+class CountingProvider(WordsProvider):
+    """Remembers the number of texts in each call; takes `concurrency` calls at a time."""
+
+    def __init__(self, concurrency: int) -> None:
+        super().__init__()
+        self.concurrency = concurrency
+        self.calls: list[int] = []
+
+    def describe(self) -> ProviderInfo:
+        return ProviderInfo(provider="test", model="words", max_concurrency=self.concurrency)
+
+    async def embed(self, texts: Sequence[str], *, timeout: float) -> ProviderBatch:  # noqa: ASYNC109
+        self.calls.append(len(texts))
+        return await super().embed(texts, timeout=timeout)
+
+
+@pytest.mark.parametrize("concurrency", [1, 4], ids=["local", "remote"])
+async def test_a_batch_of_records_fills_the_provider_calls(tmp_path: Path, concurrency: int) -> None:
+    provider = CountingProvider(concurrency)
+    cluster = Cluster(tmp_path / "generations", provider=provider)
+    for i in range(RECORDS):
+        await cluster.records.create("ns", f"Record {i}", f"a short body {i}")
+    async with cluster.daemon(index_batch=RECORDS) as manager:
+        await until(lambda: manager.pending == 0 and manager.full_passes >= 1, "caught up")
+    # The probe and the pace's one-text first call, then calls of max_batch texts (the mock
+    # clock makes every call take no time, so the pace allows max_batch). Records that queued
+    # their texts one per pass of the event loop went out one or two a call.
+    assert sum(provider.calls) >= RECORDS
+    assert len(provider.calls) <= 2 + -(-RECORDS // MAX_BATCH) + 2, provider.calls
