@@ -179,6 +179,9 @@ class RecallService:
         self._config = config
         self._policy = recall_policy(config.recall)
         self._metrics = metrics
+        # Each stage's histogram child, looked up once: `labels()` per stage per recall was
+        # measurable on the loop (issue 24).
+        self._stage_histograms = {stage: metrics.recall_stages.labels(stage=stage) for stage in STAGES}
         self._vector = vector
 
     async def _route(
@@ -338,7 +341,7 @@ class RecallService:
         self._record(search_id, request, routes, fusion, results, timings, run.degraded)
         self._metrics.recalls.inc()
         for stage, ms in run.timings.items():
-            self._metrics.recall_stages.labels(stage=stage).observe(ms / 1000)
+            self._stage_histograms[stage].observe(ms / 1000)
         return RecallResponse(
             results=results,
             degraded_routes=[

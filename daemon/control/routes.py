@@ -51,6 +51,8 @@ async def _body(request: web.Request) -> bytes:
     handler (and, behind it, nothing else) for good."""
     limit = request.app[SERVICES].config.server.body_timeout_s
     try:
+        if request.content.is_eof():  # all here already (most requests): nothing to bound, no cancel scope
+            return await request.read()
         with anyio.fail_after(limit):
             return await request.read()
     except TimeoutError:

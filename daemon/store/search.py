@@ -8,6 +8,7 @@ after a route looked at it is dropped there, never returned.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -89,6 +90,12 @@ ORDER BY step, score DESC, id
 LIMIT $6"""
 
 
+# A query's reading is a pure function of its text (`TextQuery` is immutable), and clients ask
+# the same query again (an agent re-asks, the query-vector cache exists for the same reason):
+# reading one cost 4% of the loop's time under a repeated-query load (issue 24, py-spy).
+_read_query = functools.lru_cache(maxsize=1024)(build_text_query)
+
+
 async def full_text(
     conn: asyncpg.Connection,
     filters: Filters,
@@ -113,7 +120,7 @@ async def full_text(
     next to an answering vector route such matches only break ties. `built`: the query as
     `build_text_query` read it, when the caller read it otherwise (a bench comparing readings).
     """
-    built = built or build_text_query(query)
+    built = built or _read_query(query)
     if built.empty or limit < 1:
         return []
     matched = (
