@@ -38,10 +38,10 @@ def test_recall_during_indexing_names_the_partial_vector_route(make_daemon: Any)
 
         fake.delay_s = SLOW_S
         titles = [f"Pump maintenance note {i}" for i in range(12)]
-        for title in titles:
-            body = {"namespace": ns, "kind": "doc", "title": title, "body": f"{title}: grease the bearings."}
-            status, _ = daemon.call("POST", "/v1/records", body)
-            assert status == 201
+        records = [{"namespace": ns, "kind": "doc", "title": t, "body": f"{t}: grease the bearings."} for t in titles]
+        # One batch: written one by one, each create's duplicate check waited SLOW_S for the provider.
+        status, written = daemon.call("POST", "/v1/records:batch", {"records": records})
+        assert status == 200 and written["created"] == len(titles), written
         answer = recall(daemon, ns, "grease the bearings")
         [partial] = indexing(answer)
         assert partial["route"] == "vector" and 1 <= partial["pending"] <= len(titles), partial
