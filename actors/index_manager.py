@@ -260,7 +260,7 @@ class IndexManager:
         accept: Callable[[uuid.UUID, int], bool] | None = None,
         within: Sequence[uuid.UUID] | None = None,
     ) -> tuple[list[Hit], str | None]:
-        """Search the current handle under a lease, in a worker thread unless searching costs less
+        """Search the current handle under a lease, in a worker thread unless its searches are cheap
         (`actors/index/placement.py`). Returns (hits, generation id). `within`: only these records,
         scored exactly (`Handle.search`)."""
         rows = record_id_rows(within) if within is not None else None

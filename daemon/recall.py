@@ -162,8 +162,8 @@ class RecallService:
 
     It never writes records, never raises an HTTP error (the control layer maps
     `NothingAnswered` to a 503), and never blocks the loop on a costly search (the vector route
-    searches in a worker thread, unless the handle's searches cost less than the thread's round
-    trip: `actors/index/placement.py`).
+    searches in a worker thread unless the handle's searches cost at most 2 ms of CPU:
+    `actors/index/placement.py`).
     """
 
     def __init__(

@@ -1,13 +1,14 @@
 """Where a vector search runs: on the event loop, or in a worker thread (issue 24).
 
-A worker thread's round trip costs the loop about 0.3 ms (handing the call over, waking the
-loop, and the GIL passed back and forth while the loop serves other requests), more than a
-search of a small HNSW generation costs (0.2 ms on 8,000 vectors). Such a search is cheaper run
-on the loop itself; a search that costs more (a large generation, an exact scan, a wide beam)
-must not stall every other request, so it goes to a thread. The choice rests on what this
-handle's searches measured: their own thread CPU time, which a GIL wait or a busy machine does
-not inflate (otherwise a loaded daemon would read its searches as slow and keep them in threads,
-where they are slower still).
+A worker thread's round trip costs the loop CPU (handing the call over, waking the loop, and the
+GIL passed back and forth while the loop serves other requests): on the 8,000-passage bench at
+16 clients, searches of up to 2 ms run on the loop cost the daemon 2.50 ms of CPU a recall
+against 2.87 ms with every search in a thread (a search there costs 0.7-1.5 ms of CPU, p10 to
+p99, the raw FAISS call on the same file 0.2 ms at the median: bench/recall.py). A search that costs more (a large
+generation, an exact scan, a wide beam) must not stall every other request for longer, so it
+goes to a thread. The choice rests on what this handle's searches measured: their own thread
+CPU time, which a GIL wait or a busy machine does not inflate (otherwise a loaded daemon would
+read its searches as slow and keep them in threads, where they are slower still).
 
 The decision (`SearchPlacement`) is pure and reads no clock; `placed` runs a search where it
 decides and reports what the search cost.
@@ -24,9 +25,9 @@ import anyio.to_thread
 
 T = TypeVar("T")
 
-INLINE_MAX_S: Final = 0.0005
-"""A search runs on the loop while this handle's recent searches cost at most this much CPU:
-the loop is never held longer than about a worker thread's round trip."""
+INLINE_MAX_S: Final = 0.002
+"""A search runs on the loop while this handle's recent searches cost at most this much CPU: the
+loop is held at most about this long by one search."""
 
 DECAY: Final = 0.9
 """How fast a costly search is forgotten: the estimate is the latest cost or this share of the

@@ -24,7 +24,7 @@ COSTLY = INLINE_MAX_S * 10
         ([(A, CHEAP), (B, CHEAP)], A, False),  # only the latest handle is remembered
         ([(A, CHEAP), (A, COSTLY)], A, False),  # one costly search: threads at once
         ([(A, COSTLY), (A, CHEAP)], A, False),  # and not forgotten by the next cheap one
-        ([(A, COSTLY)] + [(A, CHEAP)] * 22, A, True),  # 5 ms forgotten after about 22 searches
+        ([(A, COSTLY)] + [(A, CHEAP)] * 22, A, True),  # ten times the bound, forgotten after about 22 searches
         ([(A, COSTLY)] + [(A, CHEAP)] * 20, A, False),
         ([(A, COSTLY), (B, CHEAP)], B, True),  # a new handle does not inherit the old cost
     ],
