@@ -86,9 +86,6 @@ from daemon.store.search import Filters, full_text  # noqa: E402
 
 WEIGHTS = (0.01, 0.03, 0.1, 0.25, 0.5, 1.0)
 """The heading list's RRF weights tried on the tuning questions (the other routes weigh 1)."""
-USE_WEIGHTS = (0.25, 0.5, 1.0)
-"""The second model's list: a whole vector route, so only weights that let it count."""
-OPTION_SETS = ("headings", "use")
 
 Lists = dict[str, list[tuple[uuid.UUID, float]]]
 
@@ -285,10 +282,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--options",
         action="append",
-        choices=OPTION_SETS,
-        help="which options to measure: the heading lists, or a second embedding model (USE multilingual v3,"
-        " bench/second_model.py; its chunk vectors cached in var/quality/); default: headings",
+        choices=("headings", "use"),
+        help="the heading lists (default), or a second embedding model (USE multilingual v3: bench/second_model.py)",
     )
+    parser.add_argument("--use-weight", type=float, help="the USE list's weight (default: chosen on tuning)")
     parser.add_argument("--write", type=Path)
     parser.add_argument("--section", default="quality_step.py")
     args = parser.parse_args(argv)
@@ -372,11 +369,12 @@ async def measure(
             options.append(Option(f"{heading.name}, by meaning", meaning, meaning_ms))
         if "use" in args.options:
             cache = ROOT / f"var/quality/use-{args.namespace}-{len(corpus.chunk_text)}.npy"
+            use_weights = (args.use_weight,) if args.use_weight is not None else second_model.WEIGHTS
             use, use_ms, mean, mean_ms = await second_model.routes(conn, corpus, questions, queries, cache)
             routes_alone = second_model.alone(corpus, {"MiniLM": vec, "USE": use, "averaged": mean})
             options += [
                 Option("USE as the vector route", None, use_ms, vector=use, row="USE as the vector route (a)"),
-                Option("USE, third list", use, use_ms, weights=USE_WEIGHTS, row="+ USE list (b), weight {weight:g}"),
+                Option("USE, third list", use, use_ms, weights=use_weights, row="+ USE list (b), weight {weight:g}"),
                 Option("cosines averaged", None, mean_ms, vector=mean, row="MiniLM and USE averaged (c)"),
             ]
     finally:
@@ -455,7 +453,9 @@ async def measure(
         " timed on its own."
         + (f" The heading list's weight is {chosen}, from {', '.join(f'{w:g}' for w in WEIGHTS)}." if headings else "")
         + (
-            f" The USE list's weight (b) is chosen on the tuning questions, from {', '.join(map(str, USE_WEIGHTS))}."
+            f" The USE list's weight (b) is given (`--use-weight {args.use_weight:g}`)."
+            if args.use_weight is not None
+            else f" The USE list's weight (b) is chosen on tuning, from {', '.join(map(str, second_model.WEIGHTS))}."
             if "use" in args.options
             else ""
         )
@@ -489,6 +489,7 @@ def command_line(args: argparse.Namespace) -> str:
         parts.append(f"--title-weight {args.title_weight:g}")
     parts += [f"--chunks {spec}" for spec in args.chunks]
     parts += [f"--options {o}" for o in args.options if args.options != ["headings"]]
+    parts += [f"--use-weight {args.use_weight:g}"] if args.use_weight is not None else []
     if args.write:
         parts += [f"--section '{args.section}'", f"--write {args.write}"]
     return " ".join(parts)

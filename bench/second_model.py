@@ -33,6 +33,9 @@ from bench.harness import progress
 from bench.retrieval import DEPTH, Corpus, Question
 
 Lists = dict[str, list[tuple[uuid.UUID, float]]]
+WEIGHTS = (0.25, 0.5, 1.0)
+"""The USE list's RRF weights tried on the tuning questions: a whole vector route, so only weights
+that let it count (the heading lists' smaller ones change nothing or little)."""
 BATCH = 16
 THREADS = 1
 """As the duplicate check runs it (daemon/providers/titles.py): one BLAS thread, measured faster
