@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import anyio
 import anyio.lowlevel
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
@@ -36,9 +37,10 @@ class HandleClosed(RuntimeError):
     """A closed handle (or cell) was used: a lease was not held, or was held too long."""
 
 
-@dataclass(frozen=True, slots=True)
-class Hit:
-    """One record found by the vector route: its best chunk's surrogate and score."""
+class Hit(msgspec.Struct, frozen=True):
+    """One record found by the vector route: its best chunk's surrogate and score. A frozen
+    msgspec struct: made 20-60 times a search, it builds ten times faster than a frozen
+    dataclass (0.1 against 1 us)."""
 
     record_id: uuid.UUID
     revision: int

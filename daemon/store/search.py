@@ -15,6 +15,7 @@ from typing import Any
 
 import anyio
 import asyncpg
+import msgspec
 from anyio.abc import TaskStatus
 
 from actors.kernel.batching import WriteBehind
@@ -26,8 +27,10 @@ from daemon.store.db import FLUSH_WAIT_S, STORE_DOWN_ERRORS
 TS_CONFIG = "english"
 
 
-@dataclass(frozen=True)
-class Candidate:
+class Candidate(msgspec.Struct, frozen=True):
+    """One record a route found. A frozen msgspec struct: a recall makes 50-90 of them, and one
+    builds ten times faster than a frozen dataclass (0.1 against 1 us)."""
+
     id: uuid.UUID
     revision: int
     score: float
