@@ -131,6 +131,7 @@ def bare_floor(work: Path, body: bytes, queries: list[str]) -> None:
         server.terminate()
         server.wait(timeout=30)
         socket.unlink(missing_ok=True)
+        canned.unlink(missing_ok=True)
 
 
 def main() -> int:
