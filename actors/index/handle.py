@@ -25,7 +25,7 @@ import numpy.typing as npt
 
 from actors.embedding.validation import NORM_TOLERANCE, ZERO_NORM
 from actors.index.generation import Generation
-from actors.index.idmap import IdMap, RecordIds, record_uuid
+from actors.index.idmap import IdMap, RecordIds
 from actors.index.vectors import SurrogateSet, Vectors, VectorSet, new_flat_index
 from actors.kernel.ports import VectorSpace
 
@@ -398,11 +398,11 @@ def _search(
                     key = (record, revision)
                     verdict = verdicts.get(key)
                     if verdict is None:
-                        verdict = verdicts[key] = bool(accept(record_uuid(record), revision))
+                        verdict = verdicts[key] = bool(accept(uuid.UUID(bytes=record), revision))
                     if not verdict:
                         continue
                 taken.add(record)
-                hits.append(Hit(record_uuid(record), revision, surrogate, score))
+                hits.append(Hit(uuid.UUID(bytes=record), revision, surrogate, score))
                 if len(hits) == k_records:
                     return hits
         if exhausted:

@@ -21,23 +21,6 @@ RecordIds = npt.NDArray[np.uint8]
 _ID_MAP_ARRAYS = frozenset({"surrogate", "record_id", "revision", "namespace_code", "namespaces"})
 
 
-_new_object = object.__new__
-_set_slot = object.__setattr__
-_UNKNOWN = uuid.SafeUUID.unknown
-
-
-def record_uuid(raw: bytes) -> uuid.UUID:
-    """The record id held in `raw` (16 bytes, big-endian, as the id map stores it): equal to
-    `uuid.UUID(bytes=raw)`, built without its argument checks (0.6 against 2.3 us). A search
-    makes one per record it returns, on the event loop (issue 24); `raw` always comes from an
-    id map row, whose length the map's dtype fixes. tests/pure/test_record_uuid.py holds it equal
-    to the checked constructor, so a Python that changes `uuid.UUID`'s slots fails there."""
-    record = _new_object(uuid.UUID)
-    _set_slot(record, "int", int.from_bytes(raw, "big"))
-    _set_slot(record, "is_safe", _UNKNOWN)
-    return record
-
-
 def record_id_rows(record_ids: Sequence[uuid.UUID]) -> RecordIds:
     return np.frombuffer(b"".join(r.bytes for r in record_ids), dtype=np.uint8).reshape(-1, 16)
 
