@@ -293,8 +293,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.options = args.options or ["headings"]
     questions = load_questions(args.questions)
     tuning = [q for q in questions if not q.held_out]
-    if not tuning and args.title_weight is None:
-        raise SystemExit("no tuning questions in this set: give --title-weight (the one chosen on pgdocs)")
+    if not tuning and None in [{"headings": args.title_weight, "use": args.use_weight}[o] for o in args.options]:
+        raise SystemExit("no tuning questions in this set: give --title-weight/--use-weight (chosen on pgdocs)")
 
     variants = []
     for spec in args.chunks:
@@ -420,7 +420,7 @@ async def measure(
         fast = percentile(times, 95) < 2 * base_p95
         shown = f"{option.weight:g}" if option.lists is not None else "–"
         verdicts.append(
-            f"| {option.label} | {shown} | {'yes' if won else 'no'} | "
+            f"| {option.label} | {shown} | {'yes' if won else 'no'} ({tuning_cells(answers, test)}) | "
             f"{percentile(times, 95):.1f} ({'under' if fast else 'over'} 2 × {base_p95:.1f}) | "
             f"{'**default**' if won and fast else 'kept off'} |"
         )
@@ -430,7 +430,7 @@ async def measure(
         won = wins(run.answers, daemon_answers, test)
         fast = percentile(run.latency_ms, 95) < 2 * base_p95
         verdicts.append(
-            f"| {label} | – | {'yes' if won else 'no'} | "
+            f"| {label} | – | {'yes' if won else 'no'} ({tuning_cells(run.answers, test)}) | "
             f"{percentile(run.latency_ms, 95):.1f} ({'under' if fast else 'over'} 2 × {base_p95:.1f}) | "
             f"{'**default**' if won and fast else 'kept off'} |"
         )
@@ -473,10 +473,10 @@ async def measure(
             if tuning
             else []
         ),
-        f"Verdict on the {len(test)} held-out questions (a win: at least as many hits and at least the MRR@10"
-        " on each kind, a higher MRR@10 on at least one; the default only if p95 also stays under twice today's):",
+        f"Verdict on the {len(test)} held-out questions, per kind (today: {tuning_cells(today, test)}; a win: at least"
+        " as many hits and the MRR@10 on each kind, a higher MRR@10 on one; the default only if p95 stays under 2×):",
         "",
-        "| option | weight | wins | p95 ms | verdict |",
+        "| option | weight | wins (held-out: natural; identifier) | p95 ms | verdict |",
         "|---|---:|---|---|---|",
         *verdicts,
     ]
