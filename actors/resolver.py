@@ -78,8 +78,8 @@ class CircuitOpen(Exception):
 
 
 class ResolverStopped(Exception):
-    """The resolver stopped (a restart after a crash, a shutdown) while it held a forced dispute;
-    the dispute is released at the next tick and may be forced again."""
+    """The resolver stopped (a restart after a crash, a shutdown) after taking a forced dispute
+    and before answering; a dispute it had claimed by then is released at its next tick."""
 
 
 class _Tick(Enum):
@@ -123,7 +123,10 @@ class Resolver:
         try:
             return await self._requests.call(dispute_id)
         except ActorUnavailable as exc:
-            raise ResolverStopped("the resolver stopped before answering; force the dispute again") from exc
+            raise ResolverStopped(
+                "the resolver stopped before answering; force the dispute again "
+                "(if it had been claimed, the resolver's next tick releases it first)"
+            ) from exc
 
     def state(self) -> str:
         """`ok` or `circuit_open` (for /readyz)."""
