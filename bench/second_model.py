@@ -85,15 +85,22 @@ def chunk_vectors(model: Any, corpus: Corpus, titles: Sequence[str], cache: Path
 
 
 def best_per_page(corpus: Corpus, scores: np.ndarray) -> list[tuple[uuid.UUID, float]]:
-    """Pages by their best chunk's score, DEPTH deep; ties by record id, as faiss_run breaks them."""
+    """Pages by their best chunk's score, DEPTH deep; ties by record id, as faiss_run breaks them.
+
+    The walk goes on past the DEPTH-th page while chunks score the same as it: pages tied at the
+    cut are all sorted by record id before it, so which of them stays does not hang on chunk order."""
     order = np.argsort(-scores, kind="stable")
     best: dict[int, float] = {}
+    cut: float | None = None
     for row in order:
-        best.setdefault(int(corpus.chunk_record[row]), float(scores[row]))
-        if len(best) >= DEPTH:
+        score = float(scores[row])
+        if cut is not None and score < cut:
             break
+        best.setdefault(int(corpus.chunk_record[row]), score)
+        if cut is None and len(best) >= DEPTH:
+            cut = score
     ranked = sorted(best.items(), key=lambda item: (-item[1], str(corpus.record_ids[item[0]])))
-    return [(corpus.record_ids[r], s) for r, s in ranked]
+    return [(corpus.record_ids[r], s) for r, s in ranked[:DEPTH]]
 
 
 def use_routes(

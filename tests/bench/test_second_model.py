@@ -48,3 +48,14 @@ def test_a_route_stops_at_the_depth_the_fusion_reads() -> None:
     pages = [uuid.UUID(int=i) for i in range(1, second_model.DEPTH + 20)]
     ranked = second_model.best_per_page(corpus_of(pages), np.linspace(1, 0, len(pages), dtype=np.float32))
     assert [rid for rid, _ in ranked] == pages[: second_model.DEPTH]
+
+
+def test_pages_tied_at_the_depth_are_cut_by_record_id_not_chunk_order() -> None:
+    depth = second_model.DEPTH
+    above = [uuid.UUID(int=i) for i in range(10, 10 + depth - 1)]
+    # two pages tie for the last place; the one with the higher id comes first in the matrix
+    low, high = uuid.UUID(int=1), uuid.UUID(int=2)
+    chunk_pages = [*above, high, low]
+    scores = np.array([*np.linspace(1, 0.5, depth - 1), 0.25, 0.25], dtype=np.float32)
+    ranked = second_model.best_per_page(corpus_of(chunk_pages), scores)
+    assert [rid for rid, _ in ranked] == [*above, low]
