@@ -422,7 +422,7 @@ async def measure(
         verdicts.append(
             f"| {option.label} | {shown} | {'yes' if won else 'no'} ({tuning_cells(answers, test)}) | "
             f"{percentile(times, 95):.1f} ({'under' if fast else 'over'} 2 × {base_p95:.1f}) | "
-            f"{'**default**' if won and fast else 'kept off'} |"
+            f"{'wins on this set' if won and fast else 'kept off'} |"
         )
 
     for label, run in variants:
@@ -432,7 +432,7 @@ async def measure(
         verdicts.append(
             f"| {label} | – | {'yes' if won else 'no'} ({tuning_cells(run.answers, test)}) | "
             f"{percentile(run.latency_ms, 95):.1f} ({'under' if fast else 'over'} 2 × {base_p95:.1f}) | "
-            f"{'**default**' if won and fast else 'kept off'} |"
+            f"{'wins on this set' if won and fast else 'kept off'} |"
         )
 
     headings = "headings" in args.options
@@ -474,9 +474,10 @@ async def measure(
             else []
         ),
         f"Verdict on the {len(test)} held-out questions, per kind (today: {tuning_cells(today, test)}; a win: at least"
-        " as many hits and the MRR@10 on each kind, a higher MRR@10 on one; the default only if p95 stays under 2×):",
+        " as many hits and the MRR@10 on each kind, a higher MRR@10 on one. This set alone: the default needs a win"
+        " on every set measured, p95 under 2×, so a loss here keeps an option off and a win here decides nothing):",
         "",
-        "| option | weight | wins (held-out: natural; identifier) | p95 ms | verdict |",
+        "| option | weight | wins (held-out: natural; identifier) | p95 ms | verdict on this set |",
         "|---|---:|---|---|---|",
         *verdicts,
     ]
