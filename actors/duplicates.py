@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import re
-import unicodedata
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from actors.records import normalise_title
-from actors.title_language import across_languages
+from actors.title_language import ROMANCE_PARTICLES, across_languages, folded_words
 
 SCORE_DIGITS = 6
 """Scores are reported, and compared with the threshold, rounded to this many decimals: the
@@ -75,20 +74,20 @@ class Contrast:
     (`[duplicates] cross_language_penalties`, docs/DUPLICATES.md); 0 turns the stage off."""
 
 
-# Function words of English, Portuguese and Spanish: what two titles share in these says nothing
-# about their frame ("the", "de", "para").
-STOPWORDS = frozenset(
+ENGLISH_STOPWORDS = frozenset(
     """a an the to of for in on at by with and or is are be can should must my our their as via from
-    into i we you it this that per not no do does de da das dos o os as um uma e em na nas nos no
-    para por com ao aos pelo pela que se el la los las un una y en con del al mi mis su sus lo le es""".split()
+    into i we you it this that per not no do does""".split()
 )
+
+# Function words of English, Portuguese and Spanish: what two titles share in these says nothing
+# about their frame ("the", "de", "para"). The Portuguese and Spanish ones are the language
+# rule's particles (actors/title_language.py), one list for both.
+STOPWORDS = ENGLISH_STOPWORDS | ROMANCE_PARTICLES
 
 
 def content_words(title: str) -> frozenset[str]:
     """A title's words, case and accents folded, function words left out."""
-    folded = unicodedata.normalize("NFKD", title.casefold())
-    bare = "".join(ch for ch in folded if not unicodedata.combining(ch))
-    return frozenset(w for w in re.sub(r"[\W_]+", " ", bare).split() if w not in STOPWORDS)
+    return frozenset(w for w in folded_words(title) if w not in STOPWORDS)
 
 
 # Digit groups of a normalised title; "1,000" and "1.000" normalise to "1 000", joined again
