@@ -45,7 +45,7 @@ from actors.index.generation import Generation
 from actors.index.handle import Handle, HandleCell, Hit
 from actors.index.idmap import record_id_rows
 from actors.index.manifest import GenerationCorrupt, IndexReason
-from actors.index.placement import SearchPlacement, placed
+from actors.index.placement import SearchPlacement, ordinary_search, placed, scored_exactly
 from actors.index.settings import IndexSettings
 from actors.index.titles import TitleBacklog, TitleCatchUp
 from actors.kernel.mailbox import Mailbox
@@ -260,14 +260,14 @@ class IndexManager:
         accept: Callable[[uuid.UUID, int], bool] | None = None,
         within: Sequence[uuid.UUID] | None = None,
     ) -> tuple[list[Hit], str | None]:
-        """Search the current handle under a lease, in a worker thread unless its searches are cheap
-        (`actors/index/placement.py`). Returns (hits, generation id). `within`: only these records,
-        scored exactly (`Handle.search`)."""
+        """Search the current handle under a lease, on the loop or in a thread (`index/placement.py`).
+        Returns (hits, generation id). `within`: only these records, scored exactly (`Handle.search`)."""
         rows = record_id_rows(within) if within is not None else None
         async with self.cell.lease() as handle:
             if handle is None or handle.count == 0:
                 reason, message = self._problem or NOTHING_INDEXED
                 raise IndexUnavailable(reason, message)
+            exact = rows is not None or scored_exactly((handle.base, *handle.deltas), namespace, k_records)
             hits = await placed(
                 self._placement,
                 handle,
@@ -279,9 +279,9 @@ class IndexManager:
                     within=rows,
                     ef_search=self.settings.hnsw_ef_search,
                 ),
+                ordinary=ordinary_search(exact=exact, k_records=k_records),
             )
-            base = handle.base.manifest.generation_id if handle.base is not None else None
-            return hits, base
+            return hits, handle.base.manifest.generation_id if handle.base is not None else None
 
     def request_rebuild(self) -> BuildStatus:
         status = self._builds.request()

@@ -162,8 +162,8 @@ class RecallService:
 
     It never writes records, never raises an HTTP error (the control layer maps
     `NothingAnswered` to a 503), and never blocks the loop on a costly search (the vector route
-    searches in a worker thread unless the handle's searches cost at most 2 ms of CPU:
-    `actors/index/placement.py`).
+    searches in a worker thread unless it is an unfiltered FAISS top-k search of an ordinary k
+    and the handle's such searches held the loop at most 2 ms: `actors/index/placement.py`).
     """
 
     def __init__(

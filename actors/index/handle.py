@@ -305,7 +305,8 @@ class Handle:
         `within` limits the search to those records (ids the handle does not hold are ignored),
         scored exactly. `ef_search`: the HNSW beam (`VectorSet.search`).
 
-        Synchronous and CPU-bound: call it in a worker thread, under a lease. Raises
+        Synchronous, under a lease; it holds its thread for the whole search, so the event loop
+        calls it itself only for a search `actors/index/placement.py` deems cheap. Raises
         `HandleClosed` after `close()`.
         """
         if k_records < 1:
@@ -434,8 +435,9 @@ class HandleCell:
         """Pin the current handle (None if there is none yet) until the block ends.
 
         The pinned handle stays open until the block ends, by error or cancellation included.
-        Run searches in worker threads that cannot be abandoned (`anyio.to_thread.run_sync`
-        without `abandon_on_cancel`), so that the block outlives them. Raises `HandleClosed`
+        Run searches on the loop itself or in worker threads that cannot be abandoned
+        (`anyio.to_thread.run_sync` without `abandon_on_cancel`), so that the block outlives
+        them (`actors/index/placement.py`). Raises `HandleClosed`
         after `close()`.
         """
         await anyio.lowlevel.checkpoint()

@@ -197,6 +197,13 @@ class VectorSet:
             return 2 * k_records
         return math.ceil(2 * k_records * self._ns_chunks_per_record.get(namespace, 1.0))
 
+    def scored_exactly(self, namespace: str, k: int) -> bool:
+        """Whether an unfiltered search of `namespace` for `k` vectors scores its vectors one by
+        one (`_exact`) rather than through FAISS's own search: an HNSW namespace of at most
+        `EXACT_NAMESPACE_MAX` vectors, or `k` reaching every one of them."""
+        members = self.namespace_count(namespace)
+        return self._family == "hnsw" and members > 0 and (k >= members or members <= EXACT_NAMESPACE_MAX)
+
     def rows_of(self, surrogates: Surrogates) -> npt.NDArray[np.intp]:
         """Id-map rows of `surrogates`; -1 where a surrogate is not in this set."""
         keys = self._id_map.surrogate
@@ -248,7 +255,7 @@ class VectorSet:
             chosen = rows[self._id_map.namespace_code[rows] == self._ns_code[namespace]]
             return self._exact(query, min(k, len(chosen)), chosen, exclude)
         k_eff = min(k, len(members))
-        if self._family == "hnsw" and (k_eff >= len(members) or len(members) <= EXACT_NAMESPACE_MAX):
+        if self.scored_exactly(namespace, k):
             return self._exact(query, k_eff, members, exclude)
         in_namespace, not_excluded = self._ns_selector[namespace], self._excluding(exclude)
         selector: faiss.IDSelector | None = in_namespace or not_excluded

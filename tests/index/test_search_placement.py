@@ -1,6 +1,7 @@
 """The index manager runs a cheap search on the event loop (issue 24): the first search of a
 handle goes to a worker thread, later ones of a cheap handle run in the loop's own thread, and
-either way a search answers the same and never returns a forgotten record. Which thread ran a
+either way a search answers the same and never returns a forgotten record; a filtered or large
+search always goes to a thread; a search on the loop is measured by wall time. Which thread ran a
 search is what `accept` (called from the searching thread) sees."""
 
 from __future__ import annotations
@@ -10,8 +11,21 @@ import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from actors.index.generation import build_generation, load_generation, manifest_sha256
+from actors.index.handle import Handle
+from actors.index.manifest import Expected
+from actors.index.placement import (
+    INLINE_MAX_K_RECORDS,
+    INLINE_MAX_S,
+    SearchPlacement,
+    placed,
+    scored_exactly,
+)
+from actors.index.vectors import EXACT_NAMESPACE_MAX
+from tests.index.common import id_map_for, space, unit_vectors
 from tests.index.test_index_manager import Cluster, rendered, until, vector_of
 
 pytestmark = [pytest.mark.anyio, pytest.mark.anyio_backends("trio")]
@@ -72,3 +86,103 @@ async def on_the_loop_within(
     for _ in range(3):
         again, threads = await search()
         assert (again, threads) == (answer, {loop_thread})
+
+
+async def test_a_filtered_or_large_search_never_runs_on_the_loop(cluster: Cluster) -> None:
+    """Once a handle's ordinary searches run on the loop, a search `within` records (an exact
+    scan) or for more than `INLINE_MAX_K_RECORDS` records still runs in a worker thread: its cost
+    is not what the ordinary ones measured."""
+    ids = [await cluster.records.create("ns", f"Record {i}", f"body {i}") for i in range(20)]
+    async with cluster.daemon() as manager:
+        await until(lambda: manager.pending == 0 and manager.cell.current() is not None, "caught up")
+        loop_thread = threading.get_ident()
+        query = vector_of(rendered("Record 3", "body 3"))
+
+        async def search(k_records: int = 5, within: list[uuid.UUID] | None = None) -> tuple[list[uuid.UUID], set[int]]:
+            threads: set[int] = set()
+
+            def accept(record_id: uuid.UUID, revision: int) -> bool:
+                threads.add(threading.get_ident())
+                return True
+
+            hits, _ = await manager.search(query, namespace="ns", k_records=k_records, accept=accept, within=within)
+            return [h.record_id for h in hits], threads
+
+        async def until_on_the_loop() -> None:
+            for _ in range(40):
+                if (await search())[1] == {loop_thread}:
+                    return
+            raise AssertionError("a cheap handle is never searched on the loop")
+
+        for _ in range(3):
+            # each right after an ordinary search ran on the loop: the handle reads cheap
+            await until_on_the_loop()
+            filtered, threads = await search(within=ids[:10])
+            assert filtered[0] == ids[3] and set(filtered) <= set(ids[:10])
+            assert loop_thread not in threads, "a filtered search runs in a worker thread"
+            await until_on_the_loop()
+            large, threads = await search(k_records=INLINE_MAX_K_RECORDS + 1)
+            assert large[0] == ids[3] and len(large) == 20
+            assert loop_thread not in threads, "a search for more records runs in a worker thread"
+
+
+async def test_a_search_on_the_loop_is_measured_by_how_long_it_held_the_loop() -> None:
+    """A search on the loop that waits without using CPU (a page fault's disk read, the GIL taken
+    back) still held the loop: its cost is the wall time."""
+    placement, handle = SearchPlacement(), object()
+    placement.observe(handle, 0.0)
+    loop_thread = threading.get_ident()
+    held_s = 10 * INLINE_MAX_S
+
+    def waiting_search() -> int:
+        threading.Event().wait(held_s)  # holds the thread without CPU, as a disk wait does
+        return threading.get_ident()
+
+    assert await placed(placement, handle, waiting_search, ordinary=True) == loop_thread
+    assert placement.estimate_s is not None and placement.estimate_s >= held_s
+    assert not placement.inline(handle), "a search that held the loop sends the next ones to threads"
+
+
+async def test_a_search_that_is_not_ordinary_runs_in_a_thread_and_is_not_counted() -> None:
+    placement, handle = SearchPlacement(), object()
+    placement.observe(handle, 0.0)
+    loop_thread = threading.get_ident()
+    assert await placed(placement, handle, threading.get_ident, ordinary=False) != loop_thread
+    assert placement.estimate_s == 0.0 and placement.inline(handle)
+
+
+@pytest.mark.parametrize(
+    ("factory", "namespace", "k_records", "exact"),
+    [
+        ("HNSW8", "small", 5, True),  # at most EXACT_NAMESPACE_MAX vectors: scored one by one
+        ("HNSW8", "big", 5, False),  # a graph walk
+        ("HNSW8", "big", INLINE_MAX_K_RECORDS, False),
+        ("HNSW8", "big", EXACT_NAMESPACE_MAX, True),  # asks for every vector: scored one by one
+        ("Flat", "small", 5, False),  # FAISS's own scan
+        ("Flat", "big", 5, False),
+        ("HNSW8", "absent", 5, False),
+    ],
+)
+def test_which_searches_score_a_namespace_exactly(
+    tmp_path: Path, factory: str, namespace: str, k_records: int, exact: bool
+) -> None:
+    """On real generations: a search of a small HNSW namespace is scored exactly, so it is never
+    an ordinary search, whatever its handle's searches measured."""
+    sizes = {"small": 50, "big": EXACT_NAMESPACE_MAX + 50}
+    names = [name for name, n in sizes.items() for _ in range(n)]
+    vectors = unit_vectors(np.random.default_rng(39), len(names), 16)
+    surrogates = np.arange(1, len(names) + 1, dtype=np.int64)
+    manifest = build_generation(
+        tmp_path,
+        generation_id="g",
+        space=space(16),
+        space_id=space(16).key,
+        vectors=vectors,
+        id_map=id_map_for(surrogates, namespaces=names),
+        source_watermark=len(names),
+        tombstone_watermark=0,
+        factory=factory,
+    )
+    generation = load_generation(tmp_path, Expected.from_manifest(manifest, manifest_sha256(tmp_path / "g")))
+    handle = Handle.of(generation)
+    assert scored_exactly((handle.base, *handle.deltas), namespace, k_records) is exact
