@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from actors.duplicates import title_text
+from actors.title_language import english
 from tests.support import ROOT
 
 PAIRS = ROOT / "tests" / "fixtures" / "duplicates" / "pairs.json"
@@ -185,3 +187,20 @@ def test_docs_record_the_fresh_figures() -> None:
             label = "fresh" if group == "all" else f"fresh, {FRESH_GROUPS[group]}"
             row = f"| {model} | {label} | {caught} of {duplicates} | {false_alarms} of {distinct} |"
             assert row in text, f"docs/DUPLICATES.md lacks the row {row!r}"
+
+
+def test_docs_name_every_title_the_language_rule_misreads() -> None:
+    """docs/DUPLICATES.md names each calibration and fresh title whose language the rule reads
+    wrong (by the pairs' labels, "pt-en": the first title Portuguese, the second English)."""
+    text = " ".join(DOC.read_text().split())
+    misread = []
+    for path in (PAIRS, FRESH):
+        for p in json.loads(path.read_text())["pairs"]:
+            langs = p["langs"].split("-")
+            first, second = langs[0], langs[-1]
+            for title, lang in ((p["a"], first), (p["b"], second)):
+                if english(title_text(title)) != (lang == "en"):
+                    misread.append(title)
+    assert misread  # the docs say the rule errs; if it no longer does, say that there
+    for title in misread:
+        assert f'"{title}"' in text, f"docs/DUPLICATES.md does not name the misread {title!r}"
