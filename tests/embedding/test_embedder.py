@@ -187,9 +187,8 @@ async def test_concurrent_callers_are_merged_into_one_provider_call(
     assert stats.batch_texts_max == 10 and stats.calls_total == 1
 
 
-async def test_a_lone_request_does_not_wait_for_company(harness: Harness, backend: str) -> None:
-    if backend == "trio":
-        pytest.skip("the mock clock jumps over any wait; this measures real time")
+@pytest.mark.anyio_backends("asyncio")  # it measures real time, which trio's mock clock would jump over
+async def test_a_lone_request_does_not_wait_for_company(harness: Harness) -> None:
     async with harness(max_wait_s=3.0) as embedder:
         started = time.perf_counter()
         result = await embedder.embed(["just me"], purpose="query", namespace="ns1")
