@@ -108,11 +108,14 @@ def numbers_differ(a: str, b: str) -> bool:
     return bool(numbers_a) and bool(numbers_b) and not numbers_a & numbers_b
 
 
-def contrasted(a: str, b: str, contrast: Contrast) -> bool:
+def contrasted(a: str, b: str, contrast: Contrast, *, frame: bool = True) -> bool:
     """Whether the pair shares its frame and differs in a small slot, or (with
-    `contrast.numbers`) names different numbers (see `Contrast`)."""
+    `contrast.numbers`) names different numbers (see `Contrast`). `frame` false: the numbers
+    alone (titles in two languages share no frame words worth comparing)."""
     if contrast.numbers and numbers_differ(a, b):
         return True
+    if not frame:
+        return False
     words_a, words_b = content_words(a), content_words(b)
     shared = len(words_a & words_b)
     slot = max(len(words_a - words_b), len(words_b - words_a))
@@ -122,12 +125,11 @@ def contrasted(a: str, b: str, contrast: Contrast) -> bool:
 def staged(cosine: float, a: str, b: str, contrast: Contrast) -> float:
     """A pair's score after the stages: its cosine, less the cross-language penalty where the
     titles are in different languages, less the contrast penalty where it applies."""
-    if contrast.cross_language and across_languages(a, b):
-        numbered = contrast.penalty and contrast.numbers and numbers_differ(a, b)
-        return cosine - contrast.cross_language - (contrast.penalty if numbered else 0.0)
-    if contrast.penalty and contrasted(a, b, contrast):
-        return cosine - contrast.penalty
-    return cosine
+    across = bool(contrast.cross_language) and across_languages(a, b)
+    score = cosine - contrast.cross_language if across else cosine
+    if contrast.penalty and contrasted(a, b, contrast, frame=not across):
+        score -= contrast.penalty
+    return score
 
 
 def most_similar(
