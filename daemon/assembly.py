@@ -41,8 +41,6 @@ from daemon.metrics import Metrics
 from daemon.notifications import listen
 from daemon.providers import make_provider
 from daemon.providers.early import EarlyModels
-from daemon.providers.in_process import InProcessModel
-from daemon.providers.titles import TitleModelProvider, uses_title_model
 from daemon.recall import RecallService, vector_search
 from daemon.store.embedded import EmbeddedPostgres, keep_running
 from daemon.store.evals import EvalStore
@@ -75,25 +73,21 @@ def assemble(
     metrics: Metrics,
     notifier: Notifier,
     listeners: list[Listener],
-    early: EarlyModels | None = None,
+    early: EarlyModels,
 ) -> Daemon:
     """Wire adapters into actors and actors into the supervision tree (start order = list order).
 
     `early`: the in-process models `serve` set loading before it opened the store."""
     supervisor: Supervisor  # bound last; the closures below read it only when called, after that
     usage = UsageStore(pool)
-    early = early or EarlyModels()
     provider = early.recall or make_provider(config.embedding, http)
     embedder = None
     index = None
-    # The duplicate check's own title model (`[duplicates] model`), behind an embedder of its own.
+    # The duplicate check's own title model (`[duplicates] model`), behind an embedder of its own;
+    # `load_early` made it exactly when the configuration runs it.
     title_embedder = None
-    if uses_title_model(config.duplicates.model, config.embedding.provider):
-        title_model = early.title or TitleModelProvider()
-        title_model.start_loading()  # beside the recall model's load, not before it (the start's longest step)
-        title_embedder = Embedder(title_model, usage=usage, settings=EmbedderSettings.from_config(config.embedding))
-    if isinstance(provider, InProcessModel):
-        provider.start_loading()
+    if early.title is not None:
+        title_embedder = Embedder(early.title, usage=usage, settings=EmbedderSettings.from_config(config.embedding))
     if provider is not None:
         embedder = Embedder(
             provider,
