@@ -75,11 +75,7 @@ def test_template_change_then_model_change_over_1000_records(make_daemon: Any, f
         }
         for i in range(RECORDS)
     ]
-    ids = []
-    for start in range(0, RECORDS, 500):  # batches: the writes only set up the switches below
-        status, written = daemon.call("POST", "/v1/records:batch", {"records": records[start : start + 500]})
-        assert status == 200 and all(item["status"] == 201 for item in written["results"]), written
-        ids += [item["id"] for item in written["results"]]
+    ids = daemon.create_all(records)  # batches: the writes only set up the switches below
     first = wait_for_generation(daemon, lambda c: c["count"] >= RECORDS, timeout=WAIT_S)["current"]
     assert first["space"]["template_version"] == 1 and first["space"]["dimension"] == 384
     sample = ids[:: RECORDS // 40]
