@@ -41,7 +41,8 @@ from daemon.metrics import Metrics
 from daemon.notifications import listen
 from daemon.providers import make_provider
 from daemon.providers.early import EarlyModels
-from daemon.recall import RecallService, vector_search
+from daemon.providers.in_process import InProcessModel
+from daemon.recall import RecallService
 from daemon.store.embedded import EmbeddedPostgres, keep_running
 from daemon.store.evals import EvalStore
 from daemon.store.records import RecordRepository
@@ -50,6 +51,7 @@ from daemon.store.titles import PgTitleStore
 from daemon.store.usage import UsageStore
 from daemon.store.vectors import PgBuilderLock, PgVectorStore, new_generation_id
 from daemon.systemd import Notifier
+from daemon.vector_route import vector_search
 
 log = logging.getLogger("recalld")
 
@@ -133,6 +135,7 @@ def assemble(
             metrics,
             searches,
             vector_search(embedder, index, query_vectors) if embedder and index else None,
+            embedded_in_process=isinstance(provider, InProcessModel),
         ),
         alive=lambda: supervisor.alive,
         capabilities=lambda: _capabilities(health, embedder, index, duplicates, canonical),

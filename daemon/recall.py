@@ -3,8 +3,10 @@
 This module performs the recall's I/O (the routes' queries and searches, rehydration, the
 telemetry row and metrics); every decision it applies (caps, the loose full-text step, the
 vector floor, fusion, the over-fetch, which routes are degraded and why, whether there is an
-answer at all) is made by the pure policy in `actors/recall_policy.py`. It stays one module
-(over 400 lines) because the routes, rehydration and the over-fetch share one request's `_Run`.
+answer at all, whether full text waits for the query's embedding) is made by the pure policy
+in `actors/recall_policy.py`; the vector route itself is `daemon/vector_route.py`. It stays one
+module (over 400 lines) because the routes, rehydration and the over-fetch share one request's
+`_Run`.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import functools
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,12 +23,10 @@ import anyio
 import asyncpg
 import msgspec
 
-from actors.embedder import Embedder
-from actors.embedding.errors import EmbeddingError, Reason
-from actors.embedding.query_cache import QueryVectorCache
+from actors.embedding.errors import Reason
 from actors.fusion import RRF_NAME, RRF_VERSION, WEIGHTED_NAME, WEIGHTED_VERSION, Fused, settle_ties, tie_end
-from actors.index_manager import IndexManager, IndexUnavailable
 from actors.recall_policy import (
+    EMBEDDING_YIELD_S,
     FTS,
     OVERFETCH_FACTOR,
     VECTOR,
@@ -36,6 +36,7 @@ from actors.recall_policy import (
     RecallPolicy,
     above_floor,
     filled,
+    fts_waits_for_embedding,
     loose_after,
     loose_up_front,
     nothing_answered,
@@ -54,40 +55,17 @@ from daemon.control.wire import (
     RecallResponse,
     Route,
 )
-from daemon.indexing_status import IndexingStatus
 from daemon.metrics import Metrics
 from daemon.store import db, search
 from daemon.store.db import STORE_DOWN_ERRORS
 from daemon.store.search import Candidate, Filters
+from daemon.vector_route import RouteDown, VectorSearch
 
 log = logging.getLogger("recalld.recall")
 
 DEFAULT_ROUTES: tuple[Route, ...] = ("fts", "vector")
 # What every answer's `timings_ms` reports, in ms; 0 for a stage that did not run.
 STAGES = ("embed", "vector", "fts", "structured", "rehydrate", "fusion", "total")
-
-
-class RouteDown(Exception):
-    """A route cannot answer now; `reason` is a stable code."""
-
-    def __init__(self, reason: str, message: str = "") -> None:
-        super().__init__(message or reason)
-        self.reason = reason
-        self.message = message
-
-
-@dataclass
-class VectorAnswer:
-    candidates: list[Candidate]
-    embed_ms: float
-    generation: str | None
-    pending: int = 0
-    """Records of the namespace not searchable yet: the answer is partial when above 0."""
-
-
-# The vector route: (filters, query, candidate cap, deadline as anyio time, the only records to
-# search or None for all) -> answer, or RouteDown.
-VectorSearch = Callable[[Filters, str, int, float, list[uuid.UUID] | None], Awaitable[VectorAnswer]]
 
 
 @dataclass
@@ -109,6 +87,13 @@ class _Run:
     generation: str | None = None
     partial: set[str] = field(default_factory=set)
     """Routes that answered from part of the namespace (the vector route while it is indexed)."""
+    vector_ready: anyio.Event | None = None
+    """Set once the vector route has its query vector or has failed; full text waits for it when
+    `fts_waits_for_embedding` says so (None: it does not wait)."""
+
+    def vector_known(self) -> None:
+        if self.vector_ready is not None:
+            self.vector_ready.set()
 
     def down(self, degraded: Degradation) -> None:
         """Name a route degraded; its first reason stands."""
@@ -143,7 +128,8 @@ def recall_policy(config: RecallConfig) -> RecallPolicy:
 
 
 class RecallService:
-    """Answers a `RecallRequest` from the requested routes, run concurrently.
+    """Answers a `RecallRequest` from the requested routes, run concurrently (full text starting
+    once the query vector is ready when the model runs in this process, `fts_waits_for_embedding`).
 
     Guarantees:
     - Every result is re-read from PostgreSQL when the answer is made: a record forgotten, moved
@@ -173,6 +159,8 @@ class RecallService:
         metrics: Metrics,
         searches: search.SearchRecorder,
         vector: VectorSearch | None = None,
+        *,
+        embedded_in_process: bool = False,
     ) -> None:
         self._pool = pool
         self._searches = searches
@@ -183,6 +171,9 @@ class RecallService:
         # measurable on the loop (issue 24).
         self._stage_histograms = {stage: metrics.recall_stages.labels(stage=stage) for stage in STAGES}
         self._vector = vector
+        self._fts_waits = vector is not None and fts_waits_for_embedding(
+            config.recall.fts_waits_for_embedding, embedded_in_process=embedded_in_process
+        )
 
     async def _route(
         self, run: _Run, route: Route, filters: Filters, query: str, cap: int, deadline: float, *, loose: bool = True
@@ -191,6 +182,10 @@ class RecallService:
         embed_ms = 0.0
         try:
             if route == FTS:
+                if run.vector_ready is not None:
+                    with anyio.move_on_after(EMBEDDING_YIELD_S):
+                        await run.vector_ready.wait()
+                    started = time.perf_counter()  # the wait is the embedding's time, not full text's
                 async with db.connection(self._pool) as conn:
                     found = await search.full_text(conn, filters, query, cap, loose=loose)
             elif route == "structured":
@@ -199,7 +194,11 @@ class RecallService:
             else:
                 if self._vector is None:
                     raise RouteDown(Reason.NO_PROVIDER, "no embedding provider is configured")
-                answer = await self._vector(filters, query, cap, deadline, await self._within(run, filters, cap))
+                try:
+                    within = await self._within(run, filters, cap)
+                    answer = await self._vector(filters, query, cap, deadline, within, run.vector_known)
+                finally:
+                    run.vector_known()  # failed before its vector: full text waits no longer
                 found, embed_ms, run.generation = answer.candidates, answer.embed_ms, answer.generation
                 indexing = still_indexing(answer.pending)
                 if indexing is not None:
@@ -320,6 +319,8 @@ class RecallService:
         filters = Filters(request.namespace, request.kinds, request.attributes)
         run = _Run(thresholds=self._policy.floors(_by_name(request.thresholds or {})))
         caps = self._policy.caps(k)
+        if self._fts_waits and VECTOR in routes and FTS in routes:
+            run.vector_ready = anyio.Event()
 
         await self._run_routes(run, routes, filters, request.query, caps, deadline)
         for late in unanswered(routes, run.found, deadline_ms):
@@ -447,41 +448,3 @@ class RecallService:
                 "degraded_routes": [{"route": d.route, "reason": d.reason} for d in degraded],
             }
         )
-
-
-def vector_search(
-    embedder: Embedder, index: IndexManager, query_vectors: QueryVectorCache, status: IndexingStatus | None = None
-) -> VectorSearch:
-    """The vector route: embed the query (purpose `query`; a repeated query's vector comes from
-    `query_vectors`), then search the leased handle (only the records `within`, when given).
-    The answer says how many records of the namespace it could not search yet (`status`)."""
-    status = status or IndexingStatus(index)
-
-    async def route(
-        filters: Filters, query: str, cap: int, deadline: float, within: list[uuid.UUID] | None
-    ) -> VectorAnswer:
-        problem = index.problem()
-        if problem is not None:
-            raise RouteDown(*problem)
-        # Counted as the request comes (at most once a second per namespace, see IndexingStatus).
-        pending = await status.pending(filters.namespace)
-        started = time.perf_counter()
-        text = embedder.render_query(query).text
-        space = embedder.space
-        vector = query_vectors.get(space, text) if space is not None else None
-        if vector is None:
-            try:
-                result = await embedder.embed([text], purpose="query", namespace=filters.namespace, deadline=deadline)
-            except EmbeddingError as exc:
-                raise RouteDown(exc.reason.value, exc.message) from None
-            vector = result.vectors[0]
-            query_vectors.put(result.space, text, vector)
-        embed_ms = (time.perf_counter() - started) * 1000
-        try:
-            hits, generation = await index.search(vector, namespace=filters.namespace, k_records=cap, within=within)
-        except IndexUnavailable as exc:
-            raise RouteDown(exc.reason, exc.message) from None
-        candidates = [Candidate(h.record_id, h.revision, h.score, h.surrogate) for h in hits]
-        return VectorAnswer(candidates, embed_ms, generation, pending)
-
-    return route

@@ -1,5 +1,6 @@
-"""The recall policy, table-driven: caps, the loose full-text step, floors, fusion's evidence
-weights, the over-fetch, shortfall reasons and the "nothing answered" verdict."""
+"""The recall policy, table-driven: caps, the loose full-text step, when full text waits for
+the embedding, floors, fusion's evidence weights, the over-fetch, shortfall reasons and the
+"nothing answered" verdict."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from actors.recall_policy import (
     RecallPolicy,
     above_floor,
     filled,
+    fts_waits_for_embedding,
     loose_after,
     loose_up_front,
     nothing_answered,
@@ -123,6 +125,23 @@ def test_the_loose_full_text_step_runs_only_when_its_matches_are_the_answer(
 ) -> None:
     assert loose_up_front(routes) is up_front
     assert loose_after(routes, found) is after
+
+
+@pytest.mark.parametrize(
+    ("setting", "in_process", "waits"),
+    [
+        ("auto", True, True),  # the local model takes every core while it runs
+        ("auto", False, False),  # a remote provider's wait costs this machine nothing
+        ("always", False, True),
+        ("always", True, True),
+        ("never", True, False),
+        ("never", False, False),
+    ],
+)
+def test_full_text_waits_for_the_embedding_when_that_runs_on_our_cores(
+    setting: str, in_process: bool, waits: bool
+) -> None:
+    assert fts_waits_for_embedding(setting, embedded_in_process=in_process) is waits
 
 
 @pytest.mark.parametrize(("pending", "named"), [(0, False), (-1, False), (1, True), (9000, True)])

@@ -4,8 +4,8 @@ OpenAI wire format (`POST /v1/embeddings`) and Ollama's (`POST /api/embed`).
 Daemons under test are separate processes, so this server runs beside the test on a real
 port. Vectors are deterministic per input (a hash-seeded unit vector), so a test knows which
 vector each text gets; `down` makes it answer 503, `delay_s` slow, `refuse` and `corrupt` turn
-down or break the vectors of chosen inputs, and `dimension` can differ from the local model's, to
-exercise a change of vector space.
+down or break the vectors of chosen inputs, `hold` keeps one input waiting until the test lets it
+go, and `dimension` can differ from the local model's, to exercise a change of vector space.
 """
 
 from __future__ import annotations
@@ -40,6 +40,11 @@ class FakeOpenAI:
         self.corrupt: str | None = None
         """An input containing this gets a vector one number short: a provider answering with a
         broken vector, which the daemon must refuse rather than search or store."""
+        self.hold: str | None = None
+        """A request with exactly this input waits until `release` is set; `held` is set when it
+        comes. The test decides when the daemon gets that vector, whatever the machine's speed."""
+        self.held = threading.Event()
+        self.release = threading.Event()
         self.calls = 0
         self.inputs = 0
         self.tokens = 0
@@ -67,6 +72,9 @@ class FakeOpenAI:
                     self.end_headers()
                     return
                 inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
+                if owner.hold is not None and owner.hold in inputs:
+                    owner.held.set()
+                    owner.release.wait(60)
                 if owner.refuse is not None and any(owner.refuse in text for text in inputs):
                     owner.refused += 1
                     self.reply_json(400, b'{"error": {"message": "input too long", "type": "invalid_request_error"}}')
@@ -108,5 +116,6 @@ class FakeOpenAI:
         }
 
     def close(self) -> None:
+        self.release.set()
         self.server.shutdown()
         self.server.server_close()

@@ -1,0 +1,90 @@
+"""Full text and the query's embedding: with `[recall] fts_waits_for_embedding` full text starts
+only once the vector route has its query vector (the local model uses every core while it runs,
+so a full-text statement beside it only slows it down), and never waits longer than
+`EMBEDDING_YIELD_S`, so a slow embedding cannot cost full text its answer.
+
+The provider is a real OpenAI-wire server on loopback that holds the query's embedding until
+the test lets it go: what full text saw tells when it ran, whatever the machine's speed."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from actors.embedding.template import render_query
+from daemon.config import Config
+from tests.support import Daemon, namespace
+from tests.support.fake_openai import FakeOpenAI
+from tests.support.waits import wait_for_generation
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeOpenAI]:
+    server = FakeOpenAI(dimension=48)
+    yield server
+    server.close()
+
+
+def held_recall(daemon: Daemon, fake: FakeOpenAI, body: dict[str, Any]) -> tuple[threading.Thread, dict[str, Any]]:
+    """Send `body` to /v1/recall from a thread of its own (its own connection), holding its query's
+    embedding at the provider; returns once the provider has the query in hand."""
+    fake.hold = render_query(body["query"], version=Config().embedding.template_version).text
+    answer: dict[str, Any] = {}
+
+    def ask() -> None:
+        transport = httpx.HTTPTransport(uds=str(daemon.socket))
+        with httpx.Client(transport=transport, base_url="http://recalld", timeout=60) as client:
+            response = client.post("/v1/recall", json=body)
+            answer.update(status=response.status_code, body=response.json())
+
+    asking = threading.Thread(target=ask)
+    asking.start()
+    assert fake.held.wait(30), "the query's embedding never reached the provider"
+    return asking, answer
+
+
+def create(daemon: Daemon, ns: str, title: str, body: str) -> str:
+    status, created = daemon.call("POST", "/v1/records", {"namespace": ns, "kind": "doc", "title": title, "body": body})
+    assert status == 201, created
+    return str(created["id"])
+
+
+@pytest.mark.parametrize("setting", ["always", "never"])
+def test_full_text_starts_once_the_query_vector_is_ready(make_daemon: Any, fake: FakeOpenAI, setting: str) -> None:
+    # the duplicate check of the create below asks the held provider too: cut it short
+    env = {"RECALLD_RECALL_FTS_WAITS_FOR_EMBEDDING": setting, "RECALLD_DUPLICATES_TIME_CAP_S": "0.2"}
+    daemon: Daemon = make_daemon(env={**fake.env(), **env})
+    ns = namespace()
+    create(daemon, ns, "Kiln schedule", "Fire the quokka kiln at dawn.")
+    wait_for_generation(daemon)  # the vector route searches (an empty index refuses before embedding)
+    asking, answer = held_recall(daemon, fake, {"namespace": ns, "query": "quokka kiln", "k": 10})
+    try:
+        # written while the query's embedding is held: only a full text that waited for it sees this
+        late = create(daemon, ns, "Quokka kiln repairs", "The quokka kiln needs new bricks.")
+    finally:
+        fake.release.set()
+        asking.join(60)
+    assert answer["status"] == 200, answer
+    by_fts = {r["id"] for r in answer["body"]["results"] if "fts" in r["routes"]}
+    if setting == "always":
+        assert late in by_fts, answer
+    else:  # side by side: full text answered before the record was written
+        assert late not in by_fts and len(by_fts) == 1, answer
+
+
+def test_full_text_waits_for_a_slow_embedding_only_briefly(make_daemon: Any, fake: FakeOpenAI) -> None:
+    daemon: Daemon = make_daemon(env={**fake.env(), "RECALLD_RECALL_FTS_WAITS_FOR_EMBEDDING": "always"})
+    ns = namespace()
+    kept = create(daemon, ns, "Kiln schedule", "Fire the kiln at dawn.")
+    wait_for_generation(daemon)
+    # the embedding never comes within the request's deadline; full text answers all the same
+    asking, answer = held_recall(daemon, fake, {"namespace": ns, "query": "kiln schedule", "deadline_ms": 1500})
+    asking.join(60)
+    fake.release.set()
+    assert answer["status"] == 200, answer
+    assert [(r["id"], r["routes"]) for r in answer["body"]["results"]] == [(kept, {"fts": 1})], answer
+    assert [(d["route"], d["reason"]) for d in answer["body"]["degraded_routes"]] == [("vector", "deadline_exceeded")]
