@@ -1,7 +1,9 @@
 """A short probe of two builds of the daemon taking turns on the same data (issue 24): does a
 change pay? Each round starts one build's `recalld serve` on bench/recall.py's data directory,
-puts the probe's queries in its query-vector cache, then measures `POST /v1/recall` (k 10, both
-routes) with the query vector cached at 16 clients (throughput, CPU per recall of the daemon,
+first asks `--new` never-asked queries at one client (the query embedded: p50 of the client's
+latency, and each stage's; a fresh slice each round, the same for both builds), then puts the
+probe's queries in its query-vector cache and measures `POST /v1/recall` (k 10, both routes)
+with the query vector cached at 16 clients (throughput, CPU per recall of the daemon,
 PostgreSQL and this client) and at one client (p50 of the client's latency, and each stage's),
 and stops it. Builds take turns and the order alternates (before then after in odd rounds, after
 then before in even ones), so neither build always meets the machine's load later; the medians of
@@ -31,13 +33,14 @@ from bench.recall import Meter, socket_load
 from bench.recall_sweep import wait_ready
 
 
-def one_round(work: Path, code: Path, queries: list[str], env: dict[str, str]) -> dict[str, Any]:
+def one_round(work: Path, code: Path, queries: list[str], new: list[str], env: dict[str, str]) -> dict[str, Any]:
     socket = work / "recalld.sock"
     daemon = start_daemon(
         work / "data", socket, work / "serve.log", config=work / "recalld.toml", env={"PYTHONPATH": str(code), **env}
     )
     try:
         wait_ready(socket, queries[0])
+        cold = asyncio.run(socket_load(socket, new, 1, "recalld")) if new else None
         asyncio.run(socket_load(socket, queries, 4, "warm-up"))  # every query vector cached
         meter = Meter(daemon.pid, work / "data/pg")
         many = meter.run(socket_load(socket, queries * 2, 16, "recalld"))
@@ -50,6 +53,8 @@ def one_round(work: Path, code: Path, queries: list[str], env: dict[str, str]) -
         "cpu_ms": {who: round(1000 * s / n, 3) for who, s in many.cpu_s.items()},
         "p50_1": percentile(one.latency_ms, 50),
         "stages_1": {stage: percentile(values, 50) for stage, values in one.stages.items()},
+        "p50_new_1": percentile(cold.latency_ms, 50) if cold else None,
+        "stages_new_1": {stage: percentile(values, 50) for stage, values in cold.stages.items()} if cold else {},
     }
 
 
@@ -64,11 +69,15 @@ def main() -> int:
     parser.add_argument("--work", type=Path, default=RECALL_WORK.with_name("bench-recall-quick"))
     parser.add_argument("--queries", type=int, default=150)
     parser.add_argument("--rounds", type=int, default=3, help="rounds per build")
+    parser.add_argument("--new", type=int, default=0, help="never-asked queries at one client, per round")
     parser.add_argument("--env", action="append", default=[], help="KEY=VALUE for both daemons")
     args = parser.parse_args()
     work = args.work.resolve()
     corpus = json.loads((work / "corpus.json").read_text())
     queries: list[str] = corpus["queries"][-args.queries :]
+    unasked: list[str] = corpus["queries"][: -args.queries]
+    if args.new * args.rounds > len(unasked):
+        raise SystemExit(f"--new {args.new} x --rounds {args.rounds} needs more than the {len(unasked)} other queries")
     env = dict(item.split("=", 1) for item in args.env)
     builds = {"before": args.before.resolve(), "after": ROOT}
     results: dict[str, list[dict[str, Any]]] = {name: [] for name in builds}
@@ -76,7 +85,8 @@ def main() -> int:
         for name in order(list(builds), r):
             code = builds[name]
             progress(f"round {r + 1}/{args.rounds}: {name} ({code})")
-            results[name].append(one_round(work, code, queries, env))
+            new = unasked[r * args.new : (r + 1) * args.new]
+            results[name].append(one_round(work, code, queries, new, env))
             progress(f"  {json.dumps(results[name][-1])}")
     for name, rounds in results.items():
         cpu = {who: statistics.median(r["cpu_ms"][who] for r in rounds) for who in rounds[0]["cpu_ms"]}
@@ -87,6 +97,15 @@ def main() -> int:
             f" CPU ms per recall {json.dumps(cpu)}; 1 client p50"
             f" {statistics.median(r['p50_1'] for r in rounds):.2f} ms, stages {json.dumps(stages)}"
         )
+        if args.new:
+            cold = {
+                s: round(statistics.median(r["stages_new_1"][s] for r in rounds), 2) for s in rounds[0]["stages_new_1"]
+            }
+            each = ", ".join(f"{r['p50_new_1']:.2f}" for r in rounds)
+            print(
+                f"{name}: new queries, 1 client p50 {statistics.median(r['p50_new_1'] for r in rounds):.2f} ms"
+                f" (rounds {each}), stages {json.dumps(cold)}"
+            )
     return 0
 
 

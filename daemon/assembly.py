@@ -51,7 +51,7 @@ from daemon.store.titles import PgTitleStore
 from daemon.store.usage import UsageStore
 from daemon.store.vectors import PgBuilderLock, PgVectorStore, new_generation_id
 from daemon.systemd import Notifier
-from daemon.vector_route import vector_search
+from daemon.vector_route import VectorRoute
 
 log = logging.getLogger("recalld")
 
@@ -134,7 +134,7 @@ def assemble(
             config,
             metrics,
             searches,
-            vector_search(embedder, index, query_vectors) if embedder and index else None,
+            VectorRoute(embedder, index, query_vectors) if embedder and index else None,
             embedded_in_process=isinstance(provider, InProcessModel),
         ),
         alive=lambda: supervisor.alive,

@@ -59,7 +59,7 @@ from daemon.metrics import Metrics
 from daemon.store import db, search
 from daemon.store.db import STORE_DOWN_ERRORS
 from daemon.store.search import Candidate, Filters
-from daemon.vector_route import RouteDown, VectorSearch
+from daemon.vector_route import RouteDown, VectorRoute
 
 log = logging.getLogger("recalld.recall")
 
@@ -158,7 +158,7 @@ class RecallService:
         config: Config,
         metrics: Metrics,
         searches: search.SearchRecorder,
-        vector: VectorSearch | None = None,
+        vector: VectorRoute | None = None,
         *,
         embedded_in_process: bool = False,
     ) -> None:
@@ -171,7 +171,7 @@ class RecallService:
         # measurable on the loop (issue 24).
         self._stage_histograms = {stage: metrics.recall_stages.labels(stage=stage) for stage in STAGES}
         self._vector = vector
-        self._fts_waits = vector is not None and fts_waits_for_embedding(
+        self._fts_waits = fts_waits_for_embedding(
             config.recall.fts_waits_for_embedding, embedded_in_process=embedded_in_process
         )
 
@@ -319,8 +319,9 @@ class RecallService:
         filters = Filters(request.namespace, request.kinds, request.attributes)
         run = _Run(thresholds=self._policy.floors(_by_name(request.thresholds or {})))
         caps = self._policy.caps(k)
-        if self._fts_waits and VECTOR in routes and FTS in routes:
-            run.vector_ready = anyio.Event()
+        vector = self._vector
+        if self._fts_waits and vector and FTS in routes and VECTOR in routes and vector.will_embed(request.query):
+            run.vector_ready = anyio.Event()  # full text starts once the model is done (`_route`)
 
         await self._run_routes(run, routes, filters, request.query, caps, deadline)
         for late in unanswered(routes, run.found, deadline_ms):

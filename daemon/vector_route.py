@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
+
+import numpy as np
 
 from actors.embedder import Embedder
 from actors.embedding.errors import EmbeddingError
@@ -34,20 +36,35 @@ class VectorAnswer:
     """Records of the namespace not searchable yet: the answer is partial when above 0."""
 
 
-# The vector route: (filters, query, candidate cap, deadline as anyio time, the only records to
-# search or None for all, called once the query vector is at hand) -> answer, or RouteDown.
-VectorSearch = Callable[[Filters, str, int, float, list[uuid.UUID] | None, Callable[[], None]], Awaitable[VectorAnswer]]
-
-
-def vector_search(
-    embedder: Embedder, index: IndexManager, query_vectors: QueryVectorCache, status: IndexingStatus | None = None
-) -> VectorSearch:
+class VectorRoute:
     """The vector route: embed the query (purpose `query`; a repeated query's vector comes from
     `query_vectors`), then search the leased handle (only the records `within`, when given).
     The answer says how many records of the namespace it could not search yet (`status`)."""
-    status = status or IndexingStatus(index)
 
-    async def route(
+    def __init__(
+        self,
+        embedder: Embedder,
+        index: IndexManager,
+        query_vectors: QueryVectorCache,
+        status: IndexingStatus | None = None,
+    ) -> None:
+        self._embedder = embedder
+        self._index = index
+        self._query_vectors = query_vectors
+        self._status = status or IndexingStatus(index)
+
+    def _cached(self, query: str) -> tuple[str, np.ndarray | None]:
+        """The query as the model reads it, and its vector when the cache holds it."""
+        text = self._embedder.render_query(query).text
+        space = self._embedder.space
+        return text, self._query_vectors.get(space, text) if space is not None else None
+
+    def will_embed(self, query: str) -> bool:
+        """Whether answering `query` now would call the model (its vector is not cached)."""
+        return self._embedder.space is not None and self._cached(query)[1] is None
+
+    async def __call__(
+        self,
         filters: Filters,
         query: str,
         cap: int,
@@ -55,22 +72,25 @@ def vector_search(
         within: list[uuid.UUID] | None,
         vector_known: Callable[[], None],
     ) -> VectorAnswer:
+        """Candidates for `query` (at most `cap` records), or RouteDown; `deadline` is anyio time,
+        and `vector_known` is called once the query vector is at hand."""
+        index = self._index
         problem = index.problem()
         if problem is not None:
             raise RouteDown(*problem)
         # Counted as the request comes (at most once a second per namespace, see IndexingStatus).
-        pending = await status.pending(filters.namespace)
+        pending = await self._status.pending(filters.namespace)
         started = time.perf_counter()
-        text = embedder.render_query(query).text
-        space = embedder.space
-        vector = query_vectors.get(space, text) if space is not None else None
+        text, vector = self._cached(query)
         if vector is None:
             try:
-                result = await embedder.embed([text], purpose="query", namespace=filters.namespace, deadline=deadline)
+                result = await self._embedder.embed(
+                    [text], purpose="query", namespace=filters.namespace, deadline=deadline
+                )
             except EmbeddingError as exc:
                 raise RouteDown(exc.reason.value, exc.message) from None
             vector = result.vectors[0]
-            query_vectors.put(result.space, text, vector)
+            self._query_vectors.put(result.space, text, vector)
         embed_ms = (time.perf_counter() - started) * 1000
         vector_known()
         try:
@@ -79,5 +99,3 @@ def vector_search(
             raise RouteDown(exc.reason, exc.message) from None
         candidates = [Candidate(h.record_id, h.revision, h.score, h.surrogate) for h in hits]
         return VectorAnswer(candidates, embed_ms, generation, pending)
-
-    return route
