@@ -155,7 +155,7 @@ class IndexManager:
         """Records set aside because the provider will not embed them (last step)."""
         self._hold_ends_at: float | None = None
         """anyio time at which the first of `_holds` ends: its record is due for another try."""
-        self._placement = SearchPlacement()  # a search on the loop or in a thread, by its cost
+        self._placement = SearchPlacement(settings.inline_search_max_s)  # on the loop or in a thread, by cost
         self._indexed_through: _IndexedThrough | None = None
         self._last_change = 0.0  # anyio time of the last wake-up; the poll timer re-checks builds
 

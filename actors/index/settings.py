@@ -13,6 +13,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Final, Protocol
 
+from actors.index.placement import INLINE_MAX_S
+
 HNSW_EF_SEARCH: Final = 200
 """The default beam width of an HNSW search (`[index] hnsw_ef_search`; wider when a search asks
 for more hits); new generations store it too. Chosen by measured recall: on the 100k-passage
@@ -83,6 +85,9 @@ class IndexSettings:
     quiet_s: float = 1.0
     """An automatic build waits until no change has arrived for this long (a burst of writes
     becomes one generation, not several)."""
+    inline_search_max_s: float = INLINE_MAX_S
+    """The longest an ordinary vector search may hold the event loop (`index/placement.py`). Not
+    configurable; tests of where searches run raise it, so the machine's speed does not decide."""
 
     @property
     def chunker(self) -> str:
