@@ -26,6 +26,7 @@ from daemon.bringup import startup_error as startup_error  # re-exported: the CL
 from daemon.config import Config
 from daemon.heap import settle_heap
 from daemon.metrics import Metrics
+from daemon.paths import default_cache_dir
 from daemon.providers.early import load_early
 from daemon.systemd import Notifier, listen_fds
 
@@ -70,7 +71,8 @@ async def _serve(config: Config, data_dir: Path, socket_path: Path, notifier: No
     inherited = listen_fds()
     metrics = Metrics()
     with data_dir_lock(data_dir), listening(config, socket_path, inherited) as listeners:
-        early = load_early(config)  # the models load while PostgreSQL starts and migrates
+        # the models load while PostgreSQL starts and migrates
+        early = load_early(config, cache=default_cache_dir())
         async with postgres(config, data_dir, notifier) as (pool, dsn, embedded), httpx.AsyncClient() as http:
             daemon = assemble(
                 config,

@@ -22,6 +22,7 @@ from actors.embedding.template import render_title
 from actors.kernel.ports import EmbeddingProvider
 from daemon.config import Config
 from daemon.duplicates import stages_for
+from daemon.paths import default_cache_dir
 from daemon.providers import make_provider
 from daemon.providers.titles import TitleModelProvider, uses_title_model
 
@@ -123,7 +124,7 @@ async def calibrate(pairs: list[Pair], config: Config) -> Calibration:
     async with httpx.AsyncClient() as http:
         provider: EmbeddingProvider | None
         if uses_title_model(settings.model, config.embedding.provider):
-            provider = TitleModelProvider()
+            provider = TitleModelProvider(default_cache_dir())
         else:
             provider = make_provider(config.embedding, http)
         if provider is None:

@@ -38,6 +38,18 @@ def default_data_dir(environ: Mapping[str, str] = os.environ) -> Path:
     return Path.home() / ".local" / "state" / "recalld"
 
 
+def default_cache_dir(environ: Mapping[str, str] = os.environ) -> Path:
+    """`$CACHE_DIRECTORY` under systemd, else `$XDG_CACHE_HOME/recalld`, /var/cache/recalld for
+    root, else ~/.cache/recalld: what a start may reuse from the last one, never data."""
+    if environ.get("CACHE_DIRECTORY"):
+        return Path(environ["CACHE_DIRECTORY"].split(":")[0])
+    if environ.get("XDG_CACHE_HOME"):
+        return Path(environ["XDG_CACHE_HOME"]) / "recalld"
+    if os.geteuid() == 0:
+        return Path("/var/cache/recalld")
+    return Path.home() / ".cache" / "recalld"
+
+
 def client_socket(explicit: str | None, environ: Mapping[str, str] = os.environ) -> Path:
     """What the CLI connects to: `--socket`, then `RECALLD_SOCKET`, then the default path."""
     if explicit:

@@ -10,6 +10,7 @@ cannot make (an unknown local model): `assemble` makes that one itself and repor
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from daemon.config import Config
 from daemon.providers.local import MODEL_ALIASES, LocalProvider
@@ -24,8 +25,9 @@ class EarlyModels:
     """The duplicate check's title model, when `[duplicates] model` means it."""
 
 
-def load_early(config: Config) -> EarlyModels:
-    """The configuration's in-process models, each already loading in a thread of its own."""
+def load_early(config: Config, *, cache: Path | None = None) -> EarlyModels:
+    """The configuration's in-process models, each already loading in a thread of its own;
+    `cache`: the title model's cache directory (`TitleModelProvider`)."""
     embedding = config.embedding
     recall = None
     if embedding.provider == "local" and embedding.model in MODEL_ALIASES:
@@ -33,6 +35,6 @@ def load_early(config: Config) -> EarlyModels:
         recall.start_loading()
     title = None
     if uses_title_model(config.duplicates.model, embedding.provider):
-        title = TitleModelProvider()
+        title = TitleModelProvider(cache)
         title.start_loading()
     return EarlyModels(recall=recall, title=title)

