@@ -208,6 +208,12 @@ def daemon_on_recall_data() -> Iterator[Path]:
 # pgvector-python's documented hybrid search (examples/hybrid_search/rrf.py), as bench/recall.py
 # and bench/retrieval.py both run it against recalld.
 
+PGVECTOR_SESSION = "SET enable_seqscan = off"
+"""Run first on every connection that measures pgvector's HNSW (recall and the hybrid's load): as
+pgvector's own troubleshooting advises when the planner leaves the index. On 8,000 vectors it
+sorted the whole table instead from `hnsw.ef_search` 150-350 up (its cost estimate grows with
+the beam), so the sweep compared recalld's HNSW walk with an exact scan at 3-4x the CPU."""
+
 PGVECTOR_K = 60
 """The documented query's RRF constant."""
 PGVECTOR_TOP = 20

@@ -27,7 +27,8 @@ pgvector's documented hybrid query, one run, one corpus, the same vectors.
    against pgvector's hybrid) run in ROUNDS rounds that take turns, so that the machine's
    drift hits both sides alike; the ratios quoted are the medians of the rounds' ratios.
 5. pgvector: the same vectors in a `vector(384)` column of a scratch table in the same
-   PostgreSQL, with an HNSW index (`vector_cosine_ops`, pgvector's defaults) and a GIN index on
+   PostgreSQL, with an HNSW index (`vector_cosine_ops`, pgvector's defaults, or with
+   `--pgvector-graph recalld` recalld's own graph parameters) and a GIN index on
    `to_tsvector('english', content)`; pgvector-python's documented hybrid query (RRF k=60 over
    the top 20 of each route), query vectors precomputed (embedding excluded), at 1, 16 and 64
    connections.
@@ -71,6 +72,7 @@ from actors.embedding.template import render_query
 from actors.index.settings import HNSW_EF_SEARCH
 from bench.harness import (
     PGVECTOR_K,
+    PGVECTOR_SESSION,
     PGVECTOR_SQL,
     PGVECTOR_TOP,
     RECALL_WORK,
@@ -466,16 +468,39 @@ async def raw_parts(dsn: str, raw: RawParts, queries: Sequence[str]) -> tuple[Lo
 PGVECTOR_TABLE = "bench_recall_pgvector"
 
 
-async def pgvector_table(dsn: str, stored: Stored) -> None:
+@dataclass(frozen=True)
+class Graph:
+    """pgvector's HNSW build parameters: its defaults, or recalld's own (`[index] factory` HNSW32
+    is M 32, efConstruction 80) for a comparison on the same graph."""
+
+    m: int = 16
+    ef_construction: int = 64
+
+    def __str__(self) -> str:
+        return f"m {self.m}, ef_construction {self.ef_construction}"
+
+    @property
+    def options(self) -> str:
+        return f"WITH (m = {self.m}, ef_construction = {self.ef_construction})"
+
+
+async def pgvector_table(dsn: str, stored: Stored, graph: Graph) -> None:
     """The same chunks and vectors in a `vector(384)` column, indexed as pgvector's README says:
-    HNSW with `vector_cosine_ops` (defaults m 16, ef_construction 64) and a GIN full-text index."""
+    HNSW with `vector_cosine_ops` (`graph`: its defaults m 16, ef_construction 64, unless told
+    otherwise) and a GIN full-text index."""
     conn = await asyncpg.connect(dsn)
     try:
         await conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
         await vector_codec(conn)
         exists = await conn.fetchval("SELECT to_regclass($1) IS NOT NULL", PGVECTOR_TABLE)
-        if exists and await conn.fetchval(f"SELECT count(*) FROM {PGVECTOR_TABLE}") == len(stored.texts):
-            progress(f"pgvector: {PGVECTOR_TABLE} already holds the {len(stored.texts)} chunks")
+        built = await conn.fetchval(
+            "SELECT obj_description(indexrelid, 'pg_class') FROM pg_index WHERE indrelid = to_regclass($1)"
+            " AND obj_description(indexrelid, 'pg_class') IS NOT NULL",
+            PGVECTOR_TABLE,
+        )
+        same = built == str(graph)
+        if exists and same and await conn.fetchval(f"SELECT count(*) FROM {PGVECTOR_TABLE}") == len(stored.texts):
+            progress(f"pgvector: {PGVECTOR_TABLE} already holds the {len(stored.texts)} chunks ({graph})")
             return
         dimension = stored.vectors.shape[1]
         async with conn.transaction():  # all or nothing: a rerun never finds a half-built table
@@ -491,8 +516,12 @@ async def pgvector_table(dsn: str, stored: Stored) -> None:
             )
             await conn.execute("SET maintenance_work_mem = '2GB'")  # pgvector's README: build the graph in memory
             started = time.perf_counter()
-            await conn.execute(f"CREATE INDEX ON {PGVECTOR_TABLE} USING hnsw (embedding vector_cosine_ops)")
-            progress(f"pgvector: HNSW index built in {time.perf_counter() - started:.0f} s")
+            await conn.execute(
+                f"CREATE INDEX {PGVECTOR_TABLE}_hnsw ON {PGVECTOR_TABLE} USING hnsw (embedding vector_cosine_ops)"
+                f" {graph.options}"
+            )
+            await conn.execute(f"COMMENT ON INDEX {PGVECTOR_TABLE}_hnsw IS '{graph}'")
+            progress(f"pgvector: HNSW index ({graph}) built in {time.perf_counter() - started:.0f} s")
             await conn.execute(f"CREATE INDEX ON {PGVECTOR_TABLE} USING gin (to_tsvector('english', content))")
             await conn.execute(f"ANALYZE {PGVECTOR_TABLE}")
     finally:
@@ -510,6 +539,7 @@ async def pgvector_load(
 
     async def setup(conn: asyncpg.Connection) -> None:
         await vector_codec(conn)
+        await conn.execute(PGVECTOR_SESSION)
         if ef_search is not None:
             await conn.execute(f"SET hnsw.ef_search = {int(ef_search)}")
 
@@ -535,6 +565,7 @@ async def pgvector_top10(dsn: str, vectors: np.ndarray) -> tuple[list[list[int]]
     conn = await asyncpg.connect(dsn)
     try:
         await vector_codec(conn)
+        await conn.execute(PGVECTOR_SESSION)
         sql = f"SELECT id FROM {PGVECTOR_TABLE} ORDER BY embedding <=> $1 LIMIT 10"
         ids, latency = [], []
         for vector in vectors:
@@ -586,7 +617,7 @@ def measure(args: argparse.Namespace, corpus: dict[str, Any]) -> tuple[list[str]
     raw_model = RawParts(stored, current_index(args.work, current["id"]), int(embedding["space"]["template_version"]))
     if not pgvector_works():
         raise SystemExit("pgvector crashes on this CPU (SIGILL): run bench/pgvector.sh, then this again")
-    asyncio.run(pgvector_table(dsn, stored))
+    asyncio.run(pgvector_table(dsn, stored, args.graph))
     asyncio.run(socket_load(args.socket, warmup, 4, "warm-up"))
 
     # One client, never-asked queries against the raw parts on the same queries, taking turns.
@@ -688,7 +719,7 @@ def measure(args: argparse.Namespace, corpus: dict[str, Any]) -> tuple[list[str]
                 recall_at_10(faiss_ids, exact),
                 faiss_latency,
             ),
-            "pgvector HNSW (m 16, ef_construction 64, ef_search 40)": (recall_at_10(pg_records, exact), pg_latency),
+            f"pgvector HNSW ({args.graph}, ef_search 40)": (recall_at_10(pg_records, exact), pg_latency),
         },
     ), known
 
@@ -744,7 +775,8 @@ def report(
         "",
         f"- Data: {len(corpus['records']):,} passages of the Debian man pages (median {statistics.median(words):.0f}"
         f" words, one chunk each), one namespace; generation `{current['id']}` with {current['count']:,} vectors,"
-        f' {embedding["space"]["model"]} ({embedding["space"]["dimension"]} dimensions), `[index] factory = "HNSW32"`.',
+        f' {embedding["space"]["model"]} ({embedding["space"]["dimension"]} dimensions), `[index] factory = "HNSW32"`;'
+        f" pgvector's HNSW graph: {args.graph}.",
         f"- Queries: {len(corpus['queries']):,} distinct, four in five a man page's NAME description, one in five an"
         " option name from the passages; k 10, both routes, the default fusion.",
         f"- Command: `{shlex.join(['.venv/bin/python', 'bench/recall.py', *args.argv])}`"
@@ -868,7 +900,14 @@ def main(argv: list[str] | None = None) -> int:
         help="development: 8,000 passages, 300 queries, in var/bench-recall-quick, three beams, one round each",
     )
     parser.add_argument("--write", type=Path, help="replace this markdown file's recall.py section")
+    parser.add_argument(
+        "--pgvector-graph",
+        choices=("defaults", "recalld"),
+        default="defaults",
+        help="pgvector's HNSW build: its defaults (m 16, ef_construction 64) or recalld's (m 32, 80)",
+    )
     args = parser.parse_args(argv)
+    args.graph = Graph() if args.pgvector_graph == "defaults" else Graph(m=32, ef_construction=80)
     args.argv = sys.argv[1:] if argv is None else argv  # the report quotes the command as given
     if args.quick:
         args.passages, args.queries, args.work = 8_000, 300, RECALL_WORK.with_name("bench-recall-quick")
