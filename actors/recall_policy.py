@@ -204,12 +204,6 @@ def loose_up_front(routes: Collection[str]) -> bool:
     return VECTOR not in routes
 
 
-EMBEDDING_YIELD_S = 0.05
-"""The longest full text waits for the query's embedding (`fts_waits_for_embedding`): a short
-query takes the local model about 5 ms on 2 cores and a 256-token one about 30; beyond this the
-routes run side by side as they would without the wait."""
-
-
 def fts_waits_for_embedding(setting: str, *, embedded_in_process: bool) -> bool:
     """Whether full text waits for the vector route's query vector before it starts
     (`[recall] fts_waits_for_embedding`: `auto`, `always` or `never`)."""

@@ -171,10 +171,16 @@ class RecallConfig(_Section, frozen=True):
     a route not named here has the request's whole deadline."""
     fts_waits_for_embedding: Literal["auto", "always", "never"] = "auto"
     """Whether full text starts only once the vector route has its query vector (or has given up
-    on it), at most `actors.recall_policy.EMBEDDING_YIELD_S` later: `auto` when the query is
-    embedded in this process (the local model), whose run takes every core, so a full-text
-    statement beside it only slows it down; a remote provider's wait costs this machine nothing,
-    so full text runs beside it. Measured on 2 cores: 0.6 ms less per one-client recall."""
+    on it), at most `fts_embedding_wait_ms` later: `auto` when the query is embedded in this
+    process (the local model), whose run takes every core, so a full-text statement beside it
+    only slows it down; a remote provider's wait costs this machine nothing, so full text runs
+    beside it. Measured on 2 cores: 0.3-0.5 ms less per one-client recall (bench/recall_probe.py,
+    docs/BENCHMARKS.md)."""
+    fts_embedding_wait_ms: Annotated[int, Meta(ge=0, le=60_000)] = 50
+    """The longest full text waits for the query's embedding: a short query takes the local model
+    about 5 ms on 2 cores and a 256-token one about 30; beyond this the routes run side by side,
+    so a slow embedding never costs full text its answer. It counts toward full text's own
+    `route_deadline_ms`."""
 
 
 class IndexConfig(_Section, frozen=True):

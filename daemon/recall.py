@@ -26,7 +26,6 @@ import msgspec
 from actors.embedding.errors import Reason
 from actors.fusion import RRF_NAME, RRF_VERSION, WEIGHTED_NAME, WEIGHTED_VERSION, Fused, settle_ties, tie_end
 from actors.recall_policy import (
-    EMBEDDING_YIELD_S,
     FTS,
     OVERFETCH_FACTOR,
     VECTOR,
@@ -92,6 +91,7 @@ class _Run:
     `fts_waits_for_embedding` says so (None: it does not wait)."""
 
     def vector_known(self) -> None:
+        """The vector route has its query vector, or has failed: full text waits no longer."""
         if self.vector_ready is not None:
             self.vector_ready.set()
 
@@ -183,7 +183,7 @@ class RecallService:
         try:
             if route == FTS:
                 if run.vector_ready is not None:
-                    with anyio.move_on_after(EMBEDDING_YIELD_S):
+                    with anyio.move_on_after(self._config.recall.fts_embedding_wait_ms / 1000):
                         await run.vector_ready.wait()
                     started = time.perf_counter()  # the wait is the embedding's time, not full text's
                 async with db.connection(self._pool) as conn:

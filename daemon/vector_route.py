@@ -8,8 +8,6 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import numpy as np
-
 from actors.embedder import Embedder
 from actors.embedding.errors import EmbeddingError
 from actors.embedding.query_cache import QueryVectorCache
@@ -53,15 +51,11 @@ class VectorRoute:
         self._query_vectors = query_vectors
         self._status = status or IndexingStatus(index)
 
-    def _cached(self, query: str) -> tuple[str, np.ndarray | None]:
-        """The query as the model reads it, and its vector when the cache holds it."""
-        text = self._embedder.render_query(query).text
-        space = self._embedder.space
-        return text, self._query_vectors.get(space, text) if space is not None else None
-
     def will_embed(self, query: str) -> bool:
-        """Whether answering `query` now would call the model (its vector is not cached)."""
-        return self._embedder.space is not None and self._cached(query)[1] is None
+        """Whether answering `query` now would call the model (its vector is not cached). Looks
+        without counting a cache lookup: the route itself counts its own."""
+        space = self._embedder.space
+        return space is not None and (space, self._embedder.render_query(query).text) not in self._query_vectors
 
     async def __call__(
         self,
@@ -81,7 +75,9 @@ class VectorRoute:
         # Counted as the request comes (at most once a second per namespace, see IndexingStatus).
         pending = await self._status.pending(filters.namespace)
         started = time.perf_counter()
-        text, vector = self._cached(query)
+        text = self._embedder.render_query(query).text
+        space = self._embedder.space
+        vector = self._query_vectors.get(space, text) if space is not None else None
         if vector is None:
             try:
                 result = await self._embedder.embed(

@@ -31,6 +31,10 @@ class QueryVectorCache:
     def __len__(self) -> int:
         return len(self._vectors)
 
+    def __contains__(self, key: tuple[VectorSpace, str]) -> bool:
+        """Whether (space, text) is cached; unlike `get`, not counted and not touched."""
+        return key in self._vectors
+
     def get(self, space: VectorSpace, text: str) -> np.ndarray | None:
         vector = self._vectors.get((space, text))
         if vector is None:

@@ -36,6 +36,16 @@ def test_the_least_recently_used_is_dropped_first() -> None:
     assert cache.get(SPACE, "a") is not None and cache.get(SPACE, "c") is not None
 
 
+def test_asking_whether_a_vector_is_cached_counts_nothing_and_keeps_the_order() -> None:
+    cache = QueryVectorCache(2)
+    cache.put(SPACE, "a", unit(1, 0, 0))
+    cache.put(SPACE, "b", unit(0, 1, 0))
+    assert (SPACE, "a") in cache and (SPACE, "z") not in cache
+    assert (cache.hits, cache.misses) == (0, 0)
+    cache.put(SPACE, "c", unit(0, 0, 1))  # "a" is still the least recently used
+    assert (SPACE, "a") not in cache and (SPACE, "b") in cache
+
+
 @pytest.mark.parametrize(
     "other",
     [

@@ -3,14 +3,16 @@ next one reads, and what it refuses to read (a pickle runs code as it loads)."""
 
 from __future__ import annotations
 
+import os
 import pickle
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from daemon.paths import default_cache_dir
-from daemon.providers.title_files import load_title_model
+from daemon.providers.title_files import STALE_TEMPORARY_S, load_title_model
 
 TITLES = ["Refunds need two approvals", "Reembolsos precisam de duas aprovações", "The kiln fires at dawn"]
 
@@ -78,15 +80,43 @@ def test_a_cache_directory_others_can_write_to_is_not_used(tmp_path: Path, packa
     assert list(cache.iterdir()) == []
 
 
-def test_damaged_cache_files_are_read_from_the_package_again(tmp_path: Path, packaged: np.ndarray) -> None:
+def test_damaged_cache_files_are_read_from_the_package_and_written_again(tmp_path: Path, packaged: np.ndarray) -> None:
     cache = tmp_path / "cache"
     load_title_model(cache, threads=1)
     tokenizer, weights = cached_files(cache)
     tokenizer.write_bytes(b"not a pickle")
     weights.write_bytes(b"not an npz")
     assert np.array_equal(load_title_model(cache, threads=1).encode(TITLES), packaged)
-    # the tokenizer was written afresh; the weights file stays as found and the package's serve
-    assert pickle.loads(tokenizer.read_bytes()) is not None
+    # the tokenizer was written afresh at once; the damaged weights were removed, and come back next
+    assert pickle.loads(tokenizer.read_bytes()) is not None and not weights.exists()
+    assert np.array_equal(load_title_model(cache, threads=1).encode(TITLES), packaged)
+    assert cached_files(cache) == (tokenizer, weights)
+
+
+def test_a_link_in_the_cache_is_never_followed(tmp_path: Path, packaged: np.ndarray) -> None:
+    cache = tmp_path / "cache"
+    load_title_model(cache, threads=1)
+    tokenizer, _ = cached_files(cache)
+    marker = tmp_path / "ran"
+    elsewhere = tmp_path / "trap.pickle"
+    elsewhere.write_bytes(pickle.dumps(_Trap(str(marker))))
+    elsewhere.chmod(0o600)  # private to this user, but not in the cache: a link must not lead there
+    tokenizer.unlink()
+    tokenizer.symlink_to(elsewhere)
+    assert np.array_equal(load_title_model(cache, threads=1).encode(TITLES), packaged)
+    assert not marker.exists() and not tokenizer.is_symlink()
+
+
+def test_half_written_files_no_start_still_writes_are_removed(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    abandoned, recent = cache / ".usem3-x.weights.npz.abc", cache / ".usem3-x.weights.npz.def"
+    for path in (abandoned, recent):
+        path.write_bytes(b"half")
+    old = time.time() - 2 * STALE_TEMPORARY_S
+    os.utime(abandoned, (old, old))
+    load_title_model(cache, threads=1)
+    assert not abandoned.exists() and recent.exists()
 
 
 def test_an_earlier_releases_files_are_removed(tmp_path: Path) -> None:
