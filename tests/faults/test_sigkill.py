@@ -32,6 +32,9 @@ from tests.support.fake_openai import FakeOpenAI
 
 ROUNDS = int(os.environ.get("FAULT_ROUNDS", "15"))
 SEED = int(os.environ.get("FAULT_SEED", "23"))
+WRITES_PER_ROUND = 10
+"""Acknowledged creates each ingest round waits for before its kill: the kills then always fall
+among writes, and a slow machine cannot leave the test with too few to prove anything."""
 NS = "faults"
 WORDS = ["ledger", "refund", "rotation", "backup", "invoice", "quota", "alert", "login", "shipping", "search"]
 
@@ -68,6 +71,8 @@ class Ledger:
     forgotten: dict[str, str] = field(default_factory=dict)
     forgetting: dict[str, tuple[str, str]] = field(default_factory=dict)
     sent: dict[str, str] = field(default_factory=dict)
+    created: int = 0
+    """Creates acknowledged so far, forgotten ones included."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -118,6 +123,7 @@ def write(daemon: Daemon, ledger: Ledger, rng: random.Random, stop: threading.Ev
             if answer.status_code == 201:
                 with ledger.lock:
                     ledger.acked[answer.json()["id"]] = (title, body)
+                    ledger.created += 1
             if i % 7 == 3 and ledger.acked:
                 with ledger.lock:  # out of `acked` until answered: a kill leaves it in `forgetting`
                     victim = rng.choice(sorted(ledger.acked))
@@ -172,6 +178,11 @@ def test_sigkill_during_ingest_and_builds_loses_no_acknowledged_write(daemon: Da
         writer = threading.Thread(target=write, args=(daemon, ledger, rng, stop, f"r{sum(kills.values())}"))
         writer.start()
         if kills["ingest"] < ROUNDS:
+            # enough acknowledged writes in every round, however slow the machine (a condition)
+            floor, deadline = ledger.created + WRITES_PER_ROUND, time.monotonic() + 120
+            while ledger.created < floor:
+                assert time.monotonic() < deadline, "the writer got too few writes acknowledged"
+                time.sleep(0.01)  # polling for the condition above, not a barrier
             time.sleep(rng.uniform(0.05, 0.8))  # a random moment of the ingest, not a barrier
             kind = "ingest"
         else:
@@ -198,7 +209,7 @@ def test_sigkill_during_ingest_and_builds_loses_no_acknowledged_write(daemon: Da
         writer.join()
         start(daemon)
         check(daemon, ledger, f"after {kind} kill {kills[kind]}")
-    assert len(ledger.acked) > 10 * ROUNDS and ledger.forgotten, (len(ledger.acked), len(ledger.forgotten))
+    assert ledger.created >= WRITES_PER_ROUND * ROUNDS and ledger.forgotten, (ledger.created, len(ledger.forgotten))
     print(
         f"\nsigkill: {kills['ingest']} kills during ingest, {kills['build']} during builds seen running "
         f"({missed_builds} builds ended before seen), {len(ledger.sent)} creates sent, "

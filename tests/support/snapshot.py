@@ -30,9 +30,11 @@ def store_snapshot(dsn: str) -> dict[str, str]:
     return digests
 
 
-def settled_snapshot(dsn: str, *, quiet_s: float = 1.0, timeout: float = 60.0) -> dict[str, str]:
+def settled_snapshot(dsn: str, *, quiet_s: float = 2.5, timeout: float = 60.0) -> dict[str, str]:
     """The snapshot once two taken `quiet_s` apart agree: a daemon's own start-up writes (its
-    probe's usage row, written behind) are in, and nothing else is writing."""
+    probe's usage row, written behind) are in, and nothing else is writing. `quiet_s` is longer
+    than the index manager's poll (2 s), so a catch-up that works in steps on a slow machine is
+    not taken for quiet."""
     deadline = time.monotonic() + timeout
     last = store_snapshot(dsn)
     while True:
