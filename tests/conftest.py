@@ -23,6 +23,7 @@ from trio.testing import MockClock
 
 from daemon.store.embedded import EmbeddedPostgres
 from tests.support import Daemon, create_database, namespace, scratch_dir, sql
+from tests.support.fake_openai import FakeOpenAI
 
 # One anyio backend fixture for the whole suite. A test runs on asyncio only unless it (or its module, via
 # `pytestmark`) carries `@pytest.mark.anyio_backends(...)`: asyncpg, aiohttp and httpx run on asyncio only,
@@ -94,6 +95,15 @@ def throwaway_cluster(server: EmbeddedPostgres) -> None:
     for setting in ("fsync = off", "full_page_writes = off"):
         sql(server.dsn, f"ALTER SYSTEM SET {setting}")
     sql(server.dsn, "SELECT pg_reload_conf()")
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeOpenAI]:
+    """An OpenAI/Ollama-wire embedding server on loopback (`tests/support/fake_openai.py`), 48
+    dimensions: a vector space of its own, unlike the local model's."""
+    server = FakeOpenAI(dimension=48)
+    yield server
+    server.close()
 
 
 @pytest.fixture

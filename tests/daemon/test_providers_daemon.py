@@ -20,13 +20,6 @@ from tests.support import Daemon, search_rows
 from tests.support.fake_openai import FakeOpenAI
 
 
-@pytest.fixture
-def fake() -> Iterator[FakeOpenAI]:
-    server = FakeOpenAI(dimension=48)
-    yield server
-    server.close()
-
-
 def wait_vector(daemon: Daemon, ns: str, query: str, n: int, timeout: float = 60) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     while True:

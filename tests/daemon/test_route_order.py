@@ -10,24 +10,15 @@ full text saw tells when it ran, whatever the machine's speed."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
-import pytest
 
 from actors.embedding.template import render_query
 from daemon.config import Config
 from tests.support import Daemon, namespace
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.waits import wait_for_generation
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeOpenAI]:
-    server = FakeOpenAI(dimension=48)
-    yield server
-    server.close()
 
 
 def held_recall(daemon: Daemon, fake: FakeOpenAI, body: dict[str, Any]) -> tuple[threading.Thread, dict[str, Any]]:
