@@ -34,6 +34,9 @@ log = logging.getLogger("recalld")
 
 EXIT_OK = 0
 EXIT_GAVE_UP = 1
+# How long a stopping daemon waits for a model still loading (a load takes seconds; past this the
+# exit goes ahead and may abort).
+MODEL_LOAD_WAIT_S = 60.0
 
 
 async def serve(config: Config, *, data_dir: Path, socket_path: Path) -> int:
@@ -73,20 +76,26 @@ async def _serve(config: Config, data_dir: Path, socket_path: Path, notifier: No
     with data_dir_lock(data_dir), listening(config, socket_path, inherited) as listeners:
         # the models load while PostgreSQL starts and migrates
         early = load_early(config, cache=default_cache_dir())
-        async with postgres(config, data_dir, notifier) as (pool, dsn, embedded), httpx.AsyncClient() as http:
-            daemon = assemble(
-                config,
-                pool=pool,
-                dsn=dsn,
-                embedded=embedded,
-                http=http,
-                data_dir=data_dir,
-                metrics=metrics,
-                notifier=notifier,
-                listeners=listeners,
-                early=early,
-            )
-            return await _supervise(daemon.supervisor, notifier)
+        try:
+            async with postgres(config, data_dir, notifier) as (pool, dsn, embedded), httpx.AsyncClient() as http:
+                daemon = assemble(
+                    config,
+                    pool=pool,
+                    dsn=dsn,
+                    embedded=embedded,
+                    http=http,
+                    data_dir=data_dir,
+                    metrics=metrics,
+                    notifier=notifier,
+                    listeners=listeners,
+                    early=early,
+                )
+                return await _supervise(daemon.supervisor, notifier)
+        finally:
+            # A start that failed (or was stopped) before the models finished loading must not
+            # exit under them: see InProcessModel.finish_loading.
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(early.finish_loading, MODEL_LOAD_WAIT_S)
 
 
 async def _supervise(supervisor: Supervisor, notifier: Notifier) -> int:

@@ -24,6 +24,12 @@ class EarlyModels:
     title: TitleModelProvider | None = None
     """The duplicate check's title model, when `[duplicates] model` means it."""
 
+    def finish_loading(self, timeout: float | None = None) -> None:
+        """Blocking: wait for both loads (`InProcessModel.finish_loading`), each at most `timeout`."""
+        for model in (self.recall, self.title):
+            if model is not None:
+                model.finish_loading(timeout)
+
 
 def load_early(config: Config, *, cache: Path | None = None) -> EarlyModels:
     """The configuration's in-process models, each already loading in a thread of its own;

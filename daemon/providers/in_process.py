@@ -56,6 +56,14 @@ class InProcessModel(ABC):
             self._early_load = threading.Thread(target=self._try_load, name=f"{self.label} load", daemon=True)
             self._early_load.start()
 
+    def finish_loading(self, timeout: float | None = None) -> None:
+        """Wait for the early load, if one runs. A daemon that fails to start must wait before it
+        exits: the process's exit tears down the model runtime's C++ state under a load still
+        running in its thread, which aborts the process (SIGABRT, "terminate called without an
+        active exception") instead of letting it exit with its own code."""
+        if self._early_load is not None:
+            self._early_load.join(timeout)
+
     async def __aenter__(self) -> Self:
         await anyio.to_thread.run_sync(self._try_load)
         return self
