@@ -34,10 +34,19 @@ from tests.support.fake_openai import FakeOpenAI
 ANYIO_BACKENDS = ("asyncio", "trio")
 
 
+pytest_plugins = ["pytester", "tests.support.exclusive"]
+
+
+def _is_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")  # a pytest-xdist worker, started by the run's controller
+
+
 def pytest_configure(config: pytest.Config) -> None:
     # One cache directory for every daemon the suite starts, as one machine's daemon keeps it
-    # between its starts (the title model's parsed files: about 1 s of each start, once).
-    os.environ["CACHE_DIRECTORY"] = tempfile.mkdtemp(prefix="recalld-test-cache-")
+    # between its starts (the title model's parsed files: about 1 s of each start, once). The
+    # workers inherit the controller's.
+    if not _is_worker(config):
+        os.environ["CACHE_DIRECTORY"] = tempfile.mkdtemp(prefix="recalld-test-cache-")
     config.addinivalue_line(
         "markers",
         "anyio_backends(*names, real_clock=False): the anyio backends a test runs on (default: asyncio only)",
@@ -45,7 +54,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    shutil.rmtree(os.environ.pop("CACHE_DIRECTORY", ""), ignore_errors=True)
+    if not _is_worker(config):
+        shutil.rmtree(os.environ.pop("CACHE_DIRECTORY", ""), ignore_errors=True)
 
 
 def _backend_names(marker: pytest.Mark | None) -> tuple[str, ...]:

@@ -63,6 +63,7 @@ def cpu_ms_per_recall(daemon: Daemon, namespace: str, clients: int, rounds: int)
 
 
 @pytest.mark.slow
+@pytest.mark.exclusive  # the daemon's CPU per recall, measured: no other test beside it
 def test_daemon_cpu_per_vector_recall_is_what_single_threaded_pools_cost(make_daemon: Any, fresh_dsn: str) -> None:
     # Duplicate checks cut at once (skipped, the records written): titles this alike make each
     # batch's checks compare every item with hundreds of near-duplicates, and the later batches of

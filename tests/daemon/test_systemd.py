@@ -237,7 +237,7 @@ def test_listen_fds_without_activation() -> None:
     assert listen_fds() == []
 
 
-@pytest.mark.parametrize("pid", [OTHER_PID, "garbage"])
+@pytest.mark.parametrize("pid", [OTHER_PID, "garbage"], ids=["other-pid", "garbage"])
 def test_listen_fds_for_another_pid_are_not_ours_and_are_cleared(monkeypatch: pytest.MonkeyPatch, pid: str) -> None:
     monkeypatch.setenv("LISTEN_PID", pid)
     monkeypatch.setenv("LISTEN_FDS", "1")

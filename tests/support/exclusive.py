@@ -1,0 +1,62 @@
+"""Tests marked `exclusive` run alone when the suite runs in several workers (pytest-xdist).
+
+Most of the suite waits: on a daemon starting, on PostgreSQL, on a condition. Two workers keep
+both cores busy through those waits. A few tests measure the machine itself, such as CPU time
+per recall, or a deadline that only holds on an otherwise quiet machine. Those carry
+`@pytest.mark.exclusive`, and no other worker runs a test while they run.
+
+The workers share a readers-writer lock made of two files and `flock`. Every test holds the
+`tests` lock shared; an exclusive test holds it alone. The `turnstile` lock stops the other
+workers from taking the shared lock again and again while an exclusive test waits for it. It is
+the classic turnstile: a writer holds it while it waits, and readers pass through it on the way
+in. Without xdist nothing is locked.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+MARKER = "exclusive"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", f"{MARKER}: no other test runs beside it when the suite runs in several workers")
+
+
+def _lock_dir(config: pytest.Config) -> Path | None:
+    worker_input = getattr(config, "workerinput", None)
+    if worker_input is None:  # not an xdist worker: one test at a time anyway
+        return None
+    path = Path(tempfile.gettempdir()) / f"recalld-tests-{worker_input['testrunuid']}"
+    path.mkdir(exist_ok=True)
+    return path
+
+
+def _open(path: Path) -> int:
+    return os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    directory = _lock_dir(item.config)
+    if directory is None:
+        yield
+        return
+    turnstile, tests = _open(directory / "turnstile"), _open(directory / "tests")
+    try:
+        fcntl.flock(turnstile, fcntl.LOCK_EX)
+        if item.get_closest_marker(MARKER) is not None:
+            fcntl.flock(tests, fcntl.LOCK_EX)
+        else:
+            fcntl.flock(tests, fcntl.LOCK_SH)
+        fcntl.flock(turnstile, fcntl.LOCK_UN)
+        yield
+    finally:
+        os.close(tests)  # closing the descriptor releases its lock
+        os.close(turnstile)
