@@ -8,6 +8,7 @@ time cap) is `daemon/duplicates.py`; the title vectors are kept by the index man
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import uuid
@@ -15,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from actors.records import normalise_title
-from actors.title_language import ROMANCE_PARTICLES, across_languages, folded_words
+from actors.title_language import ROMANCE_PARTICLES, TITLE_CACHE_SIZE, across_languages, folded_words
 
 SCORE_DIGITS = 6
 """Scores are reported, and compared with the threshold, rounded to this many decimals: the
@@ -85,6 +86,7 @@ ENGLISH_STOPWORDS = frozenset(
 STOPWORDS = ENGLISH_STOPWORDS | ROMANCE_PARTICLES
 
 
+@functools.lru_cache(maxsize=TITLE_CACHE_SIZE)  # per title: see title_language._reading
 def content_words(title: str) -> frozenset[str]:
     """A title's words, case and accents folded, function words left out."""
     return frozenset(w for w in folded_words(title) if w not in STOPWORDS)
@@ -96,6 +98,7 @@ _THOUSANDS = re.compile(r"(?<!\d)\d{1,3}(?: \d{3})+(?!\d)")
 _NUMBER = re.compile(r"\d+")
 
 
+@functools.lru_cache(maxsize=TITLE_CACHE_SIZE)
 def numbers(title: str) -> frozenset[str]:
     """The numbers a (normalised) title names, as digit strings, leading zeros dropped."""
     joined = _THOUSANDS.sub(lambda m: m.group().replace(" ", ""), title)

@@ -32,8 +32,12 @@ than a title in a third script.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
+
+TITLE_CACHE_SIZE = 1 << 16
+"""How many titles' readings (and the duplicate rules' words and numbers) are kept: a few MB."""
 
 # The Portuguese and Spanish articles, prepositions (and their contractions), conjunctions and
 # clitics, as folded words, by how much each says that a title is not English ("nas" is also
@@ -96,6 +100,9 @@ def _script(word: str) -> str | None:
     return _SAME_SCRIPT.get(first, first)
 
 
+# Per title, not per pair: a check scores one title against each of its hits, and a batch's
+# checks (with the calibration and the audit) meet the same titles again and again.
+@functools.lru_cache(maxsize=TITLE_CACHE_SIZE)
 def _reading(title: str) -> str:
     """How a title reads: "english", "latin" (Portuguese or Spanish) or the name of its other
     script."""
