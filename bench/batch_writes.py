@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -38,6 +39,9 @@ from bench.harness import load_average, machine, progress, publish  # noqa: E402
 from bench.ingest_recall import start  # noqa: E402
 from bench.recall import build_corpus  # noqa: E402
 from daemon.client import Client, ClientError  # noqa: E402
+
+CHECKS_SECTION = "batch_writes.py checks"
+HEADING = "Batch writes with duplicate checks (issues 22, 19)"
 
 
 def start_tree(tree: Path, work: Path) -> tuple[subprocess.Popen[bytes], Path]:
@@ -109,11 +113,14 @@ def compare(args: argparse.Namespace, records: list[dict[str, str]]) -> None:
     }
     n = len(records)
     lines = [
-        "## Batch writes with duplicate checks (issues 22, 19)",
+        f"## {args.heading}" if args.section == CHECKS_SECTION else f"### {args.heading}",
         "",
         f"- Machine: {machine()}; load average at the end {load_average()} (a shared machine).",
         f"- Command: `.venv/bin/python bench/batch_writes.py --checks --compare TREE --rounds {args.rounds} "
-        f"--records {n} --batch {args.batch}`",
+        f"--records {n} --batch {args.batch}"
+        + ("" if args.section == CHECKS_SECTION else f" --section {shlex.quote(args.section)}")
+        + ("" if args.heading == HEADING else f" --heading {shlex.quote(args.heading)}")
+        + "`",
         "- The default config (the local model, duplicate checks on with the title model, the index manager "
         "embedding what is written); a fresh daemon a run, one client, man-page passages; the sides take "
         "turns, the order alternating each round.",
@@ -126,7 +133,7 @@ def compare(args: argparse.Namespace, records: list[dict[str, str]]) -> None:
         checks = ", ".join(f"{k} {v}" for k, v in sorted(side_runs[-1]["statuses"].items()))
         each = ", ".join(f"{rate:.1f}" for rate in rates)
         lines.append(f"| {side} (`{commits[side]}`) | {each} | {statistics.median(rates):.1f} | {checks} |")
-    publish(lines, args.write, "batch_writes.py checks")
+    publish(lines, args.write, args.section)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -138,6 +145,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--checks", action="store_true", help="the default config: local model, checks on")
     parser.add_argument("--compare", type=Path, metavar="TREE", help="with --checks: take turns with TREE's daemon")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--section", default=CHECKS_SECTION, help="with --compare: the section --write replaces")
+    parser.add_argument("--heading", default=HEADING, help="with --compare: the section's heading")
     args = parser.parse_args(argv)
     records = build_corpus(max(args.records, 3000), 100)["records"][: args.records]
     if args.checks:

@@ -216,6 +216,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reuse", action="store_true", help="measure the data a --keep run left")
     parser.add_argument("--build-deadline-s", type=float, default=3 * 3600, help="give up waiting for the build")
     parser.add_argument("--write", type=Path, help="replace this markdown file's recall_1m.py section")
+    parser.add_argument(
+        "--fts-waits",
+        choices=("auto", "always", "never"),
+        help="the measured daemon's [recall] fts_waits_for_embedding (default: the daemon's own)",
+    )
     args = parser.parse_args(argv)
     command = shlex.join([".venv/bin/python", "bench/recall_1m.py", *(sys.argv[1:] if argv is None else argv)])
     work = args.work.resolve()
@@ -280,6 +285,9 @@ def build(args: argparse.Namespace, work: Path, figures: dict[str, Any]) -> bool
 
 def measure(args: argparse.Namespace, command: str, work: Path, figures: dict[str, Any]) -> int:
     socket, config, log = work / "recalld.sock", work / "recalld.toml", work / "serve.log"
+    if args.fts_waits:
+        config = work / "recalld-measure.toml"
+        config.write_text(f'{CONFIG}\n[recall]\nfts_waits_for_embedding = "{args.fts_waits}"\n')
     corpus = load_corpus(RECALL_WORK / "corpus.json", 100_000, 1_500)
     queries: list[str] = corpus["queries"][: args.queries * 2]
 
@@ -318,6 +326,7 @@ def report(args: argparse.Namespace, command: str, f: dict[str, Any], one: Load,
         f' `[index] factory = "HNSW32"`, generation `{f["generation"]["id"]}` with {f["generation"]["count"]:,}'
         " vectors. Queries: real text (man pages' NAME descriptions and option names), embedded by the daemon.",
         f"- Command: `{command}`.",
+        f"- `[recall] fts_waits_for_embedding`: {args.fts_waits or 'the default'}.",
         "",
         "| measure | value |",
         "| --- | ---: |",
