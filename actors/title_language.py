@@ -36,8 +36,10 @@ import functools
 import re
 import unicodedata
 
-TITLE_CACHE_SIZE = 1 << 16
-"""How many titles' readings (and the duplicate rules' words and numbers) are kept: a few MB."""
+TITLE_CACHE_SIZE = 4096
+"""How many titles' readings (and the duplicate rules' words and numbers) are kept. A batch's
+checks meet at most its own titles and their hits; 4,096 titles of ten words take a few MB a
+cache, and even titles at the length limit stay within tens of MB."""
 
 # The Portuguese and Spanish articles, prepositions (and their contractions), conjunctions and
 # clitics, as folded words, by how much each says that a title is not English ("nas" is also

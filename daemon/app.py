@@ -34,8 +34,8 @@ log = logging.getLogger("recalld")
 
 EXIT_OK = 0
 EXIT_GAVE_UP = 1
-# How long a stopping daemon waits for a model still loading (a load takes seconds; past this the
-# exit goes ahead and may abort).
+# How long a stopping daemon waits, in all, for models still loading (a load takes seconds; past
+# this the exit goes ahead and may abort). Below the unit's TimeoutStopSec (90 s).
 MODEL_LOAD_WAIT_S = 60.0
 
 
@@ -95,7 +95,8 @@ async def _serve(config: Config, data_dir: Path, socket_path: Path, notifier: No
             # A start that failed (or was stopped) before the models finished loading must not
             # exit under them: see InProcessModel.finish_loading.
             with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(early.finish_loading, MODEL_LOAD_WAIT_S)
+                if not await anyio.to_thread.run_sync(early.finish_loading, MODEL_LOAD_WAIT_S):
+                    log.warning("a model was still loading after %.0f s; exiting anyway", MODEL_LOAD_WAIT_S)
 
 
 async def _supervise(supervisor: Supervisor, notifier: Notifier) -> int:

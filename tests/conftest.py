@@ -22,7 +22,7 @@ import pytest
 from trio.testing import MockClock
 
 from daemon.store.embedded import EmbeddedPostgres
-from tests.support import Daemon, create_database, namespace, scratch_dir, sql
+from tests.support import Daemon, create_database, is_worker, namespace, scratch_dir, sql
 from tests.support.fake_openai import FakeOpenAI
 
 # One anyio backend fixture for the whole suite. A test runs on asyncio only unless it (or its module, via
@@ -37,15 +37,11 @@ ANYIO_BACKENDS = ("asyncio", "trio")
 pytest_plugins = ["pytester", "tests.support.exclusive"]
 
 
-def _is_worker(config: pytest.Config) -> bool:
-    return hasattr(config, "workerinput")  # a pytest-xdist worker, started by the run's controller
-
-
 def pytest_configure(config: pytest.Config) -> None:
     # One cache directory for every daemon the suite starts, as one machine's daemon keeps it
     # between its starts (the title model's parsed files: about 1 s of each start, once). The
     # workers inherit the controller's.
-    if not _is_worker(config):
+    if not is_worker(config):
         os.environ["CACHE_DIRECTORY"] = tempfile.mkdtemp(prefix="recalld-test-cache-")
     config.addinivalue_line(
         "markers",
@@ -54,7 +50,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    if not _is_worker(config):
+    if not is_worker(config):
         shutil.rmtree(os.environ.pop("CACHE_DIRECTORY", ""), ignore_errors=True)
 
 

@@ -9,6 +9,7 @@ cannot make (an unknown local model): `assemble` makes that one itself and repor
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,11 +25,15 @@ class EarlyModels:
     title: TitleModelProvider | None = None
     """The duplicate check's title model, when `[duplicates] model` means it."""
 
-    def finish_loading(self, timeout: float | None = None) -> None:
-        """Blocking: wait for both loads (`InProcessModel.finish_loading`), each at most `timeout`."""
+    def finish_loading(self, timeout: float) -> bool:
+        """Blocking: wait for both loads (`InProcessModel.finish_loading`), at most `timeout`
+        seconds in all; whether they finished."""
+        deadline = time.monotonic() + timeout
+        finished = True
         for model in (self.recall, self.title):
             if model is not None:
-                model.finish_loading(timeout)
+                finished &= model.finish_loading(max(0.0, deadline - time.monotonic()))
+        return finished
 
 
 def load_early(config: Config, *, cache: Path | None = None) -> EarlyModels:

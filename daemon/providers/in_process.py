@@ -56,13 +56,15 @@ class InProcessModel(ABC):
             self._early_load = threading.Thread(target=self._try_load, name=f"{self.label} load", daemon=True)
             self._early_load.start()
 
-    def finish_loading(self, timeout: float | None = None) -> None:
+    def finish_loading(self, timeout: float | None = None) -> bool:
         """Wait for the early load, if one runs. A daemon that fails to start must wait before it
         exits: the process's exit tears down the model runtime's C++ state under a load still
         running in its thread, which aborts the process (SIGABRT, "terminate called without an
-        active exception") instead of letting it exit with its own code."""
-        if self._early_load is not None:
-            self._early_load.join(timeout)
+        active exception") instead of letting it exit with its own code. Whether the load is over."""
+        if self._early_load is None:
+            return True
+        self._early_load.join(timeout)
+        return not self._early_load.is_alive()
 
     async def __aenter__(self) -> Self:
         await anyio.to_thread.run_sync(self._try_load)

@@ -154,7 +154,7 @@ def test_a_short_deadline_returns_what_finished_and_names_the_late_route(make_da
         "POST", "/v1/records", {"namespace": ns, "kind": "doc", "title": "Kiln schedule", "body": "Fire at dawn."}
     )
     wait_vector(daemon, ns, "kiln", 1)
-    fake.delay_s = 2.0  # the provider now answers too late for the request below
+    fake.delay_s = 6.0  # the provider now answers too late for the request below
     started = time.monotonic()
     status, answer = daemon.call("POST", "/v1/recall", {"namespace": ns, "query": "kiln schedule", "deadline_ms": 300})
     elapsed = time.monotonic() - started
@@ -162,7 +162,8 @@ def test_a_short_deadline_returns_what_finished_and_names_the_late_route(make_da
     assert answer["degraded_routes"] == [
         {"route": "vector", "reason": "deadline_exceeded", "message": "no answer within 300 ms"}
     ]
-    assert elapsed < 1.5, f"the answer waited {elapsed:.2f}s for a late route"
+    # far below the provider's delay, far above the deadline: a busy machine (two test workers) passes it
+    assert elapsed < 3.0, f"the answer waited {elapsed:.2f}s for a late route"
     assert answer["results"][0]["routes"] == {"fts": 1}
 
 

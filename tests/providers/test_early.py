@@ -3,13 +3,15 @@ moment `serve` asks, before the store is opened (the real models)."""
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
 import pytest
 
 from daemon.config import build
-from daemon.providers.early import load_early
+from daemon.providers.early import EarlyModels, load_early
+from daemon.providers.in_process import InProcessModel
 
 CASES = [
     # (config document, recall model made early, title model made early)
@@ -44,3 +46,40 @@ def test_the_configured_models_load_on_their_own(document: dict[str, Any], recal
         if model is not None:
             wait_loaded(model)
             model.unload()
+
+
+class HeldLoad(InProcessModel):
+    """A model whose load lasts until the test lets it go: what a start that fails early meets."""
+
+    label = "held model"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.go = threading.Event()
+        self._loaded = False
+
+    @property
+    def loaded(self) -> bool:
+        return self._loaded
+
+    def load(self) -> None:
+        self.go.wait(60)
+        self._loaded = True
+
+    def unload(self) -> None:
+        self._loaded = False
+
+
+def test_finishing_the_loads_waits_for_both_within_one_deadline() -> None:
+    recall, title = HeldLoad(), HeldLoad()
+    early = EarlyModels(recall=recall, title=title)  # type: ignore[arg-type]  # any in-process model
+    recall.start_loading()
+    title.start_loading()
+    started = time.monotonic()
+    assert not early.finish_loading(1.0)  # both still loading: not finished, and told so
+    # One deadline for both: two loads each given the full second would take two.
+    assert time.monotonic() - started < 1.9
+    recall.go.set()
+    title.go.set()
+    assert early.finish_loading(60.0)
+    assert recall.loaded and title.loaded

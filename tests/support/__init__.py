@@ -17,6 +17,7 @@ from typing import Any
 
 import asyncpg
 import httpx
+import pytest
 
 from daemon.store.embedded import EmbeddedPostgres
 
@@ -25,6 +26,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 RECALLD = [sys.executable, "-m", "daemon"]
+
+
+def is_worker(config: pytest.Config) -> bool:
+    """A pytest-xdist worker, started by the run's controller (pytest's first process)."""
+    return hasattr(config, "workerinput")
 
 
 def scratch_dir(prefix: str) -> Path:

@@ -16,26 +16,37 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.support import is_worker
+
 MARKER = "exclusive"
+
+# Not RECALLD_*: the daemons the tests start refuse variables of theirs they do not know.
+LOCK_DIR = "TESTS_EXCLUSIVE_LOCK_DIR"
+"""The environment variable naming the run's lock files' directory: made by the controller
+(pytest's first process), inherited by the workers it starts, removed at the end."""
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"{MARKER}: no other test runs beside it when the suite runs in several workers")
+    if not is_worker(config):
+        os.environ[LOCK_DIR] = tempfile.mkdtemp(prefix="recalld-test-locks-")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if not is_worker(config):
+        shutil.rmtree(os.environ.pop(LOCK_DIR, ""), ignore_errors=True)
 
 
 def _lock_dir(config: pytest.Config) -> Path | None:
-    worker_input = getattr(config, "workerinput", None)
-    if worker_input is None:  # not an xdist worker: one test at a time anyway
-        return None
-    path = Path(tempfile.gettempdir()) / f"recalld-tests-{worker_input['testrunuid']}"
-    path.mkdir(exist_ok=True)
-    return path
+    # Not an xdist worker: one test at a time anyway.
+    return Path(os.environ[LOCK_DIR]) if is_worker(config) else None
 
 
 def _open(path: Path) -> int:
