@@ -56,7 +56,7 @@ class InProcessModel(ABC):
             self._early_load = threading.Thread(target=self._try_load, name=f"{self.label} load", daemon=True)
             self._early_load.start()
 
-    def finish_loading(self, timeout: float | None = None) -> bool:
+    def finish_loading(self, timeout: float) -> bool:
         """Wait for the early load, if one runs. A daemon that fails to start must wait before it
         exits: the process's exit tears down the model runtime's C++ state under a load still
         running in its thread, which aborts the process (SIGABRT, "terminate called without an
