@@ -3,10 +3,7 @@ middle reported in its place while the good ones land (issue 22 item 3)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
-
-import pytest
 
 from tests.daemon.test_duplicates_daemon import usage_rows, wait_comparable
 from tests.support import Daemon
@@ -68,13 +65,6 @@ def test_what_is_not_a_batch_is_refused_whole(daemon: Daemon, ns: str) -> None:
 
 
 # -- the duplicate checks of a batch (SPEC §5): one embedding call and one comparison for all
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeOpenAI]:
-    server = FakeOpenAI(dimension=64)
-    yield server
-    server.close()
 
 
 def test_a_batch_checks_its_titles_with_one_embedding_call(make_daemon: Any, fake: FakeOpenAI) -> None:

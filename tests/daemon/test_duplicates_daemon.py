@@ -9,7 +9,6 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -178,15 +177,9 @@ def test_bad_input_to_the_dry_run_is_a_400(daemon: Daemon) -> None:
 # -- a provider the test controls
 
 
-@pytest.fixture
-def fake() -> Iterator[FakeOpenAI]:
-    server = FakeOpenAI(dimension=64)
-    yield server
-    server.close()
-
-
-def cosine(a: str, b: str, dimension: int = 64) -> float:
-    """The score the daemon computes for two titles with the loopback provider's vectors."""
+def cosine(a: str, b: str, dimension: int) -> float:
+    """The score the daemon computes for two titles with the loopback provider's vectors (the
+    suite's `fake` server, tests/conftest.py)."""
     va = np.asarray(unit_vector(title_text(a), dimension), dtype=np.float32).astype(np.float64)
     vb = np.asarray(unit_vector(title_text(b), dimension), dtype=np.float32).astype(np.float64)
     return round(float(va @ vb), 6)
@@ -195,7 +188,7 @@ def cosine(a: str, b: str, dimension: int = 64) -> float:
 def test_a_score_equal_to_the_threshold_warns(make_daemon: Any, fake: FakeOpenAI) -> None:
     titles = [f"backlog item number {i}" for i in range(40)]
     new = "the new backlog item"
-    scores = sorted((cosine(new, t), t) for t in titles)
+    scores = sorted((cosine(new, t, fake.dimension), t) for t in titles)
     threshold, at = scores[-3]  # two score above it, one exactly at it
     daemon = make_daemon(
         env={
