@@ -100,7 +100,9 @@ async def _check_empty(dsn: str) -> None:
 
 
 async def _finish(dsn: str, manifest: Manifest) -> None:
-    """Compare every table with the manifest, then drop the generations' catalogue."""
+    """Compare every table with the manifest, drop the generations' catalogue, and take the
+    planner's statistics: a dump holds none, and until autovacuum gets to the restored tables
+    recall's full text would test every record (docs/OPERATIONS.md, "Backup and restore")."""
     conn = await asyncpg.connect(dsn)
     try:
         counts = await table_counts(conn)
@@ -109,6 +111,7 @@ async def _finish(dsn: str, manifest: Manifest) -> None:
             shown = ", ".join(f"{t}: {got} rows, {n} in the manifest" for t, (n, got) in sorted(differ.items()))
             raise BackupError(f"the restored database does not match the backup's manifest ({shown})")
         await clear_generations(conn)
+        await conn.execute("ANALYZE")
     finally:
         await conn.close()
 

@@ -29,10 +29,10 @@ INPUT_FAULTS = frozenset(
 HOLD_LONGEST_S = 86_400.0
 """A held record is tried again at least once a day."""
 
-# "Which records still need vectors" joins records with indexed_records. While a large backlog is
-# indexed, the planner's statistics say indexed_records is as small as when they were taken, and
-# it picks a nested loop that rescans all of it for every record: measured after 100,000 records
-# were written at once, one count ran past a minute. The builder refreshes them as it grows.
+# While a large backlog is indexed the planner's statistics describe the tables as they were when
+# last taken, and both the catch-up's own query and recall's full text then get plans that scan
+# what an index would have found (the store's `refresh_statistics` says which tables and what
+# each cost). The builder refreshes them as the indexed records grow.
 STATISTICS_GROWTH = 0.2
 STATISTICS_MIN_ROWS = 500
 

@@ -262,7 +262,7 @@ class IndexBacklog(Protocol):
         ...
 
     async def refresh_statistics(self) -> None:
-        """Bring the query planner's view of the indexed records up to date."""
+        """Bring the query planner's view of the records and the indexed records up to date."""
         ...
 
     async def store_batch(

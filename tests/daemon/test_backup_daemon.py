@@ -82,6 +82,8 @@ def test_a_backup_restored_into_an_empty_database_answers_as_before(
     assert done.returncode == 0, done.stderr
     assert sql(target, "SELECT current, version FROM generation_pointer")[0]["current"] is None
     assert sql(target, "SELECT count(*) AS n FROM generations")[0]["n"] == 0, "generations are derived data"
+    statistics = sql(target, "SELECT last_analyze FROM pg_stat_user_tables WHERE relname = 'records'")
+    assert statistics[0]["last_analyze"] is not None, "a dump holds no planner statistics: the restore takes them"
 
     restored = make_daemon(dsn=target)
     for rid in ids:

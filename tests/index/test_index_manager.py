@@ -335,7 +335,9 @@ async def test_a_follower_serves_what_the_builder_builds_and_stores(cluster: Clu
             follower.wake()  # as the record notification does
             await until(lambda: (h := follower.cell.current()) is not None and h.count == 5, "the follower's delta")
             assert await find(follower, rendered("Added", "added later")) == added
-            assert len(cluster.db.generations) == 1, "the follower built nothing"
+            # The builder may compact the delta meanwhile (once the mock clock has run past its
+            # quiet time, as it does when a loaded machine keeps a worker thread slow).
+            assert follower.builds() == [], "the follower built nothing"
 
 
 async def test_activate_rolls_back_and_the_delta_since_keeps_every_record_searchable(cluster: Cluster) -> None:

@@ -105,6 +105,8 @@ async def test_a_statement_left_running_by_a_dropped_connection_is_ended_by_the_
             await conn.fetch("SELECT pg_sleep(30) AS left_running")
     dropped = time.monotonic()
     running = "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%AS left_running%' AND pid <> pg_backend_pid()"
+    # The server's timeout fires about a second after the drop; the bound is half the sleep, so a
+    # loaded machine's slow wake-up cannot pass for a statement left running.
     while await pool.fetchval(running):
-        assert time.monotonic() - dropped < 5, "the statement runs on after its connection was dropped"
+        assert time.monotonic() - dropped < 15, "the statement runs on after its connection was dropped"
         await anyio.sleep(0.1)
