@@ -163,7 +163,9 @@ def main(argv: list[str] | None = None) -> None:
             progress(f"one by one: {single_s:.1f} s")
             started = time.monotonic()
             for i in range(0, len(records), args.batch):
-                part = [{"namespace": "batched", "kind": "man", **r} for r in records[i : i + args.batch]]
+                part: list[Mapping[str, Any]] = [
+                    {"namespace": "batched", "kind": "man", **r} for r in records[i : i + args.batch]
+                ]
                 result = client.write_records(part)
                 assert result.failed == 0, [r.error for r in result.results if r.error]
             batch_s = time.monotonic() - started

@@ -30,6 +30,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import cast
 
 import asyncpg
 import numpy as np
@@ -65,7 +66,7 @@ SCOPES = (
 
 def titles(count: int, salt: int) -> list[str]:
     """`count` distinct backlog-like titles."""
-    out = []
+    out: list[str] = []
     for n, (verb, obj, scope) in enumerate(itertools.cycle(itertools.product(VERBS, OBJECTS, SCOPES))):
         if len(out) == count:
             break
@@ -79,7 +80,7 @@ DIMENSION = 512
 
 def random_vectors(count: int, seed: int) -> np.ndarray:
     vectors = np.random.default_rng(seed).standard_normal((count, DIMENSION)).astype(np.float32)
-    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    return cast(np.ndarray, vectors / np.linalg.norm(vectors, axis=1, keepdims=True))
 
 
 async def load(dsn: str, namespace: str, items: list[str], vectors: np.ndarray, space_id: str) -> None:
@@ -159,7 +160,11 @@ def main() -> None:
             started = time.perf_counter()
             warm_checks, first_compared = 0, None
             while True:
-                body = {"namespace": namespace, "kind": "story", "title": f"Warm up the checks {warm_checks}"}
+                body: dict[str, object] = {
+                    "namespace": namespace,
+                    "kind": "story",
+                    "title": f"Warm up the checks {warm_checks}",
+                }
                 answer = client.request("POST", "/v1/duplicates/check", body)
                 assert answer["status"] != "skipped" and answer["of"] == size, answer
                 warm_checks += 1
@@ -178,7 +183,7 @@ def main() -> None:
             started = time.perf_counter()
             after, pairs = None, 0
             while not args.no_audit:
-                body: dict[str, object] = {"namespace": namespace, "kind": "story", "limit": 2000}
+                body = {"namespace": namespace, "kind": "story", "limit": 2000}
                 if after:
                     body["after"] = after
                 page = client.request("POST", "/v1/duplicates/audit", body)

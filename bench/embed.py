@@ -69,7 +69,7 @@ def corpus(n_titles: int, n_chunks: int, model: LocalProvider) -> tuple[list[str
 
 
 class NullSink:
-    async def record(self, row: UsageRow) -> None:
+    async def record(self, rows: Sequence[UsageRow]) -> None:
         return None
 
 

@@ -43,7 +43,7 @@ READ_LIMITS = (100, 1000, 4000, 10000)
 SCORED = (10, 100, 1000, 4000, 10000)
 
 
-def median_ms(call: Callable[[], object], runs: int = RUNS) -> float:
+def median_ms(call: Callable[..., object], runs: int = RUNS) -> float:
     times = []
     for _ in range(runs):
         started = time.perf_counter()

@@ -129,7 +129,7 @@ def wait_caught_up(client: Client, *, settled: bool = False) -> dict[str, Any]:
     started = time.monotonic()
     last = ""
     while True:
-        answer = client.request("GET", "/v1/generations")
+        answer: dict[str, Any] = client.request("GET", "/v1/generations")
         pending = answer["pending"]
         caught_up = pending == 0 and (answer["current"] is not None or answer["index"]["handle"] is not None)
         if settled:

@@ -131,6 +131,7 @@ def _plain(text: str) -> str:
 
 def man_sections(source: str) -> Iterator[tuple[str, str]]:
     """(section name, paragraph text) of a man page's roff source, formatting removed."""
+    paragraph: list[str]
     section, paragraph = "", []
     for line in source.splitlines():
         if line.startswith(('.\\"', "'\\\"", '.\\"')):
@@ -162,6 +163,7 @@ def read_page(path: Path) -> Page | None:
     source = raw.decode("utf-8", errors="replace")
     if source.lstrip().startswith(".so "):
         return None  # a redirect to another page
+    passages: list[str]
     description, passages = "", []
     for section, text in man_sections(source):
         words = text.split()
@@ -211,7 +213,7 @@ def build_corpus(n_passages: int, n_queries: int) -> dict[str, Any]:
 
 def load_corpus(path: Path, n_passages: int, n_queries: int) -> dict[str, Any]:
     if path.exists():
-        corpus = json.loads(path.read_text())
+        corpus: dict[str, Any] = json.loads(path.read_text())
         if len(corpus["records"]) == n_passages and len(corpus["queries"]) == n_queries:
             return corpus
     progress("building the corpus from the man pages")
@@ -439,6 +441,7 @@ async def raw_parts(dsn: str, raw: RawParts, queries: Sequence[str]) -> tuple[Lo
     systems."""
     stored, index, model, template_version = raw.stored, raw.index, raw.model, raw.template_version
     record_of = dict(zip(stored.surrogates.tolist(), stored.record_ids, strict=True))
+    parts: dict[str, list[float]]
     load, parts = Load("raw parts", 1), {"embed": [], "faiss": [], "postgresql": []}
     vectors = []
     conn = await asyncpg.connect(dsn)
@@ -621,6 +624,7 @@ def measure(args: argparse.Namespace, corpus: dict[str, Any]) -> tuple[list[str]
     asyncio.run(socket_load(args.socket, warmup, 4, "warm-up"))
 
     # One client, never-asked queries against the raw parts on the same queries, taking turns.
+    parts: dict[str, list[float]]
     cold_rounds, raw_rounds, parts, asked, vector_parts = [], [], {}, [], []
     for r in range(ROUNDS):
         chunk = single[r::ROUNDS]
@@ -868,7 +872,7 @@ async def stored_titles(dsn: str) -> set[str]:
         await conn.close()
 
 
-def prepare(args: argparse.Namespace) -> tuple[dict[str, Any], subprocess.Popen[bytes] | None]:
+def prepare(args: argparse.Namespace) -> tuple[dict[str, Any], subprocess.Popen[bytes]]:
     """The corpus, and a daemon that has every passage embedded and indexed."""
     corpus = load_corpus(args.work / "corpus.json", args.passages, args.queries)
     config = args.work / "recalld.toml"

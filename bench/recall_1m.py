@@ -81,7 +81,7 @@ NOISE = 0.35
 
 def synthetic(rng: np.random.Generator, basis: np.ndarray, n: int) -> np.ndarray:
     """`n` unit vectors near the subspace `basis` spans (see the module's docstring)."""
-    x = rng.standard_normal((n, RANK)).astype(np.float32) @ basis
+    x: np.ndarray = rng.standard_normal((n, RANK)).astype(np.float32) @ basis
     x /= np.linalg.norm(x, axis=1, keepdims=True)
     x += NOISE * rng.standard_normal(x.shape).astype(np.float32) / np.sqrt(x.shape[1])
     x /= np.linalg.norm(x, axis=1, keepdims=True)

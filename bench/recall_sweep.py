@@ -206,6 +206,10 @@ def report(ours: Sequence[Point], theirs: Sequence[Point], rounds: int = SWEEP_R
         " pgvector queries/s | pgvector CPU ms | recalld / pgvector |",
         "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
+    # each beam's pair, then each target's best (None where not reached); `best` is text, then a Point
+    mine: Point | None
+    other: Point | None
+    best: str | Point
     for mine, other in zip(ours, theirs, strict=True):
         a, b = mine.cpu_ms(), other.cpu_ms()
         lines.append(

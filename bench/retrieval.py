@@ -260,7 +260,7 @@ def embed_queries(questions: Sequence[Question], template_version: int) -> tuple
     return np.stack(vectors), timings
 
 
-def faiss_run(corpus: Corpus, questions: Sequence[Question], queries: np.ndarray) -> tuple[Run, dict[str, list]]:
+def faiss_run(corpus: Corpus, questions: Sequence[Question], queries: np.ndarray) -> tuple[Run, Lists]:
     """Raw FAISS: exact inner product over every chunk, best chunk per page. Also returns the
     per-question record lists with cosines (depth DEPTH) for offline fusion."""
     import faiss
@@ -353,7 +353,7 @@ async def pgvector_run(
         await conn.execute(f"DROP TABLE IF EXISTS {table}")
 
 
-async def text_lists(conn: asyncpg.Connection, namespace: str, questions: Sequence[Question]) -> dict[str, list]:
+async def text_lists(conn: asyncpg.Connection, namespace: str, questions: Sequence[Question]) -> Lists:
     """The full-text route's candidates (the daemon's own `full_text`), depth DEPTH, with scores."""
     lists = {}
     for q in questions:

@@ -1,4 +1,4 @@
-"""The code stays as the house style asks: ruff clean and formatted, mypy --strict on actors/ and daemon/."""
+"""The code stays as the house style asks: ruff clean and formatted, mypy --strict on actors/, daemon/ and bench/."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def test_ruff(command: list[str]) -> None:
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-1000:]
 
 
-def test_mypy_strict_on_actors_and_daemon() -> None:
+def test_mypy_strict_on_actors_daemon_and_bench() -> None:
     # the packages are pyproject.toml's [tool.mypy] packages
     done = subprocess.run([sys.executable, "-m", "mypy"], capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:]

@@ -79,7 +79,7 @@ def summary_of(text: str) -> str:
     found = _NAME_LINE.search(text)
     if found is None:
         return ""
-    lines = []
+    lines: list[str] = []
     for line in text[found.end() :].splitlines():
         if lines and not line.strip():
             break
