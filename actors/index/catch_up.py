@@ -31,8 +31,8 @@ HOLD_LONGEST_S = 86_400.0
 
 # While a large backlog is indexed the planner's statistics describe the tables as they were when
 # last taken, and both the catch-up's own query and recall's full text then get plans that scan
-# what an index would have found (the store's `refresh_statistics` says which tables and what
-# each cost). The builder refreshes them as the indexed records grow.
+# what an index would have found (which tables, and what each cost: the PostgreSQL store's
+# `PLANNED_AS_THEY_GROW`). The builder refreshes them as the indexed records grow.
 STATISTICS_GROWTH = 0.2
 STATISTICS_MIN_ROWS = 500
 

@@ -88,8 +88,8 @@ autovacuum's analyze gets there (by its defaults, up to a minute after each tent
 when last analysed, gets a nested loop that rescans it for every record (measured: one count
 past a minute after 100,000 records were written at once). `records`: with no statistics full
 text walks the namespace's index and tests every record's words instead of asking the words'
-GIN index (bench/recall_statistics.py: 0.6 -> 3.7 ms of PostgreSQL CPU per recall on 8,000
-records, growing with the records)."""
+GIN index, a plan whose cost grows with the namespace's records (bench/recall_statistics.py:
+0.6 -> 3.7 ms of PostgreSQL CPU per recall on 8,000 records)."""
 
 
 class PgVectorStore:
