@@ -11,8 +11,9 @@ could take: the vector route of recall (issue 20 item 6) and the duplicate check
   by `transformers` on PyTorch (`pip install torch transformers`), mean pooling as its
   sentence-transformers config says.
 
-    python bench/packaged_models.py routes [--model e5|mpnet] CORPUS_DIR QUESTIONS.toml [...]
+    python bench/packaged_models.py routes [--model e5|mpnet [--mpnet-onnx FILE]] CORPUS_DIR QUESTIONS.toml [...]
     python bench/packaged_models.py titles [--model e5|mpnet] [PAIRS.json ...]
+    python bench/packaged_models.py export --mpnet-dir DIR [--out DIR]
 
 `routes`: every `*.txt` page of CORPUS_DIR chunked and rendered as the daemon does
 (actors/chunking.py, the document template), embedded by MiniLM (daemon/providers/local.py)
@@ -125,6 +126,84 @@ def embedded(name: str, texts: Sequence[str], encode: Callable[[list[str]], np.n
     return vectors
 
 
+QUERIES = (
+    "why is my query not using my index",
+    "how do I copy a whole database from one machine to another",
+    "number the rows within each group, starting again at 1 for every group",
+)
+"""Questions of the pgdocs set, for the export's timing and agreement."""
+
+
+def export(folder: Path, out: Path) -> None:
+    """mpnet as ONNX for onnxruntime (how recalld runs its MiniLM): fp32, and int8 (dynamic,
+    MatMul weights per channel); for each, a query's embedding time on two threads and the
+    cosine of its vectors to PyTorch's."""
+    torch = importlib.import_module("torch")
+    transformers = importlib.import_module("transformers")
+    quantization = importlib.import_module("onnxruntime.quantization")
+    tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+    model = transformers.AutoModel.from_pretrained(folder).eval()
+    out.mkdir(parents=True, exist_ok=True)
+    fp32, int8 = out / "mpnet.onnx", out / "mpnet-int8.onnx"
+    sample = tokenizer(["a sentence to trace the graph with"], return_tensors="pt")
+    axes = {0: "batch", 1: "tokens"}
+    torch.onnx.export(
+        model,
+        (sample["input_ids"], sample["attention_mask"]),
+        str(fp32),
+        input_names=["input_ids", "attention_mask"],
+        output_names=["last_hidden_state"],
+        dynamic_axes={"input_ids": axes, "attention_mask": axes, "last_hidden_state": axes},
+        opset_version=17,
+        dynamo=False,
+    )
+    quantization.quantize_dynamic(
+        str(fp32),
+        str(int8),
+        weight_type=quantization.QuantType.QInt8,
+        per_channel=True,
+        reduce_range=True,
+        op_types_to_quantize=["MatMul"],
+    )
+    reference = mpnet_encoder(folder).queries(list(QUERIES))
+    print("| mpnet as | file MB | query p50 / p95 ms | cosine to PyTorch's vectors |\n| --- | ---: | ---: | --- |")
+    for path in (fp32, int8):
+        encode = mpnet_onnx_encoder(folder, path).queries
+        agreement = (encode(list(QUERIES)) * reference).sum(1)
+        seconds = []
+        for i in range(60):
+            started = time.perf_counter()
+            encode([QUERIES[i % len(QUERIES)]])
+            seconds.append(time.perf_counter() - started)
+        ms = np.array(seconds) * 1000
+        print(
+            f"| {path.name} | {path.stat().st_size / 1e6:.0f} | {np.median(ms):.1f} / {np.percentile(ms, 95):.1f} |"
+            f" {', '.join(f'{c:.3f}' for c in agreement)} |"
+        )
+
+
+def mpnet_onnx_encoder(folder: Path, path: Path) -> Encoder:
+    """mpnet from an ONNX file `export` wrote, on onnxruntime with two threads (as recalld runs
+    MiniLM), mean pooling as in `mpnet_encoder`."""
+    transformers = importlib.import_module("transformers")
+    ort = importlib.import_module("onnxruntime")
+    tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 2
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+    def encode(texts: list[str]) -> np.ndarray:
+        batch = tokenizer(texts, padding=True, truncation=True, max_length=384, return_tensors="np")
+        feeds = {name: batch[name].astype(np.int64) for name in ("input_ids", "attention_mask")}
+        tokens = session.run(None, feeds)[0]
+        mask = batch["attention_mask"][..., None].astype(np.float32)
+        pooled = (tokens * mask).sum(1) / mask.sum(1)
+        return np.asarray(pooled / np.linalg.norm(pooled, axis=1, keepdims=True), dtype=np.float32)
+
+    return Encoder(f"mpnet {path.stem}", encode, encode)
+
+
 def pages_ranked(scores: np.ndarray, owner: Sequence[str]) -> list[str]:
     pages: list[str] = []
     for i in np.argsort(-scores):
@@ -214,10 +293,22 @@ def main(argv: Sequence[str] | None = None) -> None:
     for job in (r, t):
         job.add_argument("--model", choices=("e5", "mpnet"), default="e5")
         job.add_argument("--mpnet-dir", type=Path, help="the unzipped all-mpnet-base-v2 folder (--model mpnet)")
+        job.add_argument("--mpnet-onnx", type=Path, help="run mpnet from this file of `export` instead of PyTorch")
+    x = sub.add_parser("export", help="mpnet as ONNX, fp32 and int8: speed and agreement")
+    x.add_argument("--mpnet-dir", type=Path, required=True)
+    x.add_argument("--out", type=Path, default=CACHE / "mpnet-onnx")
     args = parser.parse_args(argv)
+    if args.job == "export":
+        export(args.mpnet_dir, args.out)
+        return
     if args.model == "mpnet" and args.mpnet_dir is None:
         parser.error("--model mpnet needs --mpnet-dir")
-    model = e5_encoder() if args.model == "e5" else mpnet_encoder(args.mpnet_dir)
+    if args.model == "e5":
+        model = e5_encoder()
+    elif args.mpnet_onnx is not None:
+        model = mpnet_onnx_encoder(args.mpnet_dir, args.mpnet_onnx)
+    else:
+        model = mpnet_encoder(args.mpnet_dir)
     if args.job == "routes":
         routes(args.corpus, args.questions, model)
     else:
