@@ -188,6 +188,9 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 RECALL_WORK = ROOT / "var/bench-recall"
 """Where bench/recall.py keeps its corpus, data directory, socket and log (its `--work`)."""
+RECALL_QUICK_WORK = ROOT / "var/bench-recall-quick"
+"""Where `bench/recall.py --quick` keeps them (8,000 passages), the corpus the probes of the read
+path measure on by default."""
 
 
 @contextmanager

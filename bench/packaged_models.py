@@ -41,6 +41,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 
@@ -88,7 +89,21 @@ def e5_encoder() -> Encoder:
     return Encoder("e5", nano.passage, nano.query)
 
 
-def mpnet_encoder(folder: Path) -> Encoder:
+MPNET_TOKENS = 384
+"""mpnet's input limit, its sentence_bert_config.json's max_seq_length."""
+
+
+@dataclass(frozen=True)
+class TorchMpnet:
+    """mpnet loaded once on PyTorch: for the routes, and for `export` (the graph it traces and
+    the vectors the ONNX files are compared with)."""
+
+    torch: Any
+    tokenizer: Any
+    model: Any
+
+
+def torch_mpnet(folder: Path) -> TorchMpnet:
     try:
         torch = importlib.import_module("torch")
         transformers = importlib.import_module("transformers")
@@ -96,15 +111,22 @@ def mpnet_encoder(folder: Path) -> Encoder:
         raise SystemExit("--model mpnet needs PyTorch and transformers: pip install torch transformers") from None
     torch.set_num_threads(2)
     tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
-    model = transformers.AutoModel.from_pretrained(folder).eval()
+    return TorchMpnet(torch, tokenizer, transformers.AutoModel.from_pretrained(folder).eval())
 
+
+def mean_pooled(tokens: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Unit vectors of the tokens' mean over the attention mask (mpnet's 1_Pooling/config.json)."""
+    weights = mask[..., None].astype(np.float32)
+    pooled = (tokens * weights).sum(1) / weights.sum(1)
+    return np.asarray(pooled / np.linalg.norm(pooled, axis=1, keepdims=True), dtype=np.float32)
+
+
+def mpnet_encoder(loaded: TorchMpnet) -> Encoder:
     def encode(texts: list[str]) -> np.ndarray:
-        batch = tokenizer(texts, padding=True, truncation=True, max_length=384, return_tensors="pt")
-        with torch.inference_mode():
-            tokens = model(**batch).last_hidden_state
-        mask = batch["attention_mask"].unsqueeze(-1).float()
-        pooled = (tokens * mask).sum(1) / mask.sum(1)  # mean pooling, its 1_Pooling/config.json
-        return np.asarray(torch.nn.functional.normalize(pooled, dim=1).numpy(), dtype=np.float32)
+        batch = loaded.tokenizer(texts, padding=True, truncation=True, max_length=MPNET_TOKENS, return_tensors="pt")
+        with loaded.torch.inference_mode():
+            tokens = loaded.model(**batch).last_hidden_state
+        return mean_pooled(tokens.numpy(), batch["attention_mask"].numpy())
 
     return Encoder("mpnet", encode, encode)
 
@@ -138,17 +160,14 @@ def export(folder: Path, out: Path) -> None:
     """mpnet as ONNX for onnxruntime (how recalld runs its MiniLM): fp32, and int8 (dynamic,
     MatMul weights per channel); for each, a query's embedding time on two threads and the
     cosine of its vectors to PyTorch's."""
-    torch = importlib.import_module("torch")
-    transformers = importlib.import_module("transformers")
+    loaded = torch_mpnet(folder)
     quantization = importlib.import_module("onnxruntime.quantization")
-    tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
-    model = transformers.AutoModel.from_pretrained(folder).eval()
     out.mkdir(parents=True, exist_ok=True)
     fp32, int8 = out / "mpnet.onnx", out / "mpnet-int8.onnx"
-    sample = tokenizer(["a sentence to trace the graph with"], return_tensors="pt")
+    sample = loaded.tokenizer(["a sentence to trace the graph with"], return_tensors="pt")
     axes = {0: "batch", 1: "tokens"}
-    torch.onnx.export(
-        model,
+    loaded.torch.onnx.export(
+        loaded.model,
         (sample["input_ids"], sample["attention_mask"]),
         str(fp32),
         input_names=["input_ids", "attention_mask"],
@@ -165,7 +184,7 @@ def export(folder: Path, out: Path) -> None:
         reduce_range=True,
         op_types_to_quantize=["MatMul"],
     )
-    reference = mpnet_encoder(folder).queries(list(QUERIES))
+    reference = mpnet_encoder(loaded).queries(list(QUERIES))
     print("| mpnet as | file MB | query p50 / p95 ms | cosine to PyTorch's vectors |\n| --- | ---: | ---: | --- |")
     for path in (fp32, int8):
         encode = mpnet_onnx_encoder(folder, path).queries
@@ -184,7 +203,7 @@ def export(folder: Path, out: Path) -> None:
 
 def mpnet_onnx_encoder(folder: Path, path: Path) -> Encoder:
     """mpnet from an ONNX file `export` wrote, on onnxruntime with two threads (as recalld runs
-    MiniLM), mean pooling as in `mpnet_encoder`."""
+    MiniLM)."""
     transformers = importlib.import_module("transformers")
     ort = importlib.import_module("onnxruntime")
     tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
@@ -194,12 +213,9 @@ def mpnet_onnx_encoder(folder: Path, path: Path) -> Encoder:
     session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
     def encode(texts: list[str]) -> np.ndarray:
-        batch = tokenizer(texts, padding=True, truncation=True, max_length=384, return_tensors="np")
+        batch = tokenizer(texts, padding=True, truncation=True, max_length=MPNET_TOKENS, return_tensors="np")
         feeds = {name: batch[name].astype(np.int64) for name in ("input_ids", "attention_mask")}
-        tokens = session.run(None, feeds)[0]
-        mask = batch["attention_mask"][..., None].astype(np.float32)
-        pooled = (tokens * mask).sum(1) / mask.sum(1)
-        return np.asarray(pooled / np.linalg.norm(pooled, axis=1, keepdims=True), dtype=np.float32)
+        return mean_pooled(session.run(None, feeds)[0], batch["attention_mask"])
 
     return Encoder(f"mpnet {path.stem}", encode, encode)
 
@@ -308,7 +324,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     elif args.mpnet_onnx is not None:
         model = mpnet_onnx_encoder(args.mpnet_dir, args.mpnet_onnx)
     else:
-        model = mpnet_encoder(args.mpnet_dir)
+        model = mpnet_encoder(torch_mpnet(args.mpnet_dir))
     if args.job == "routes":
         routes(args.corpus, args.questions, model)
     else:

@@ -75,6 +75,7 @@ from bench.harness import (
     PGVECTOR_SESSION,
     PGVECTOR_SQL,
     PGVECTOR_TOP,
+    RECALL_QUICK_WORK,
     RECALL_WORK,
     STORED_CHUNKS_SQL,
     cpu_seconds,
@@ -914,7 +915,7 @@ def main(argv: list[str] | None = None) -> int:
     args.graph = Graph() if args.pgvector_graph == "defaults" else Graph(m=32, ef_construction=80)
     args.argv = sys.argv[1:] if argv is None else argv  # the report quotes the command as given
     if args.quick:
-        args.passages, args.queries, args.work = 8_000, 300, RECALL_WORK.with_name("bench-recall-quick")
+        args.passages, args.queries, args.work = 8_000, 300, RECALL_QUICK_WORK
     args.work = args.work.resolve()
     args.socket = args.work / "recalld.sock"
     corpus, daemon = prepare(args)

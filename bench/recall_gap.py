@@ -23,9 +23,8 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.harness import RECALL_WORK, start_daemon, stop_daemon
-
-NAMESPACE = "bench-recall"
+from bench.harness import RECALL_QUICK_WORK, start_daemon, stop_daemon
+from bench.recall import NAMESPACE
 
 
 def ms(seconds: list[float]) -> float:
@@ -66,7 +65,7 @@ async def rounds(socket: Path, queries: list[str], count: int) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--work", type=Path, default=RECALL_WORK.with_name("bench-recall-quick"))
+    parser.add_argument("--work", type=Path, default=RECALL_QUICK_WORK)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     work = args.work.resolve()

@@ -28,7 +28,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.harness import RECALL_WORK, ROOT, percentile, progress, start_daemon, stop_daemon
+from bench.harness import RECALL_QUICK_WORK, ROOT, percentile, progress, start_daemon, stop_daemon
 from bench.recall import Meter, socket_load
 from bench.recall_sweep import wait_ready
 
@@ -66,7 +66,7 @@ def order(names: list[str], round_: int) -> list[str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--before", type=Path, required=True, help="a checkout of the build before the change")
-    parser.add_argument("--work", type=Path, default=RECALL_WORK.with_name("bench-recall-quick"))
+    parser.add_argument("--work", type=Path, default=RECALL_QUICK_WORK)
     parser.add_argument("--queries", type=int, default=150)
     parser.add_argument("--rounds", type=int, default=3, help="rounds per build")
     parser.add_argument("--new", type=int, default=0, help="never-asked queries at one client, per round")

@@ -27,7 +27,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.harness import RECALL_WORK, ROOT, cpu_seconds, embedded_dsn, postgres_cpu_seconds, progress
+from bench.harness import RECALL_QUICK_WORK, ROOT, cpu_seconds, embedded_dsn, postgres_cpu_seconds, progress
 from bench.recall import socket_load
 from bench.recall_sweep import wait_ready
 
@@ -90,7 +90,7 @@ def measure(socket_path: Path, queries: list[str], daemons: list[int], pgdata: P
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--work", type=Path, default=RECALL_WORK.with_name("bench-recall-quick"))
+    parser.add_argument("--work", type=Path, default=RECALL_QUICK_WORK)
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=2, help="pairs of rounds (one process, two)")
     args = parser.parse_args()

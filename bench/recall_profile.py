@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.harness import RECALL_WORK, ROOT, progress
+from bench.harness import RECALL_QUICK_WORK, ROOT, progress
 from bench.recall import NAMESPACE, socket_load
 from bench.recall_sweep import wait_ready
 from daemon.client import Client
@@ -136,7 +136,7 @@ def bare_floor(work: Path, body: bytes, queries: list[str]) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--work", type=Path, default=RECALL_WORK.with_name("bench-recall-quick"))
+    parser.add_argument("--work", type=Path, default=RECALL_QUICK_WORK)
     parser.add_argument("--queries", type=int, default=150)
     parser.add_argument("--out", type=Path, default=Path("/tmp/recalld-loop.prof"))
     parser.add_argument("--top", type=int, default=45)

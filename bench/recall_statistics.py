@@ -29,11 +29,10 @@ import asyncpg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.harness import RECALL_WORK, cpu_seconds, embedded_dsn, postgres_cpu_seconds, start_daemon, stop_daemon
-from bench.recall import socket_load
+from bench.harness import RECALL_QUICK_WORK, cpu_seconds, embedded_dsn, postgres_cpu_seconds, start_daemon, stop_daemon
+from bench.recall import NAMESPACE, socket_load
 from daemon.store.search import TS_CONFIG
 
-NAMESPACE = "bench-recall"
 TABLES = ("records", "chunks", "indexed_records", "chunk_vectors", "title_vectors")
 """The tables a recall reads, whose statistics this may remove."""
 PLANNED = (
@@ -83,7 +82,7 @@ def measure(label: str, work: Path, socket: Path, pid: int, queries: list[str]) 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--work", type=Path, default=RECALL_WORK.with_name("bench-recall-quick"))
+    parser.add_argument("--work", type=Path, default=RECALL_QUICK_WORK)
     parser.add_argument("--rounds", type=int, default=2, choices=range(1, 101), metavar="1..100")
     parser.add_argument("--tables", nargs="+", choices=TABLES, default=["records", "chunks", "indexed_records"])
     args = parser.parse_args()
