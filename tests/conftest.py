@@ -10,9 +10,7 @@ socket, exactly as a client would.
 
 from __future__ import annotations
 
-import os
 import shutil
-import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +20,7 @@ import pytest
 from trio.testing import MockClock
 
 from daemon.store.embedded import EmbeddedPostgres
-from tests.support import Daemon, create_database, is_worker, namespace, scratch_dir, sql
+from tests.support import Daemon, create_database, namespace, remove_run_dir, scratch_dir, share_run_dir, sql
 from tests.support.fake_openai import FakeOpenAI
 
 # One anyio backend fixture for the whole suite. A test runs on asyncio only unless it (or its module, via
@@ -41,8 +39,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # One cache directory for every daemon the suite starts, as one machine's daemon keeps it
     # between its starts (the title model's parsed files: about 1 s of each start, once). The
     # workers inherit the controller's.
-    if not is_worker(config):
-        os.environ["CACHE_DIRECTORY"] = tempfile.mkdtemp(prefix="recalld-test-cache-")
+    share_run_dir(config, "CACHE_DIRECTORY", "recalld-test-cache-")
     config.addinivalue_line(
         "markers",
         "anyio_backends(*names, real_clock=False): the anyio backends a test runs on (default: asyncio only)",
@@ -50,8 +47,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    if not is_worker(config):
-        shutil.rmtree(os.environ.pop("CACHE_DIRECTORY", ""), ignore_errors=True)
+    remove_run_dir(config, "CACHE_DIRECTORY")
 
 
 def _backend_names(marker: pytest.Mark | None) -> tuple[str, ...]:

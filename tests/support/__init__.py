@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -31,6 +32,19 @@ RECALLD = [sys.executable, "-m", "daemon"]
 def is_worker(config: pytest.Config) -> bool:
     """A pytest-xdist worker, started by the run's controller (pytest's first process)."""
     return hasattr(config, "workerinput")
+
+
+def share_run_dir(config: pytest.Config, variable: str, prefix: str) -> None:
+    """In the run's controller: a new temp directory, named by environment `variable`, which the
+    workers it starts inherit (so they share it). Undone by `remove_run_dir`."""
+    if not is_worker(config):
+        os.environ[variable] = tempfile.mkdtemp(prefix=prefix)
+
+
+def remove_run_dir(config: pytest.Config, variable: str) -> None:
+    """In the run's controller, at the end: `share_run_dir`'s directory, and its variable."""
+    if not is_worker(config):
+        shutil.rmtree(os.environ.pop(variable, ""), ignore_errors=True)
 
 
 def scratch_dir(prefix: str) -> Path:

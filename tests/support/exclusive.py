@@ -16,14 +16,12 @@ from __future__ import annotations
 
 import fcntl
 import os
-import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support import is_worker
+from tests.support import is_worker, remove_run_dir, share_run_dir
 
 MARKER = "exclusive"
 
@@ -35,13 +33,11 @@ LOCK_DIR = "TESTS_EXCLUSIVE_LOCK_DIR"
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"{MARKER}: no other test runs beside it when the suite runs in several workers")
-    if not is_worker(config):
-        os.environ[LOCK_DIR] = tempfile.mkdtemp(prefix="recalld-test-locks-")
+    share_run_dir(config, LOCK_DIR, "recalld-test-locks-")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    if not is_worker(config):
-        shutil.rmtree(os.environ.pop(LOCK_DIR, ""), ignore_errors=True)
+    remove_run_dir(config, LOCK_DIR)
 
 
 def _lock_dir(config: pytest.Config) -> Path | None:
