@@ -34,9 +34,9 @@ from bench.harness import (  # noqa: E402
     publish,
     write_option,
 )
+from bench.recall import NAMESPACE  # noqa: E402
 from daemon.store.search import Filters, full_text  # noqa: E402
 
-NAMESPACE = "bench-recall"
 CAP = 30  # [recall] fts_candidates
 RUNS = 3
 CURRENT, WEBSEARCH = f"query builder v{QUERY_BUILDER_VERSION}", "`or` as websearch reads it"

@@ -19,14 +19,16 @@ its log names), with a daemon started on that data dir:
    it is given (a set with no tuning questions uses the one chosen on pgdocs). With `--chunks`,
    other indexes of the same corpus (chunked otherwise) answer through their own daemons.
 4. Latency: each option's extra step is timed per question and added to that question's time
-   through the daemon, so p50/p95 are per question, end to end.
+   through the daemon, so p50/p95 are per question, end to end (a second model in MiniLM's place
+   adds its query embedding less MiniLM's).
 
 An option wins when, on the held-out questions (even ids and fresh ones; every question of a set
 with no tuning half), it answers at least as many in the top 5 and has at least the MRR@10 of
 today on each kind, a higher MRR@10 on at least one kind, and its p95 stays under twice today's.
 
-5. With `--options use`, a second embedding model, USE multilingual v3 (bench/second_model.py):
-   alone as the vector route, as a third list (weight chosen on tuning), and averaged with MiniLM.
+5. With `--options use` or `--options mpnet`, a second embedding model, USE multilingual v3 or
+   all-mpnet-base-v2 (bench/second_model.py): alone as the vector route, as a third list (weight
+   chosen on tuning), and averaged with MiniLM.
 
 Options this script cannot measure here (a cross-encoder reranker) are reported in
 docs/RETRIEVAL.md with what was checked.
@@ -282,10 +284,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--options",
         action="append",
-        choices=("headings", "use"),
-        help="the heading lists (default), or a second embedding model (USE multilingual v3: bench/second_model.py)",
+        choices=("headings", "use", "mpnet"),
+        help="the heading lists (default), or a second embedding model (bench/second_model.py)",
     )
-    parser.add_argument("--use-weight", type=float, help="the USE list's weight (default: chosen on tuning)")
+    parser.add_argument("--mpnet-dir", type=Path, help="the unzipped all-mpnet-base-v2 folder (--options mpnet)")
+    parser.add_argument("--mpnet-onnx", type=Path, help="its ONNX file, from bench/packaged_models.py export")
+    parser.add_argument(
+        "--second-weight", "--use-weight", type=float, help="the second model's list weight (default: chosen on tuning)"
+    )
     parser.add_argument("--write", type=Path)
     parser.add_argument("--section", default="quality_step.py")
     args = parser.parse_args(argv)
@@ -293,8 +299,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.options = args.options or ["headings"]
     questions = load_questions(args.questions)
     tuning = [q for q in questions if not q.held_out]
-    if not tuning and None in [{"headings": args.title_weight, "use": args.use_weight}[o] for o in args.options]:
-        raise SystemExit("no tuning questions in this set: give --title-weight/--use-weight (chosen on pgdocs)")
+    if not tuning and None in [args.title_weight if o == "headings" else args.second_weight for o in args.options]:
+        raise SystemExit("no tuning questions in this set: give --title-weight/--second-weight (chosen on pgdocs)")
+    if "mpnet" in args.options and (args.mpnet_dir is None or args.mpnet_onnx is None):
+        parser.error("--options mpnet needs --mpnet-dir and --mpnet-onnx")
 
     variants = []
     for spec in args.chunks:
@@ -356,7 +364,7 @@ async def measure(
     conn = await asyncpg.connect(embedded_dsn(data_dir))
     try:
         corpus = await load_corpus(conn, args.namespace, space, space_id)
-        queries, _ = embed_queries(questions, corpus.template_version)
+        queries, minilm_ms = embed_queries(questions, corpus.template_version)
         _, vec = faiss_run(corpus, questions, queries)
         text = await strict_lists(conn, args.namespace, questions)
         progress("route lists read; the options next")
@@ -367,15 +375,19 @@ async def measure(
             options.append(Option(f"{heading.name}, by words", words, words_ms))
             meaning, meaning_ms = meaning_lists(heading, questions, queries, corpus.template_version)
             options.append(Option(f"{heading.name}, by meaning", meaning, meaning_ms))
-        if "use" in args.options:
-            cache = ROOT / f"var/quality/use-{args.namespace}-{len(corpus.chunk_text)}.npy"
-            use_weights = (args.use_weight,) if args.use_weight is not None else second_model.WEIGHTS
-            use, use_ms, mean, mean_ms = await second_model.routes(conn, corpus, questions, queries, cache)
-            routes_alone = second_model.alone(corpus, {"MiniLM": vec, "USE": use, "averaged": mean})
+        for name in [o for o in args.options if o in ("use", "mpnet")]:
+            model = second_model.use() if name == "use" else second_model.mpnet(args.mpnet_dir, args.mpnet_onnx)
+            m = model.name
+            cache = ROOT / f"var/quality/{m.lower()}-{args.namespace}-{len(corpus.chunk_text)}.npy"
+            weights = (args.second_weight,) if args.second_weight is not None else second_model.WEIGHTS
+            own, own_ms, mean, mean_ms = await second_model.routes(conn, model, corpus, questions, queries, cache)
+            routes_alone += second_model.alone(corpus, {"MiniLM": vec, m: own, f"averaged with {m}": mean})
+            # (a) embeds the query with the second model instead of MiniLM, whose time it saves
+            instead = {q.id: own_ms[q.id] - saved for q, saved in zip(questions, minilm_ms, strict=True)}
             options += [
-                Option("USE as the vector route", None, use_ms, vector=use, row="USE as the vector route (a)"),
-                Option("USE, third list", use, use_ms, weights=use_weights, row="+ USE list (b), weight {weight:g}"),
-                Option("cosines averaged", None, mean_ms, vector=mean, row="MiniLM and USE averaged (c)"),
+                Option(f"{m} as the vector route", None, instead, vector=own, row=f"{m} as the vector route (a)"),
+                Option(f"{m}, third list", own, own_ms, weights=weights, row=f"+ {m} list (b), weight {{weight:g}}"),
+                Option(f"cosines averaged ({m})", None, mean_ms, vector=mean, row=f"MiniLM and {m} averaged (c)"),
             ]
     finally:
         await conn.close()
@@ -450,13 +462,15 @@ async def measure(
         "",
         "Cells: hit@5 (questions) · MRR@10, page level (actors/retrieval_metrics.py). Latency: per question,"
         " the default recall through the daemon's socket (embedding included), plus the option's extra step"
-        " timed on its own."
+        " timed on its own (a second model as the vector route: its query embedding and search, less"
+        " MiniLM's query embedding, which it replaces)."
         + (f" The heading list's weight is {chosen}, from {', '.join(f'{w:g}' for w in WEIGHTS)}." if headings else "")
         + (
-            f" The USE list's weight (b) is given (`--use-weight {args.use_weight:g}`)."
-            if args.use_weight is not None
-            else f" The USE list's weight (b) is chosen on tuning, from {', '.join(map(str, second_model.WEIGHTS))}."
-            if "use" in args.options
+            f" The second model's list weight (b) is given (`--second-weight {args.second_weight:g}`)."
+            if args.second_weight is not None
+            else f" The second model's list weight (b) is chosen on tuning, from"
+            f" {', '.join(map(str, second_model.WEIGHTS))}."
+            if {"use", "mpnet"} & set(args.options)
             else ""
         )
         + f" The offline fusion answers {same}/{len(questions)} questions' top 5 exactly as the daemon did.",
@@ -490,7 +504,8 @@ def command_line(args: argparse.Namespace) -> str:
         parts.append(f"--title-weight {args.title_weight:g}")
     parts += [f"--chunks {spec}" for spec in args.chunks]
     parts += [f"--options {o}" for o in args.options if args.options != ["headings"]]
-    parts += [f"--use-weight {args.use_weight:g}"] if args.use_weight is not None else []
+    parts += [f"--mpnet-dir {args.mpnet_dir} --mpnet-onnx {args.mpnet_onnx}"] if "mpnet" in args.options else []
+    parts += [f"--second-weight {args.second_weight:g}"] if args.second_weight is not None else []
     if args.write:
         parts += [f"--section '{args.section}'", f"--write {args.write}"]
     return " ".join(parts)

