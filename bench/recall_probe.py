@@ -1,7 +1,8 @@
 """A short probe of two builds of the daemon taking turns on the same data (issue 24): does a
 change pay? Each round starts one build's `recalld serve` on bench/recall.py's data directory,
 first asks `--new` never-asked queries at one client (the query embedded: p50 of the client's
-latency, and each stage's; a fresh slice each round, the same for both builds), then puts the
+latency, and each stage's; a fresh slice each round, the same for both builds), with `--new-16`
+then the probe's queries at 16 clients, each embedded (throughput, CPU per recall), then puts the
 probe's queries in its query-vector cache and measures `POST /v1/recall` (k 10, both routes)
 with the query vector cached at 16 clients (throughput, CPU per recall of the daemon,
 PostgreSQL and this client) and at one client (p50 of the client's latency, and each stage's),
@@ -33,7 +34,9 @@ from bench.recall import Meter, socket_load
 from bench.recall_sweep import wait_ready
 
 
-def one_round(work: Path, code: Path, queries: list[str], new: list[str], env: dict[str, str]) -> dict[str, Any]:
+def one_round(
+    work: Path, code: Path, queries: list[str], new: list[str], env: dict[str, str], *, new_16: bool = False
+) -> dict[str, Any]:
     socket = work / "recalld.sock"
     daemon = start_daemon(
         work / "data", socket, work / "serve.log", config=work / "recalld.toml", env={"PYTHONPATH": str(code), **env}
@@ -41,8 +44,10 @@ def one_round(work: Path, code: Path, queries: list[str], new: list[str], env: d
     try:
         wait_ready(socket, queries[0])
         cold = asyncio.run(socket_load(socket, new, 1, "recalld")) if new else None
-        asyncio.run(socket_load(socket, queries, 4, "warm-up"))  # every query vector cached
         meter = Meter(daemon.pid, work / "data/pg")
+        # the probe's queries are not cached yet in this fresh daemon: each is embedded once here
+        cold_many = meter.run(socket_load(socket, queries, 16, "recalld")) if new_16 else None
+        asyncio.run(socket_load(socket, queries, 4, "warm-up"))  # every query vector cached
         many = meter.run(socket_load(socket, queries * 2, 16, "recalld"))
         one = asyncio.run(socket_load(socket, queries, 1, "recalld"))
     finally:
@@ -55,6 +60,12 @@ def one_round(work: Path, code: Path, queries: list[str], new: list[str], env: d
         "stages_1": {stage: percentile(values, 50) for stage, values in one.stages.items()},
         "p50_new_1": percentile(cold.latency_ms, 50) if cold else None,
         "stages_new_1": {stage: percentile(values, 50) for stage, values in cold.stages.items()} if cold else {},
+        "throughput_new_16": cold_many.throughput if cold_many else None,
+        "cpu_ms_new_16": (
+            {who: round(1000 * s / len(cold_many.latency_ms), 3) for who, s in cold_many.cpu_s.items()}
+            if cold_many
+            else {}
+        ),
     }
 
 
@@ -70,6 +81,7 @@ def main() -> int:
     parser.add_argument("--queries", type=int, default=150)
     parser.add_argument("--rounds", type=int, default=3, help="rounds per build")
     parser.add_argument("--new", type=int, default=0, help="never-asked queries at one client, per round")
+    parser.add_argument("--new-16", action="store_true", help="also the probe's queries at 16 clients, each embedded")
     parser.add_argument("--env", action="append", default=[], help="KEY=VALUE for both daemons")
     args = parser.parse_args()
     work = args.work.resolve()
@@ -86,7 +98,7 @@ def main() -> int:
             code = builds[name]
             progress(f"round {r + 1}/{args.rounds}: {name} ({code})")
             new = unasked[r * args.new : (r + 1) * args.new]
-            results[name].append(one_round(work, code, queries, new, env))
+            results[name].append(one_round(work, code, queries, new, env, new_16=args.new_16))
             progress(f"  {json.dumps(results[name][-1])}")
     for name, rounds in results.items():
         cpu = {who: statistics.median(r["cpu_ms"][who] for r in rounds) for who in rounds[0]["cpu_ms"]}
@@ -105,6 +117,14 @@ def main() -> int:
             print(
                 f"{name}: new queries, 1 client p50 {statistics.median(r['p50_new_1'] for r in rounds):.2f} ms"
                 f" (rounds {each}), stages {json.dumps(cold)}"
+            )
+        if args.new_16:
+            who_ran = rounds[0]["cpu_ms_new_16"]
+            cpu = {who: statistics.median(r["cpu_ms_new_16"][who] for r in rounds) for who in who_ran}
+            each = ", ".join(str(round(r["throughput_new_16"])) for r in rounds)
+            print(
+                f"{name}: new queries, 16 clients {statistics.median(r['throughput_new_16'] for r in rounds):.0f}/s"
+                f" (rounds {each}), CPU ms per recall {json.dumps(cpu)}"
             )
     return 0
 
