@@ -13,7 +13,6 @@ CPU the process's user + system time per call.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
@@ -22,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.harness import machine, publish
-from daemon.providers.local import LocalProvider
+from daemon.providers.local import LocalProvider, default_threads
 
 SIZES = ((1, 8), (1, 12), (1, 16), (1, 24), (1, 32), (1, 64), (2, 64), (1, 256), (8, 256))
 """(rows, tokens) per run: query lengths first, then a chunk and a batch of chunks."""
@@ -52,7 +51,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--write", type=Path)
     args = parser.parse_args()
-    cores = min(len(os.sched_getaffinity(0)), 8)  # as the provider's default
+    cores = default_threads()
     providers = {1: LocalProvider(threads=1), cores: LocalProvider(threads=cores)}
     for provider in providers.values():
         provider.load()

