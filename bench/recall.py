@@ -70,6 +70,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from actors.embedding.template import render_query
 from actors.index.settings import HNSW_EF_SEARCH
+from actors.index.vectors import one_thread_per_search
 from bench.harness import (
     PGVECTOR_K,
     PGVECTOR_SESSION,
@@ -432,6 +433,10 @@ class RawParts:
     def __post_init__(self) -> None:
         from daemon.providers.local import LocalProvider
 
+        # FAISS searches on one thread, as the daemon's do (`one_thread_per_search`): with its
+        # default OpenMP team of two, the idle member spins after each search beside the model
+        # run that follows (docs/BENCHMARKS.md, "Seventh session").
+        one_thread_per_search()
         self.model = LocalProvider()
         self.model.encode(["warm up"])
 
@@ -623,6 +628,9 @@ def measure(args: argparse.Namespace, corpus: dict[str, Any]) -> tuple[list[str]
         raise SystemExit("pgvector crashes on this CPU (SIGILL): run bench/pgvector.sh, then this again")
     asyncio.run(pgvector_table(dsn, stored, args.graph))
     asyncio.run(socket_load(args.socket, warmup, 4, "warm-up"))
+    # The raw parts warm up too, as recalld just did: their first model runs and their
+    # connection's first statements are slower.
+    asyncio.run(raw_parts(dsn, raw_model, warmup))
 
     # One client, never-asked queries against the raw parts on the same queries, taking turns.
     parts: dict[str, list[float]]

@@ -1,0 +1,154 @@
+"""Where one client's recall spends its time, step by step, beside the raw parts (issue 24).
+
+On the corpus bench/recall.py prepared in WORK (`bench/recall.py --passages 8000 --queries 300
+--work var/bench-recall-quick --prepare-only`): a daemon started with the timing hooks of
+bench/timeline/sitecustomize.py (they time functions of the recall path and change nothing
+else) answers never-asked queries at one client, and in turns the raw parts of bench/recall.py
+answer the same queries (the model called directly, the daemon's FAISS file, one PostgreSQL
+query). Then the same queries again, their vectors cached. Printed: each step's median start
+and end from the handler's start, and the client's latency against the raw parts'.
+
+    .venv/bin/python bench/recall_timeline.py [--work var/bench-recall-quick] [--rounds 4] [--write FILE]
+
+The hooks add a few microseconds a step; read the steps' sizes and the gaps between them, not
+the last digit of the total.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.harness import (
+    RECALL_QUICK_WORK,
+    ROOT,
+    embedded_dsn,
+    load_average,
+    machine,
+    publish,
+    start_daemon,
+    stop_daemon,
+)
+from bench.recall import WARMUP, RawParts, current_index, load_stored, raw_parts, socket_load
+from bench.recall_sweep import wait_ready
+from daemon.client import Client
+
+HOOKS = ROOT / "bench" / "timeline"
+
+
+def written(path: Path, count: int) -> None:
+    """Wait until the hooks' writer thread has appended `count` lines to `path`."""
+    for _ in range(100):
+        if path.exists() and len(path.read_text().splitlines()) >= count:
+            return
+        time.sleep(0.05)
+    raise SystemExit(f"{path} did not get {count} lines: are the hooks loaded (bench/timeline)?")
+
+
+def median_spans(path: Path) -> tuple[list[tuple[str, float, float, float]], int]:
+    """(step, median start, median end, median duration) in order of start; and the lines read."""
+    lines = [json.loads(line) for line in path.read_text().splitlines() if line]
+    names = {name for line in lines for name in line}
+    spans = []
+    for name in names:
+        seen = [line[name] for line in lines if name in line]
+        if len(seen) < len(lines) // 2:
+            continue  # a step most requests skip (e.g. the model, for cached vectors)
+        spans.append(
+            (
+                name,
+                statistics.median(a for a, _ in seen),
+                statistics.median(b for _, b in seen),
+                statistics.median(b - a for a, b in seen),
+            )
+        )
+    return sorted(spans, key=lambda s: (s[1], -s[2])), len(lines)
+
+
+def table(title: str, spans: list[tuple[str, float, float, float]], count: int) -> list[str]:
+    out = [f"{title} ({count} recalls; ms from the handler's start, medians):", ""]
+    out += ["| step | starts | ends | lasts |", "| --- | ---: | ---: | ---: |"]
+    out += [f"| {name} | {a:.3f} | {b:.3f} | {d:.3f} |" for name, a, b, d in spans]
+    return [*out, ""]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--work", type=Path, default=RECALL_QUICK_WORK)
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--write", type=Path, help="replace this markdown file's recall_timeline.py section")
+    args = parser.parse_args()
+    work = args.work.resolve()
+    queries: list[str] = json.loads((work / "corpus.json").read_text())["queries"]
+    warmup, asked = queries[:WARMUP], queries[WARMUP:]
+    socket, new_log, cached_log = work / "timeline.sock", work / "timeline-new.jsonl", work / "timeline-cached.jsonl"
+    new_log.unlink(missing_ok=True)
+    cached_log.unlink(missing_ok=True)
+    env = {"PYTHONPATH": str(HOOKS), "BENCH_RECALL_TIMELINE": str(new_log)}
+    daemon = start_daemon(work / "data", socket, work / "timeline.log", config=work / "recalld.toml", env=env)
+    try:
+        wait_ready(socket, warmup[0])
+        client = Client(socket, timeout=120)
+        try:
+            current = client.request("GET", "/v1/generations")["current"]
+            embedding = client.request("GET", "/readyz")["checks"]["embedding"]["detail"]
+        finally:
+            client.close()
+        dsn = embedded_dsn(work / "data")
+        stored = asyncio.run(load_stored(dsn, embedding["space_id"]))
+        raw = RawParts(stored, current_index(work, current["id"]), int(embedding["space"]["template_version"]))
+        asyncio.run(socket_load(socket, warmup, 1, "warm-up"))
+        asyncio.run(raw_parts(dsn, raw, warmup))
+        new_log.unlink(missing_ok=True)
+        ours, theirs, ratios = [], [], []
+        parts: dict[str, list[float]] = {}
+        for r in range(args.rounds):
+            chunk = asked[r :: args.rounds]
+            load = asyncio.run(socket_load(socket, chunk, 1, "recalld"))
+            base, round_parts, _ = asyncio.run(raw_parts(dsn, raw, chunk))
+            for part, values in round_parts.items():
+                parts.setdefault(part, []).extend(values)
+            ours += load.latency_ms
+            theirs += base.latency_ms
+            ratios.append(statistics.median(load.latency_ms) / statistics.median(base.latency_ms))
+        # The hooks append to the file BENCH_RECALL_TIMELINE named at start-up: move the new queries'
+        # lines aside, then ask the same queries again (their vectors now come from the cache).
+        written(new_log, len(asked))
+        new_log.rename(cached_log.with_suffix(".new"))
+        cached = asyncio.run(socket_load(socket, asked, 1, "recalld"))
+        written(new_log, len(asked))
+        new_log.rename(cached_log)
+        cached_log.with_suffix(".new").rename(new_log)
+    finally:
+        stop_daemon(daemon)
+
+    lines = [
+        f"Measured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {machine()}; load average at the end"
+        f" {load_average()}. Command: `.venv/bin/python bench/recall_timeline.py {' '.join(sys.argv[1:])}`.",
+        "",
+        f"- New queries, one client: recalld {statistics.median(ours):.2f} ms p50 (client-side), the raw parts"
+        f" {statistics.median(theirs):.2f} ms; per round {', '.join(f'{x:.2f}×' for x in ratios)}:"
+        f" **{statistics.median(ratios):.2f}×**.",
+        "- The raw parts' own p50s: "
+        + ", ".join(f"{part} {statistics.median(values):.3f} ms" for part, values in parts.items())
+        + " (the model called directly, the daemon's FAISS file, one PostgreSQL query).",
+        f"- The same queries again, vectors cached: recalld {statistics.median(cached.latency_ms):.2f} ms p50.",
+        "",
+    ]
+    for title, path in (("New queries", new_log), ("Cached query vectors", cached_log)):
+        spans, count = median_spans(path)
+        lines += table(title, spans, count)
+    publish(lines, args.write, "recall_timeline.py")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
