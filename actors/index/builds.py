@@ -16,7 +16,7 @@ import msgspec
 from actors.index.generation import Generation, IdMap, build_generation, load_generation, manifest_sha256
 from actors.index.handle import Handle
 from actors.index.manifest import Expected
-from actors.index.settings import IndexSettings
+from actors.index.settings import IndexSettings, factory_for
 from actors.kernel.ports import BuildSource, GenerationCatalogue, GenerationRow, VectorRows, VectorSpace
 
 log = logging.getLogger("recalld.index")
@@ -181,7 +181,7 @@ class Builds:
                     id_map=id_map(rows),
                     source_watermark=source,
                     tombstone_watermark=tombstone,
-                    factory=settings.factory,
+                    factory=factory_for(settings.factory, len(rows), hnsw_from=settings.auto_hnsw_from),
                     progress=progress,
                 )
             )

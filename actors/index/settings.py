@@ -22,6 +22,29 @@ bench generation (HNSW32, 384 dimensions) recall@10 against exact search was 0.9
 at 128 and 0.987 at 200, for 0.34, 0.55 and 0.90 ms a search (bench/recall.py sweeps it)."""
 
 
+AUTO: Final = "auto"
+"""The default `[index] factory`: each generation is `Flat` below `AUTO_HNSW_FROM` vectors and
+`AUTO_HNSW` from there (`factory_for`)."""
+
+AUTO_HNSW: Final = "HNSW32"
+
+AUTO_HNSW_FROM: Final = 10_000
+"""From this many vectors an `auto` generation is an HNSW graph. Measured by bench/flat_or_hnsw.py
+(one query on one thread, the route's 60 best vectors; docs/BENCHMARKS.md, "Flat or HNSW"): a
+flat search costs 0.05-0.09 ms per 1,000 vectors (0.54 ms at 10,000, 2.7 at 50,000, 8.0 at
+100,000), HNSW32 at the default beam 0.36, 0.65 and 0.96 ms, at recall@10 of 0.995 against the
+exact answer on 8,000 vectors of the local model (0.43 ms flat, 0.16 HNSW) and 0.999 and more on
+synthetic ones. Below 10,000 the exact answer costs at most about 0.3 ms more, and is kept."""
+
+
+def factory_for(factory: str, vectors: int, *, hnsw_from: int = AUTO_HNSW_FROM) -> str:
+    """The FAISS factory of a new generation of `vectors` vectors: `factory` as configured; for
+    `auto`, `AUTO_HNSW` from `hnsw_from` vectors on, else `Flat`."""
+    if factory != AUTO:
+        return factory
+    return AUTO_HNSW if vectors >= hnsw_from else "Flat"
+
+
 class IndexSettingsSource(Protocol):
     """The fields of `daemon.config.IndexConfig` the index manager reads (no import of daemon)."""
 
@@ -66,8 +89,8 @@ class IndexSettings:
     """Where generation directories live (shared by every daemon on this database)."""
     chunk_chars: int = 1000
     chunk_overlap: int = 150
-    factory: str = "Flat"
-    """FAISS factory for generations; e.g. "HNSW32" for large corpora."""
+    factory: str = AUTO
+    """FAISS factory of new generations: `auto`, `Flat` or `HNSW<M>` (`factory_for`)."""
     compact_share: float = 0.2
     """Build a new generation when the delta holds more than this share of the base."""
     index_batch: int = 16
@@ -85,6 +108,9 @@ class IndexSettings:
     quiet_s: float = 1.0
     """An automatic build waits until no change has arrived for this long (a burst of writes
     becomes one generation, not several)."""
+    auto_hnsw_from: int = AUTO_HNSW_FROM
+    """Where an `auto` factory turns to HNSW (`factory_for`). Not configurable (a deployment that
+    wants otherwise names its factory); tests lower it, so a graph is built from a few vectors."""
     inline_search_max_s: float = INLINE_MAX_S
     """The longest an ordinary vector search may hold the event loop (`index/placement.py`). Not
     configurable; tests of where searches run raise it, so the machine's speed does not decide."""
