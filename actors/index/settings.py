@@ -27,6 +27,7 @@ AUTO: Final = "auto"
 `AUTO_HNSW` from there (`factory_for`)."""
 
 AUTO_HNSW: Final = "HNSW32"
+"""The graph `auto` builds: M 32, as the benches of large corpora configure it."""
 
 AUTO_HNSW_FROM: Final = 10_000
 """From this many vectors an `auto` generation is an HNSW graph. Measured by bench/flat_or_hnsw.py

@@ -318,19 +318,25 @@ async def test_a_requested_rebuild_runs_and_the_pointer_keeps_the_previous(clust
 
 
 async def test_an_auto_factory_builds_flat_below_its_threshold_and_hnsw_from_it(cluster: Cluster) -> None:
-    bodies = {await cluster.records.create("ns", f"R{i}", f"body {i}"): f"body {i}" for i in range(6)}
+    records: dict[uuid.UUID, tuple[str, str]] = {}
+
+    async def create(i: int) -> None:
+        records[await cluster.records.create("ns", f"R{i}", f"body {i}")] = (f"R{i}", f"body {i}")
+
+    for i in range(6):
+        await create(i)
     async with cluster.daemon(auto_hnsw_from=8) as manager:  # `auto`: the default factory
         await until(lambda: current_generation(manager) == "g1", "the first generation")
         assert cluster.db.generations["g1"].index_type == "Flat"
         for i in range(6, 9):
-            bodies[await cluster.records.create("ns", f"R{i}", f"body {i}")] = f"body {i}"
+            await create(i)
         manager.wake()
         await until(lambda: live_chunks(cluster) == 9, "the later records stored")
         manager.request_rebuild()
         await until(lambda: current_generation(manager) == "g2", "the rebuilt generation")
         assert cluster.db.generations["g2"].index_type == "HNSW32"
-        for record, text in bodies.items():
-            assert await find(manager, rendered(f"R{text.split()[1]}", text)) == record
+        for record, (title, text) in records.items():
+            assert await find(manager, rendered(title, text)) == record
 
 
 # -- following the pointer, rolling back
