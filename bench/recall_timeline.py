@@ -44,18 +44,20 @@ from daemon.client import Client
 HOOKS = ROOT / "bench" / "timeline"
 
 
-def written(path: Path, count: int) -> None:
-    """Wait until the hooks' writer thread has appended `count` lines to `path`."""
-    for _ in range(100):
-        if path.exists() and len(path.read_text().splitlines()) >= count:
-            return
-        time.sleep(0.05)
-    raise SystemExit(f"{path} did not get {count} lines: are the hooks loaded (bench/timeline)?")
+def settled(path: Path) -> int:
+    """The lines the hooks' writer thread has appended to `path`, once no more arrive for 0.2 s:
+    each request's line is written after its answer, from a thread of its own."""
+    count, quiet_since = -1, time.monotonic()
+    while time.monotonic() - quiet_since < 0.2:
+        now = len(path.read_text().splitlines()) if path.exists() else 0
+        if now != count:
+            count, quiet_since = now, time.monotonic()
+        time.sleep(0.02)
+    return count
 
 
-def median_spans(path: Path) -> tuple[list[tuple[str, float, float, float]], int]:
-    """(step, median start, median end, median duration) in order of start; and the lines read."""
-    lines = [json.loads(line) for line in path.read_text().splitlines() if line]
+def median_spans(lines: list[dict[str, list[float]]]) -> list[tuple[str, float, float, float]]:
+    """(step, median start, median end, median duration), in order of start."""
     names = {name for line in lines for name in line}
     spans = []
     for name in names:
@@ -70,7 +72,7 @@ def median_spans(path: Path) -> tuple[list[tuple[str, float, float, float]], int
                 statistics.median(b - a for a, b in seen),
             )
         )
-    return sorted(spans, key=lambda s: (s[1], -s[2])), len(lines)
+    return sorted(spans, key=lambda s: (s[1], -s[2]))
 
 
 def table(title: str, spans: list[tuple[str, float, float, float]], count: int) -> list[str]:
@@ -89,10 +91,9 @@ def main() -> int:
     work = args.work.resolve()
     queries: list[str] = json.loads((work / "corpus.json").read_text())["queries"]
     warmup, asked = queries[:WARMUP], queries[WARMUP:]
-    socket, new_log, cached_log = work / "timeline.sock", work / "timeline-new.jsonl", work / "timeline-cached.jsonl"
-    new_log.unlink(missing_ok=True)
-    cached_log.unlink(missing_ok=True)
-    env = {"PYTHONPATH": str(HOOKS), "BENCH_RECALL_TIMELINE": str(new_log)}
+    socket, log = work / "timeline.sock", work / "timeline.jsonl"
+    log.unlink(missing_ok=True)
+    env = {"PYTHONPATH": str(HOOKS), "BENCH_RECALL_TIMELINE": str(log)}
     daemon = start_daemon(work / "data", socket, work / "timeline.log", config=work / "recalld.toml", env=env)
     try:
         wait_ready(socket, warmup[0])
@@ -107,7 +108,7 @@ def main() -> int:
         raw = RawParts(stored, current_index(work, current["id"]), int(embedding["space"]["template_version"]))
         asyncio.run(socket_load(socket, warmup, 1, "warm-up"))
         asyncio.run(raw_parts(dsn, raw, warmup))
-        new_log.unlink(missing_ok=True)
+        warmed = settled(log)
         ours, theirs, ratios = [], [], []
         parts: dict[str, list[float]] = {}
         for r in range(args.rounds):
@@ -119,16 +120,12 @@ def main() -> int:
             ours += load.latency_ms
             theirs += base.latency_ms
             ratios.append(statistics.median(load.latency_ms) / statistics.median(base.latency_ms))
-        # The hooks append to the file BENCH_RECALL_TIMELINE named at start-up: move the new queries'
-        # lines aside, then ask the same queries again (their vectors now come from the cache).
-        written(new_log, len(asked))
-        new_log.rename(cached_log.with_suffix(".new"))
-        cached = asyncio.run(socket_load(socket, asked, 1, "recalld"))
-        written(new_log, len(asked))
-        new_log.rename(cached_log)
-        cached_log.with_suffix(".new").rename(new_log)
+        asked_new = settled(log)
+        cached = asyncio.run(socket_load(socket, asked, 1, "recalld"))  # their vectors are cached now
+        asked_again = settled(log)
     finally:
         stop_daemon(daemon)
+    timeline: list[dict[str, list[float]]] = [json.loads(line) for line in log.read_text().splitlines()]
 
     lines = [
         f"Measured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {machine()}; load average at the end"
@@ -143,9 +140,11 @@ def main() -> int:
         f"- The same queries again, vectors cached: recalld {statistics.median(cached.latency_ms):.2f} ms p50.",
         "",
     ]
-    for title, path in (("New queries", new_log), ("Cached query vectors", cached_log)):
-        spans, count = median_spans(path)
-        lines += table(title, spans, count)
+    for title, phase in (
+        ("New queries", timeline[warmed:asked_new]),
+        ("Cached query vectors", timeline[asked_new:asked_again]),
+    ):
+        lines += table(title, median_spans(phase), len(phase))
     publish(lines, args.write, "recall_timeline.py")
     return 0
 
