@@ -272,7 +272,7 @@ def build(args: argparse.Namespace, work: Path, figures: dict[str, Any]) -> bool
             time.sleep(2)
         figures["build_s"] = time.perf_counter() - written
         figures["generation"] = current
-        wait_ready(socket, corpus["queries"][0])
+        wait_ready(socket)
         figures["rss_warm_mib"] = rss_mib(daemon.pid)
     finally:
         stop_daemon(daemon)
@@ -295,7 +295,7 @@ def measure(args: argparse.Namespace, command: str, work: Path, figures: dict[st
     daemon = start_daemon(work / "data", socket, log, config=config)
     try:
         figures["livez_s"] = time.perf_counter() - started
-        wait_ready(socket, queries[0])
+        wait_ready(socket)
         figures["ready_s"] = time.perf_counter() - started
         figures["rss_cold_mib"] = rss_mib(daemon.pid)
         new, again = queries[1 : args.queries + 1], queries[1 : args.queries + 1]

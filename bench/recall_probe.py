@@ -42,7 +42,7 @@ def one_round(
         work / "data", socket, work / "serve.log", config=work / "recalld.toml", env={"PYTHONPATH": str(code), **env}
     )
     try:
-        wait_ready(socket, queries[0])
+        wait_ready(socket)
         cold = asyncio.run(socket_load(socket, new, 1, "recalld")) if new else None
         meter = Meter(daemon.pid, work / "data/pg")
         # the probe's queries are not cached yet in this fresh daemon: each is embedded once here

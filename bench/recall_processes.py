@@ -113,7 +113,7 @@ def main() -> int:
     second: subprocess.Popen[bytes] | None = None
     results: list[dict[str, Any]] = []
     try:
-        wait_ready(shared, queries[0])
+        wait_ready(shared)
         asyncio.run(socket_load(shared, queries, 4, "warm-up"))
         for r in range(args.rounds):
             results.append(measure(shared, queries, [first.pid], work / "data/pg"))

@@ -99,7 +99,7 @@ def profile_daemon(work: Path, queries: list[str], out: Path) -> bytes:
         daemon = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
     try:
         wait_socket(socket)
-        wait_ready(socket, queries[0])
+        wait_ready(socket)
         asyncio.run(socket_load(socket, queries, 4, "warm-up"))
         before = cpu_s(daemon.pid)
         load = asyncio.run(socket_load(socket, queries * 2, 16, "recalld"))

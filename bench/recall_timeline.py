@@ -96,7 +96,7 @@ def main() -> int:
     env = {"PYTHONPATH": str(HOOKS), "BENCH_RECALL_TIMELINE": str(log)}
     daemon = start_daemon(work / "data", socket, work / "timeline.log", config=work / "recalld.toml", env=env)
     try:
-        wait_ready(socket, warmup[0])
+        wait_ready(socket)
         client = Client(socket, timeout=120)
         try:
             current = client.request("GET", "/v1/generations")["current"]
