@@ -2,10 +2,12 @@
 
 For each size, the same vectors go into the two index types a generation may use, built as the
 daemon builds them (`IndexIDMap2` over `Flat` or `HNSW32` with the daemon's efConstruction,
-inner product), and one query at a time is searched on one thread, as the vector route searches:
-the 60 best vectors (the route's first fetch for its 30 records), HNSW at the daemon's default
-beam. Printed per size: each type's median search time, HNSW's recall@10 against the flat
-(exact) answer, and HNSW's build time on all cores.
+inner product), and one query at a time is searched on one thread for the 60 best vectors (the
+vector route's first fetch for its 30 records), HNSW at the daemon's default beam. Unfiltered,
+one namespace: the route also passes namespace and tombstone selectors, and in an HNSW
+generation scores a namespace of at most 4,096 vectors one by one. Printed per size: each
+type's median search time, HNSW's recall@10 against the flat (exact) answer, and HNSW's build
+time on all cores.
 
 Vectors are synthetic (bench/recall_1m.py's: unit vectors near a 32-dimensional subspace, the
 low intrinsic dimension of text embeddings); queries are drawn the same way and are not in the

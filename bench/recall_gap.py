@@ -3,8 +3,8 @@ daemon's `timings_ms.total`, beside a bare `GET /livez` over the same socket (th
 alone), with the query vectors cached so that the model is out of the picture.
 
 On the corpus bench/recall.py prepared in WORK (`bench/recall.py --passages 8000 --queries 300
---work var/bench-recall-quick --prepare-only`): one connection, each round alternating `/livez`
-and a recall of the same 300 queries; medians per round. Two clients take turns each round:
+--work var/bench-recall-quick --prepare-only`): each client on one connection of its own, each
+round alternating `/livez` and a recall of the same 300 queries; medians per round. Two clients take turns each round:
 aiohttp's (as bench/recall.py asks), and a minimal HTTP/1.1 client on a plain socket (a request
 written as bytes, the answer read by its Content-Length), whose own cost is close to nothing,
 so that the difference between the two is the client library's share.
@@ -50,14 +50,20 @@ class PlainClient:
         self._socket.sendall(head.encode() + b"\r\n" + body)
         received = b""
         while b"\r\n\r\n" not in received:
-            received += self._socket.recv(65536)
+            received += self._received()
         header, answer = received.split(b"\r\n\r\n", 1)
         length = next(
             int(line.split(b":")[1]) for line in header.split(b"\r\n") if line.lower().startswith(b"content-length:")
         )
         while len(answer) < length:
-            answer += self._socket.recv(65536)
+            answer += self._received()
         return answer
+
+    def _received(self) -> bytes:
+        data = self._socket.recv(65536)
+        if not data:
+            raise ConnectionError("the daemon closed the connection mid-answer")
+        return data
 
     def close(self) -> None:
         self._socket.close()

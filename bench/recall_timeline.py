@@ -2,16 +2,16 @@
 
 On the corpus bench/recall.py prepared in WORK (`bench/recall.py --passages 8000 --queries 300
 --work var/bench-recall-quick --prepare-only`): a daemon started with the timing hooks of
-bench/timeline/sitecustomize.py (they time functions of the recall path and change nothing
-else) answers never-asked queries at one client, and in turns the raw parts of bench/recall.py
+bench/timeline/sitecustomize.py (they time functions of the recall path; no argument or result
+changes) answers never-asked queries at one client, and in turns the raw parts of bench/recall.py
 answer the same queries (the model called directly, the daemon's FAISS file, one PostgreSQL
 query). Then the same queries again, their vectors cached. Printed: each step's median start
 and end from the handler's start, and the client's latency against the raw parts'.
 
     .venv/bin/python bench/recall_timeline.py [--work var/bench-recall-quick] [--rounds 4] [--write FILE]
 
-The hooks add a few microseconds a step; read the steps' sizes and the gaps between them, not
-the last digit of the total.
+The hooks cost a little (see their docstring), so the ratio printed here is a hooked daemon's,
+not comparable to bench/recall.py's; read the steps' sizes and the gaps between them.
 """
 
 from __future__ import annotations
@@ -125,6 +125,11 @@ def main() -> int:
         asked_again = settled(log)
     finally:
         stop_daemon(daemon)
+    if asked_new - warmed != len(asked) or asked_again - asked_new != len(asked):
+        raise SystemExit(
+            f"{log}: {asked_new - warmed} and {asked_again - asked_new} lines for {len(asked)} recalls each:"
+            " are the hooks loaded (bench/timeline)?"
+        )
     timeline: list[dict[str, list[float]]] = [json.loads(line) for line in log.read_text().splitlines()]
 
     lines = [

@@ -187,8 +187,8 @@ class IndexConfig(_Section, frozen=True):
     directory: str = ""
     """Where generations live; empty: <data_dir>/generations. Daemons sharing one PostgreSQL share it."""
     factory: Annotated[str, Meta(pattern=r"^(auto|Flat|HNSW[0-9]+)$")] = _INDEX.factory
-    """FAISS index type of new generations: `auto` (Flat, exact, for a small generation, HNSW32
-    from `AUTO_HNSW_FROM` vectors in actors/index/settings.py), `Flat` or `HNSW<M>`."""
+    """FAISS index type of new generations: `auto` (Flat, exact, for a small generation; `AUTO_HNSW`
+    from `AUTO_HNSW_FROM` vectors, actors/index/settings.py), `Flat` or `HNSW<M>`."""
     compact_share: Annotated[float, Meta(gt=0, le=10)] = _INDEX.compact_share
     """Build a new generation when the delta holds more than this share of the base."""
     chunk_chars: Annotated[int, Meta(ge=100, le=100_000)] = _INDEX.chunk_chars

@@ -1,11 +1,15 @@
 """Timing hooks for bench/recall_timeline.py, loaded by Python at start-up from PYTHONPATH.
 
 Inert unless BENCH_RECALL_TIMELINE names a file (not RECALLD_*: the daemon refuses variables
-it does not know). Then each `POST /v1/recall` appends one line to it:
-the start and end (time.perf_counter(), the same clock in every thread) of the steps of the
-recall path below (public names only), as offsets from the handler's start in ms. Only wraps
-(times) functions; it changes no argument and no result. Meant for one client at a time: the spans of concurrent
-requests would mix.
+it does not know). Then each `POST /v1/recall` appends one line to it: for each step of the
+recall path below (public names only), when it first started and last ended (a step called
+more than once, such as a search of the base and then of a delta, covers all its calls), as
+offsets in ms from the handler's start on time.perf_counter(), the same clock in every thread.
+
+The hooks only time functions: no argument or result changes. They do cost something: a clock
+read and a lock per step, and a writer thread that appends each request's line after its answer
+and may run beside the next request. So a hooked daemon is a little slower than a plain one.
+Meant for one client at a time: the spans of concurrent requests would mix.
 """
 
 from __future__ import annotations
@@ -78,7 +82,11 @@ def _handler(fn: Callable[..., Any]) -> Callable[..., Any]:
             _record("handler", started)
             with _lock:
                 spans, _spans = _spans, []
-            line = {name: [round((a - started) * 1000, 4), round((b - started) * 1000, 4)] for name, a, b in spans}
+            line: dict[str, list[float]] = {}
+            for name, a, b in spans:  # in the order the calls ended
+                first = line.setdefault(name, [round((a - started) * 1000, 4), 0.0])
+                first[0] = min(first[0], round((a - started) * 1000, 4))
+                first[1] = round((b - started) * 1000, 4)
             _lines.put(json.dumps(line))
 
     return wrapper

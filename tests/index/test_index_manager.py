@@ -325,7 +325,8 @@ async def test_an_auto_factory_builds_flat_below_its_threshold_and_hnsw_from_it(
 
     for i in range(6):
         await create(i)
-    async with cluster.daemon(auto_hnsw_from=8) as manager:  # `auto`: the default factory
+    # `auto` is the default factory; no automatic compaction here, so g2 is the requested rebuild
+    async with cluster.daemon(auto_hnsw_from=8, compact_share=10.0) as manager:
         await until(lambda: current_generation(manager) == "g1", "the first generation")
         assert cluster.db.generations["g1"].index_type == "Flat"
         for i in range(6, 9):

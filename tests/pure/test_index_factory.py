@@ -28,7 +28,7 @@ def test_a_configured_factory_stands_and_auto_turns_to_a_graph_at_its_threshold(
     assert factory_for(factory, vectors) == expected
 
 
-def test_auto_is_the_default_and_only_ever_names_a_factory_a_generation_may_use() -> None:
+def test_auto_is_the_default_and_names_a_flat_index_or_a_graph_a_generation_may_use() -> None:
     assert IndexSettings(root=Path("/generations")).factory == AUTO
     assert {index_family(factory_for(AUTO, n)) for n in (0, AUTO_HNSW_FROM)} == {"flat", "hnsw"}
 
