@@ -30,7 +30,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from actors.index.generation import HNSW_EF_CONSTRUCTION
+from actors.index.generation import HNSW_EF_CONSTRUCTION, new_index
 from actors.index.settings import HNSW_EF_SEARCH
 from actors.index.vectors import BUILD_THREADS, one_thread_per_search, search_parameters
 from bench.harness import load_average, machine, progress, publish
@@ -43,10 +43,7 @@ SIZES = (2_000, 5_000, 10_000, 20_000, 50_000, 100_000, 200_000)
 
 
 def built(factory: str, vectors: np.ndarray) -> tuple[faiss.Index, float]:
-    inner = faiss.index_factory(DIMENSION, factory, faiss.METRIC_INNER_PRODUCT)
-    if isinstance(inner, faiss.IndexHNSW):
-        inner.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
-    index = faiss.IndexIDMap2(inner)
+    index = new_index(DIMENSION, factory, HNSW_EF_CONSTRUCTION, HNSW_EF_SEARCH)
     faiss.omp_set_num_threads(BUILD_THREADS)
     started = time.perf_counter()
     index.add_with_ids(vectors, np.arange(len(vectors), dtype=np.int64))
@@ -80,30 +77,21 @@ def row(label: str, vectors: np.ndarray, queries: np.ndarray) -> str:
 
 def real_vectors(work: Path, count: int) -> tuple[np.ndarray, np.ndarray]:
     """The chunk vectors bench/recall.py stored in WORK, and `count` of its queries embedded."""
-    import asyncio
     import json
 
     from actors.embedding.template import render_query
-    from bench.harness import embedded_dsn, start_daemon, stop_daemon
-    from bench.recall import load_stored
-    from daemon.client import Client
-    from daemon.providers.local import LocalProvider
+    from bench.harness import start_daemon, stop_daemon
+    from bench.recall import served_raw_parts
 
-    daemon = start_daemon(work / "data", work / "flat-or-hnsw.sock", work / "flat-or-hnsw.log")
+    socket = work / "flat-or-hnsw.sock"
+    daemon = start_daemon(work / "data", socket, work / "flat-or-hnsw.log")
     try:
-        client = Client(work / "flat-or-hnsw.sock", timeout=120)
-        try:
-            embedding = client.request("GET", "/readyz")["checks"]["embedding"]["detail"]
-        finally:
-            client.close()
-        stored = asyncio.run(load_stored(embedded_dsn(work / "data"), embedding["space_id"]))
+        _, _, raw = served_raw_parts(work, socket)
     finally:
         stop_daemon(daemon)
     texts = json.loads((work / "corpus.json").read_text())["queries"][:count]
-    version = int(embedding["space"]["template_version"])
-    model = LocalProvider()
-    queries, _ = model.encode([render_query(text, version=version).text for text in texts])
-    return np.ascontiguousarray(stored.vectors), queries
+    queries, _ = raw.model.encode([render_query(text, version=raw.template_version).text for text in texts])
+    return np.ascontiguousarray(raw.stored.vectors), queries
 
 
 def main() -> int:

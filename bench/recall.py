@@ -474,6 +474,61 @@ async def raw_parts(dsn: str, raw: RawParts, queries: Sequence[str]) -> tuple[Lo
     return load, parts, np.stack(vectors)
 
 
+def served_raw_parts(work: Path, socket: Path) -> tuple[dict[str, Any], dict[str, Any], RawParts]:
+    """The daemon's current generation (`/v1/generations`) and embedding detail (`/readyz`), and
+    the raw parts on what it serves: its stored vectors and its generation's FAISS file."""
+    client = Client(socket, timeout=120)
+    try:
+        current = client.request("GET", "/v1/generations")["current"]
+        embedding = client.request("GET", "/readyz")["checks"]["embedding"]["detail"]
+    finally:
+        client.close()
+    stored = asyncio.run(load_stored(embedded_dsn(work / "data"), embedding["space_id"]))
+    progress(f"raw parts: {len(stored.texts)} stored chunk vectors, generation {current['id']}")
+    raw = RawParts(stored, current_index(work, current["id"]), int(embedding["space"]["template_version"]))
+    return current, embedding, raw
+
+
+@dataclass
+class OneClient:
+    """One client's never-asked queries, recalld's answers then the raw parts' on the same ones,
+    round by round."""
+
+    recalld: list[Load]
+    raw: list[Load]
+    parts: dict[str, list[float]]
+    """Each raw part's times (`raw_parts`), every round's."""
+    asked: list[str]
+    vectors: np.ndarray
+    """The raw parts' query vectors, in the order of `asked`."""
+
+    def latency_ratios(self) -> list[float]:
+        """Per round: recalld's p50 over the raw parts' p50 (each query's three parts summed)."""
+        return [
+            percentile(c.latency_ms, 50) / percentile(r.latency_ms, 50)
+            for c, r in zip(self.recalld, self.raw, strict=True)
+        ]
+
+
+def one_client_rounds(socket: Path, dsn: str, raw: RawParts, queries: Sequence[str], rounds: int = ROUNDS) -> OneClient:
+    """recalld over `socket`, then the raw parts, on a fresh slice of `queries` each round, so
+    that the machine's drift hits both sides alike."""
+    one = OneClient([], [], {}, [], np.empty((0, 0), dtype=np.float32))
+    vectors = []
+    for r in range(rounds):
+        chunk = queries[r::rounds]
+        progress(f"round {r + 1}/{rounds}: recalld, new queries, 1 client, then the raw parts: {len(chunk)} each")
+        one.recalld.append(asyncio.run(socket_load(socket, chunk, 1, "recalld")))
+        load, parts, round_vectors = asyncio.run(raw_parts(dsn, raw, chunk))
+        one.raw.append(load)
+        for part, values in parts.items():
+            one.parts.setdefault(part, []).extend(values)
+        one.asked += chunk
+        vectors.append(round_vectors)
+    one.vectors = np.concatenate(vectors)
+    return one
+
+
 PGVECTOR_TABLE = "bench_recall_pgvector"
 
 
@@ -614,16 +669,8 @@ def measure(args: argparse.Namespace, corpus: dict[str, Any]) -> tuple[list[str]
         rest[len(rest) * 9 // 15 :],
     )
     dsn = embedded_dsn(args.work / "data")
-    client = Client(args.socket, timeout=120)
-    try:
-        generations = client.request("GET", "/v1/generations")
-        embedding = client.request("GET", "/readyz")["checks"]["embedding"]["detail"]
-    finally:
-        client.close()
-    current = generations["current"]
-    stored = asyncio.run(load_stored(dsn, embedding["space_id"]))
-    progress(f"raw parts: {len(stored.texts)} stored chunk vectors, generation {current['id']}")
-    raw_model = RawParts(stored, current_index(args.work, current["id"]), int(embedding["space"]["template_version"]))
+    current, embedding, raw_model = served_raw_parts(args.work, args.socket)
+    stored = raw_model.stored
     if not pgvector_works():
         raise SystemExit("pgvector crashes on this CPU (SIGILL): run bench/pgvector.sh, then this again")
     asyncio.run(pgvector_table(dsn, stored, args.graph))
@@ -632,21 +679,9 @@ def measure(args: argparse.Namespace, corpus: dict[str, Any]) -> tuple[list[str]
     # connection's first statements are slower.
     asyncio.run(raw_parts(dsn, raw_model, warmup))
 
-    # One client, never-asked queries against the raw parts on the same queries, taking turns.
-    parts: dict[str, list[float]]
-    cold_rounds, raw_rounds, parts, asked, vector_parts = [], [], {}, [], []
-    for r in range(ROUNDS):
-        chunk = single[r::ROUNDS]
-        progress(f"round {r + 1}/{ROUNDS}: recalld, new queries, 1 client, then the raw parts: {len(chunk)} each")
-        cold_rounds.append(asyncio.run(socket_load(args.socket, chunk, 1, "recalld")))
-        raw, round_parts, round_vectors = asyncio.run(raw_parts(dsn, raw_model, chunk))
-        raw_rounds.append(raw)
-        for part, values in round_parts.items():
-            parts.setdefault(part, []).extend(values)
-        asked += chunk
-        vector_parts.append(round_vectors)
-    vectors = np.concatenate(vector_parts)
-    runs: list[tuple[str, Load]] = [("new queries", Load.merged(cold_rounds))]
+    one = one_client_rounds(args.socket, dsn, raw_model, single)
+    asked, vectors = one.asked, one.vectors
+    runs: list[tuple[str, Load]] = [("new queries", Load.merged(one.recalld))]
     for clients, slice_ in ((16, many16), (64, many64)):
         progress(f"recalld, new queries, {clients} clients: {len(slice_)} requests")
         runs.append(("new queries", asyncio.run(socket_load(args.socket, slice_, clients, "recalld"))))
@@ -721,10 +756,10 @@ def measure(args: argparse.Namespace, corpus: dict[str, Any]) -> tuple[list[str]
         current,
         embedding,
         runs,
-        Load.merged(raw_rounds),
-        parts,
+        Load.merged(one.raw),
+        one.parts,
         pg_runs,
-        rounds=Rounds(cold_rounds, raw_rounds, warm_rounds, pg_rounds),
+        rounds=Rounds(one, warm_rounds, pg_rounds),
         cpu_runs=cpu_runs,
         recalls={
             "recalld vector route (`routes: [vector]`, over the socket)": (recall_at_10(vector_route, exact), []),
@@ -741,17 +776,9 @@ def measure(args: argparse.Namespace, corpus: dict[str, Any]) -> tuple[list[str]
 class Rounds:
     """The head-to-head rounds, in the order they ran."""
 
-    cold: list[Load]
-    raw: list[Load]
+    one_client: OneClient
     warm16: list[Load]
     pgvector16: list[Load]
-
-    def latency_ratios(self) -> list[float]:
-        """Per round: recalld's p50 over the raw parts' p50 (each query's three parts summed)."""
-        return [
-            percentile(c.latency_ms, 50) / percentile(r.latency_ms, 50)
-            for c, r in zip(self.cold, self.raw, strict=True)
-        ]
 
     def throughput_ratios(self) -> list[float]:
         return [w.throughput / p.throughput for w, p in zip(self.warm16, self.pgvector16, strict=True)]
@@ -823,7 +850,7 @@ def report(
     ]
     for label, load in runs:
         lines.append(f"| {label} | {load.clients} | " + " | ".join(_ms(load.stages.get(s, [])) for s in STAGES) + " |")
-    latency_ratios, throughput_ratios = rounds.latency_ratios(), rounds.throughput_ratios()
+    latency_ratios, throughput_ratios = rounds.one_client.latency_ratios(), rounds.throughput_ratios()
     lines += [
         "",
         "CPU per request, in ms (user + system time of each process over the load, divided by the"

@@ -37,9 +37,8 @@ from bench.harness import (
     start_daemon,
     stop_daemon,
 )
-from bench.recall import WARMUP, RawParts, current_index, load_stored, raw_parts, socket_load
+from bench.recall import WARMUP, Load, one_client_rounds, raw_parts, served_raw_parts, socket_load
 from bench.recall_sweep import wait_ready
-from daemon.client import Client
 
 HOOKS = ROOT / "bench" / "timeline"
 
@@ -97,29 +96,12 @@ def main() -> int:
     daemon = start_daemon(work / "data", socket, work / "timeline.log", config=work / "recalld.toml", env=env)
     try:
         wait_ready(socket)
-        client = Client(socket, timeout=120)
-        try:
-            current = client.request("GET", "/v1/generations")["current"]
-            embedding = client.request("GET", "/readyz")["checks"]["embedding"]["detail"]
-        finally:
-            client.close()
         dsn = embedded_dsn(work / "data")
-        stored = asyncio.run(load_stored(dsn, embedding["space_id"]))
-        raw = RawParts(stored, current_index(work, current["id"]), int(embedding["space"]["template_version"]))
+        _, _, raw = served_raw_parts(work, socket)
         asyncio.run(socket_load(socket, warmup, 1, "warm-up"))
         asyncio.run(raw_parts(dsn, raw, warmup))
         warmed = settled(log)
-        ours, theirs, ratios = [], [], []
-        parts: dict[str, list[float]] = {}
-        for r in range(args.rounds):
-            chunk = asked[r :: args.rounds]
-            load = asyncio.run(socket_load(socket, chunk, 1, "recalld"))
-            base, round_parts, _ = asyncio.run(raw_parts(dsn, raw, chunk))
-            for part, values in round_parts.items():
-                parts.setdefault(part, []).extend(values)
-            ours += load.latency_ms
-            theirs += base.latency_ms
-            ratios.append(statistics.median(load.latency_ms) / statistics.median(base.latency_ms))
+        one = one_client_rounds(socket, dsn, raw, asked, args.rounds)
         asked_new = settled(log)
         cached = asyncio.run(socket_load(socket, asked, 1, "recalld"))  # their vectors are cached now
         asked_again = settled(log)
@@ -136,11 +118,12 @@ def main() -> int:
         f"Measured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {machine()}; load average at the end"
         f" {load_average()}. Command: `.venv/bin/python bench/recall_timeline.py {' '.join(sys.argv[1:])}`.",
         "",
-        f"- New queries, one client: recalld {statistics.median(ours):.2f} ms p50 (client-side), the raw parts"
-        f" {statistics.median(theirs):.2f} ms; per round {', '.join(f'{x:.2f}×' for x in ratios)}:"
-        f" **{statistics.median(ratios):.2f}×**.",
+        f"- New queries, one client: recalld {statistics.median(Load.merged(one.recalld).latency_ms):.2f} ms p50"
+        f" (client-side), the raw parts {statistics.median(Load.merged(one.raw).latency_ms):.2f} ms;"
+        f" per round {', '.join(f'{x:.2f}×' for x in one.latency_ratios())}:"
+        f" **{statistics.median(one.latency_ratios()):.2f}×**.",
         "- The raw parts' own p50s: "
-        + ", ".join(f"{part} {statistics.median(values):.3f} ms" for part, values in parts.items())
+        + ", ".join(f"{part} {statistics.median(values):.3f} ms" for part, values in one.parts.items())
         + " (the model called directly, the daemon's FAISS file, one PostgreSQL query).",
         f"- The same queries again, vectors cached: recalld {statistics.median(cached.latency_ms):.2f} ms p50.",
         "",

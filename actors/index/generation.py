@@ -185,7 +185,7 @@ def build_generation(
         order = np.argsort(id_map.surrogate, kind="stable")
         vectors = np.ascontiguousarray(vectors[order])
         id_map = id_map.take(order)
-        index = _new_index(space.dimension, factory, hnsw_ef_construction, hnsw_ef_search)
+        index = new_index(space.dimension, factory, hnsw_ef_construction, hnsw_ef_search)
         faiss.omp_set_num_threads(BUILD_THREADS)  # this worker thread may have searched before
         total = len(id_map)
         for start in range(0, total, _ADD_BATCH):
@@ -285,7 +285,9 @@ def _checked_input(
     return matrix
 
 
-def _new_index(dimension: int, factory: str, ef_construction: int, ef_search: int) -> faiss.IndexIDMap2:
+def new_index(dimension: int, factory: str, ef_construction: int, ef_search: int) -> faiss.IndexIDMap2:
+    """An empty index as a generation holds it: `factory` (inner product) under an `IndexIDMap2`,
+    an HNSW graph with these beams. Public for bench/flat_or_hnsw.py, which builds the same."""
     inner = faiss.index_factory(dimension, factory, faiss.METRIC_INNER_PRODUCT)
     if isinstance(inner, faiss.IndexHNSW):
         hnsw = inner.hnsw

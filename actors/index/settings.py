@@ -30,13 +30,10 @@ AUTO_HNSW: Final = "HNSW32"
 """The graph `auto` builds: M 32, as the benches of large corpora configure it."""
 
 AUTO_HNSW_FROM: Final = 10_000
-"""From this many vectors an `auto` generation is an HNSW graph. Measured by bench/flat_or_hnsw.py
-(one query on one thread, the route's 60 best vectors; docs/BENCHMARKS.md, "Flat or HNSW"): a
-flat search costs 0.05-0.09 ms per 1,000 vectors (0.54 ms at 10,000, 2.7 at 50,000, 8.0 at
-100,000), HNSW32 at the default beam 0.36, 0.65 and 0.96 ms, at recall@10 of 0.995 against the
-exact answer on 8,000 vectors of the local model (0.43 ms flat, 0.16 HNSW) and 0.999 and more on
-synthetic ones. Below the threshold the exact answer costs 0.2-0.4 ms more a search (0.18 ms
-measured at 10,000 synthetic vectors, 0.28 ms at 8,000 of the model's), and is kept."""
+"""From this many vectors an `auto` generation is an HNSW graph. Chosen by bench/flat_or_hnsw.py
+(figures in docs/BENCHMARKS.md, "Flat or HNSW"): a flat search grows with the vectors and costs
+as much as an HNSW32 walk near 5,000 of them; below 10,000 the exact answer costs a fraction of
+a millisecond more a search, so it is kept."""
 
 
 def factory_for(factory: str, vectors: int, *, hnsw_from: int = AUTO_HNSW_FROM) -> str:
