@@ -82,6 +82,7 @@ def assemble(
     `early`: the in-process models `serve` set loading before it opened the store."""
     supervisor: Supervisor  # bound last; the closures below read it only when called, after that
     usage = UsageStore(pool)
+    generations = Path(config.index.directory) if config.index.directory else data_dir / "generations"
     provider = early.recall or make_provider(config.embedding, http)
     embedder = None
     index = None
@@ -101,10 +102,7 @@ def assemble(
             PgVectorStore(pool),
             PgBuilderLock(dsn),
             embedder,
-            IndexSettings.from_config(
-                config.index,
-                root=Path(config.index.directory) if config.index.directory else data_dir / "generations",
-            ),
+            IndexSettings.from_config(config.index, root=generations),
             new_generation_id=new_generation_id,
             on_swap=lambda why: metrics.handle_swaps.labels(why=why.split()[0]).inc(),
             extend_start=notifier.extend_timeout,
@@ -160,25 +158,25 @@ def assemble(
             ChildSpec("embedder", embedder.run, shutdown_timeout=config.embedding.timeout_s),
             ChildSpec("index", index.run, shutdown_timeout=10.0),
             ChildSpec("notifications", functools.partial(listen, dsn, index.wake)),
-            ChildSpec(
-                "sweeper",
-                Sweeper(
-                    PgVectorStore(pool),
-                    SearchLog(pool),
-                    index.settings.root,
-                    leased=index.generations_in_use,
-                    settings=SweepSettings(
-                        interval_s=config.gc.interval_s,
-                        rollback_window_s=config.gc.rollback_window_s,
-                        temp_grace_s=config.gc.temp_grace_s,
-                        search_retention_s=config.gc.search_retention_days * 86400,
-                        dispute_retention_s=config.gc.dispute_retention_days * 86400,
-                    ),
-                    on_delete=lambda what: metrics.sweeper_deletions.labels(what=what).inc(),
-                    disputes=canonical.disputes,
-                ).run,
-            ),
         ]
+    # Whatever the provider: retention and crash leftovers do not depend on embedding. Without an
+    # index manager this daemon holds no lease on any generation.
+    sweeper = Sweeper(
+        PgVectorStore(pool),
+        SearchLog(pool),
+        generations,
+        leased=index.generations_in_use if index is not None else set,
+        settings=SweepSettings(
+            interval_s=config.gc.interval_s,
+            rollback_window_s=config.gc.rollback_window_s,
+            temp_grace_s=config.gc.temp_grace_s,
+            search_retention_s=config.gc.search_retention_days * 86400,
+            dispute_retention_s=config.gc.dispute_retention_days * 86400,
+        ),
+        on_delete=lambda what: metrics.sweeper_deletions.labels(what=what).inc(),
+        disputes=canonical.disputes,
+    )
+    children.append(ChildSpec("sweeper", sweeper.run))
     children += canonical.children(config)
     children.append(
         ChildSpec(

@@ -119,3 +119,42 @@ def test_restart_announces_the_generation_load_to_systemd(make_daemon: Any, fres
         assert seen.index(extend[0]) < len(seen) - 1, "the extension comes before READY=1"
     finally:
         listener.close()
+
+
+def test_retention_runs_without_an_embedding_provider(make_daemon: Any, fresh_dsn: str) -> None:
+    """`[embedding] provider = "none"` turns the vector features off, not the housekeeping:
+    expired search telemetry and finished disputes are still deleted."""
+    env = {
+        "RECALLD_EMBEDDING_PROVIDER": "none",
+        "RECALLD_ASSIGNMENTS_INTERVAL_S": "0.2",
+        "RECALLD_GC_INTERVAL_S": "0.5",
+        "RECALLD_GC_SEARCH_RETENTION_DAYS": "1",
+        "RECALLD_GC_DISPUTE_RETENTION_DAYS": "1",
+    }
+    daemon: Daemon = make_daemon(dsn=fresh_dsn, env=env)
+    ties = [
+        {"entity": "kettle", "characteristic": "wattage", "supplier": s, "value": v, "trust": 0.5}
+        for s, v in (("acme", "1500 W"), ("globex", "1800 W"))
+    ]
+    assert daemon.call("POST", "/v1/observations", {"observations": ties})[0] == 202
+    daemon.call("POST", "/v1/records", {"namespace": "ret", "kind": "doc", "title": "Kept", "body": "dust"})
+    assert daemon.call("POST", "/v1/recall", {"namespace": "ret", "query": "dust"})[0] == 200
+
+    def rows() -> tuple[int, list[dict[str, Any]]]:
+        searches = int(sql(fresh_dsn, "SELECT count(*) AS n FROM searches WHERE namespace = 'ret'")[0]["n"])
+        return searches, sql(fresh_dsn, "SELECT id, state FROM disputes WHERE entity = 'kettle'")
+
+    deadline = time.monotonic() + 30
+    while (found := rows()) and not (found[0] == 1 and found[1]):
+        assert time.monotonic() < deadline, f"the search row or the dispute never came: {found}"
+        time.sleep(0.1)
+    dispute = found[1][0]["id"]
+    assert daemon.call("DELETE", f"/admin/disputes/{dispute}")[0] == 200  # superseded: finished
+    sql(fresh_dsn, "UPDATE searches SET created_at = now() - interval '2 days' WHERE namespace = 'ret'")
+    sql(fresh_dsn, "UPDATE disputes SET updated_at = now() - interval '2 days' WHERE entity = 'kettle'")
+
+    deadline = time.monotonic() + 30
+    while (found := rows()) != (0, []):
+        assert time.monotonic() < deadline, f"expired rows were never deleted: {found}"
+        time.sleep(0.2)
+    assert daemon.call("GET", "/v1/records?namespace=ret")[1]["records"], "retention deletes telemetry, not records"
