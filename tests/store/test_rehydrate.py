@@ -83,3 +83,26 @@ async def test_the_highlight_query_is_computed_once_not_per_row(pool: asyncpg.Po
     assert parsing, "\n".join(plan)
     assert all(line.startswith("Function Call:") for line in parsing), "\n".join(plan)
     assert any("ts_rank(m.search, hl.q)" in line for line in plan), "\n".join(plan)
+
+
+async def test_only_live_rows_of_the_namespace_that_pass_the_filters_come_back(pool: asyncpg.Pool) -> None:
+    """The last guard of every route: whatever ids a route hands over (the vector route's come
+    from a FAISS handle that may be behind the store), rehydration returns only live records of
+    the asked namespace, kinds and attributes."""
+    records = RecordRepository(pool)
+    made: dict[str, uuid.UUID] = {}
+    for name, namespace, kind, attributes in [
+        ("wanted", NS, "man", {"section": "1"}),
+        ("other namespace", "secret", "man", {"section": "1"}),
+        ("other kind", NS, "faq", {"section": "1"}),
+        ("other attributes", NS, "man", {"section": "8"}),
+        ("forgotten", NS, "man", {"section": "1"}),
+    ]:
+        made[name], _ = await records.create(RecordFields(namespace, kind, name, "archive tool", attributes, None))
+    assert await records.forget(made["forgotten"])
+    async with pool.acquire() as conn:
+        rows = await rehydrate(conn, Filters(NS, ["man"], {"section": "1"}), list(made.values()), "archive", 30)
+        assert set(rows) == {made["wanted"]}
+        # the namespace alone: every kind and attribute of it, never another namespace's record
+        rows = await rehydrate(conn, Filters(NS), list(made.values()), "archive", 30)
+        assert set(rows) == {made["wanted"], made["other kind"], made["other attributes"]}
