@@ -8,6 +8,10 @@ cannot change meaning are made:
 - numbers lose insignificant zeros (`230.0` is `230`);
 - a number with a unit of a known dimension is expressed in the dimension's base unit
   (W, m, V, ...); units keep their case, since `mW` and `MW` differ by a factor of 10^9;
+- every digit is kept: the arithmetic runs in a decimal context as precise as the number
+  itself, so two 31-digit serials that differ in their last digit stay two values (Decimal's
+  default context would round both to 28 digits and make them one value nobody sent); a
+  rewrite that could not be exact leaves the value as written;
 - words (letters and spaces only) are case-folded: `Red` and `red` name one colour; a code with
   digits or punctuation (`AB-12c`) keeps its case.
 
@@ -18,7 +22,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import Context, Decimal, Inexact, InvalidOperation, Overflow, Rounded
 
 # unit -> (base unit, factor). One table per dimension, so only like units ever compare.
 UNITS: dict[str, tuple[str, Decimal]] = {
@@ -54,12 +58,22 @@ def _number(text: str) -> Decimal | None:
         return None
 
 
-def _plain(number: Decimal) -> str:
-    """A decimal without exponent or insignificant zeros: 1.50 -> 1.5, 1E+3 -> 1000, -0 -> 0."""
-    if number == 0:
+def _exact(*numbers: Decimal) -> Context:
+    """A context in which multiplying `numbers` and normalising the product is exact: a product's
+    coefficient has at most as many digits as its factors' together. Any rounding traps, so a
+    result that is not exact is an exception rather than a different number."""
+    digits = sum(len(n.as_tuple().digits) for n in numbers)
+    return Context(prec=max(digits, 1), traps=[Inexact, Rounded, InvalidOperation, Overflow])
+
+
+def _plain(number: Decimal, factor: Decimal = Decimal(1)) -> str:
+    """`number * factor` without exponent or insignificant zeros, every digit kept:
+    1.50 -> 1.5, 1E+3 -> 1000, -0 -> 0. `ArithmeticError` where that cannot be exact."""
+    exact = _exact(number, factor)
+    scaled = exact.multiply(number, factor)
+    if scaled == 0:
         return "0"
-    text = format(number.normalize(), "f")
-    return text
+    return format(exact.normalize(scaled), "f")
 
 
 def normalise(raw: str) -> Normalised:
@@ -70,12 +84,15 @@ def normalise(raw: str) -> Normalised:
         number = _number(match.group("num"))
         unit = match.group("unit")
         if number is not None:
-            if unit is None:
-                return Normalised(raw, _plain(number))
-            if unit in UNITS:
-                base, factor = UNITS[unit]
-                return Normalised(raw, f"{_plain(number * factor)} {base}")
-            return Normalised(raw, f"{_plain(number)} {unit}")
+            try:
+                if unit is None:
+                    return Normalised(raw, _plain(number))
+                if unit in UNITS:
+                    base, factor = UNITS[unit]
+                    return Normalised(raw, f"{_plain(number, factor)} {base}")
+                return Normalised(raw, f"{_plain(number)} {unit}")
+            except ArithmeticError:
+                return Normalised(raw, text)  # not exactly rewritable: as written
     if _WORDS.match(text):
         return Normalised(raw, text.casefold())
     return Normalised(raw, text)

@@ -58,3 +58,39 @@ def test_agreeing_suppliers_vote_for_one_value(same: tuple[str, ...]) -> None:
 @pytest.mark.parametrize("different", [("1 mW", "1 MW"), ("1 m", "1 mm"), ("1 W", "1 V"), ("AB-1", "ab-1")])
 def test_different_values_stay_different(different: tuple[str, ...]) -> None:
     assert len({normalise(v).value for v in different}) == len(different)
+
+
+SERIAL = "1234567890123456789012345678901"  # 31 digits: more than Decimal's default 28
+
+
+@pytest.mark.parametrize(
+    ("raw", "value"),
+    [
+        (SERIAL, SERIAL),
+        ("1234567890123456789012345678902", "1234567890123456789012345678902"),
+        (f"{SERIAL} V", f"{SERIAL} V"),
+        (f"{SERIAL}V", f"{SERIAL} V"),
+        (f"{SERIAL} kW", f"{SERIAL}000 W"),
+        (f"{SERIAL} mW", "1234567890123456789012345678.901 W"),
+        (f"{SERIAL}.000", SERIAL),  # insignificant zeros still go
+        (f"0.{SERIAL}", f"0.{SERIAL}"),
+        (f"{SERIAL},5", f"{SERIAL}.5"),
+        ("9" * 200 + " GHz", "9" * 200 + "000000000 Hz"),
+        (f"{SERIAL} furlongs", f"{SERIAL} furlongs"),
+    ],
+)
+def test_long_numbers_are_normalised_exactly(raw: str, value: str) -> None:
+    assert normalise(raw).value == value
+
+
+@pytest.mark.parametrize(
+    "different",
+    [
+        (SERIAL, "1234567890123456789012345678902"),
+        (f"{SERIAL} V", "1234567890123456789012345678902 V"),
+        (f"{SERIAL} kW", "1234567890123456789012345678902 kW"),
+        (f"0.{SERIAL}", "0.1234567890123456789012345678902"),
+    ],
+)
+def test_long_numbers_that_differ_in_their_last_digit_stay_different(different: tuple[str, ...]) -> None:
+    assert len({normalise(v).value for v in different}) == len(different)

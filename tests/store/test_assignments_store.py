@@ -64,6 +64,18 @@ async def test_normalised_values_agree_instead_of_disputing(pool: asyncpg.Pool, 
     ]
 
 
+async def test_long_serials_that_differ_in_their_last_digit_are_a_dispute_not_one_made_up_value(
+    pool: asyncpg.Pool,
+) -> None:
+    store, key = AssignmentStore(pool), entity()
+    a, b = "1234567890123456789012345678901", "1234567890123456789012345678902"
+    await observe(store, key, ("acme", a, 0.5), ("globex", b, 0.5))
+    await ticker(pool).tick_once()
+    dispute, value, source = await state(pool, key)
+    assert (dispute, source) == ("pending", "auto:latest")
+    assert value in (a, b)
+
+
 async def test_a_tie_writes_latest_and_enqueues_a_dispute_in_the_same_tick(pool: asyncpg.Pool) -> None:
     store, key = AssignmentStore(pool), entity()
     await observe(store, key, ("acme", "1 W", 0.5), ("globex", "2 W", 0.5))
