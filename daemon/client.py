@@ -73,7 +73,7 @@ class Client(Calls):
     def __init__(self, socket_path: Path | str | None = None, timeout: float = 60.0) -> None:
         self.socket_path = paths.client_socket(str(socket_path) if socket_path else None)
         self._http = httpx.Client(
-            transport=httpx.HTTPTransport(uds=str(socket_path)), base_url="http://recalld", timeout=timeout
+            transport=httpx.HTTPTransport(uds=str(self.socket_path)), base_url="http://recalld", timeout=timeout
         )
         self._directory_checked = False
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 
+import anyio
 import pytest
 
 from daemon.client import AsyncClient, Client, ClientError
@@ -53,6 +54,22 @@ def test_a_create_and_an_update_carry_every_field(daemon: Daemon, ns: str) -> No
         record = recalld.get_record(chosen)
         assert (record.kind, record.body, record.attributes) == ("howto", "Rotate the logs, then vacuum.", {})
         assert record.source_path == "ops/d.md"
+
+
+def test_without_a_path_both_clients_dial_the_socket_the_environment_names(
+    daemon: Daemon, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`Client()`, as the README writes it: `$RECALLD_SOCKET`, and the error names what it dialled."""
+    monkeypatch.setenv("RECALLD_SOCKET", str(daemon.socket))
+    with Client() as recalld:
+        assert recalld.socket_path == daemon.socket
+        assert "pending" in recalld.generations()
+
+    async def dial() -> dict[str, object]:
+        async with AsyncClient() as recalld:
+            return await recalld.generations()
+
+    assert "pending" in anyio.run(dial)
 
 
 def test_bad_arguments_fail_before_anything_is_sent(daemon: Daemon) -> None:
