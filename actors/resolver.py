@@ -203,10 +203,16 @@ class Resolver:
             unchanged = Outcome(Event.UNCHANGED, value=dispute.resolved_value, source=Source.LLM_RESOLVED)
             return await self._finish(dispute, unchanged, "skipped_unchanged")
         question = Question(
+            dispute.entity,
             dispute.characteristic,
             unit_of(values),
             tuple(
-                Option(str(c["value"]), tuple(str(s) for s in c["suppliers"]), float(c["trust"]))
+                Option(
+                    str(c["value"]),
+                    tuple(str(r) for r in c.get("raws", ())),
+                    tuple(str(s) for s in c["suppliers"]),
+                    float(c["trust"]),
+                )
                 for c in dispute.candidates
             ),
         )

@@ -1,14 +1,18 @@
 """What the resolver asks an OpenAI-compatible chat endpoint, and how it reads the answer.
 
-Pure. The question carries the characteristic, its unit and the candidates (value, suppliers,
-trust), never any other text. The request asks for `{"selected_value", "confidence"}` through
+Pure. The question carries the entity, the characteristic, its unit and the candidates (the
+normalised value, the values as the suppliers wrote them, the suppliers and their summed trust),
+never any other text. The request asks for `{"selected_value", "confidence"}` through
 `response_format` with a JSON schema whose `selected_value` is an enum of the candidates; a
-server that ignores it still gets the same instruction in the prompt, and the answer is parsed
-as plain JSON (code fences and text around the object tolerated).
+server that refuses or ignores it still gets the same instruction in the prompt, and the answer
+is parsed as plain JSON (code fences and text around the object tolerated). How the request is
+shaped for each server, and how a refusal is read, is `actors.canonical.dialect`.
 
 Confidence: where the answer carries logprobs, the probability of the chosen option (the
 product of its tokens' probabilities) is used rather than the number the model wrote, which
-small models calibrate poorly; `Verdict.confidence_source` says which was used.
+small models calibrate poorly; where it carries none (a server that ignores `logprobs`, or a
+reasoning model that refuses it) the model's own number is. `Verdict.confidence_source` says
+which was used.
 """
 
 from __future__ import annotations
@@ -47,12 +51,16 @@ class ConfidenceSource(StrEnum):
 @dataclass(frozen=True, slots=True)
 class Option:
     value: str
+    """The normalised value: what the answer must select."""
+    raws: tuple[str, ...]
+    """The value as its suppliers wrote it (`1,5 kW`, `1500 W`): context a normalised form loses."""
     suppliers: tuple[str, ...]
     trust: float
 
 
 @dataclass(frozen=True, slots=True)
 class Question:
+    entity: str
     characteristic: str
     unit: str | None
     options: tuple[Option, ...]
@@ -81,6 +89,7 @@ class Unusable(Exception):
 
 SYSTEM_PROMPT = (
     "You choose the correct value of a product characteristic when suppliers disagree. "
+    "Each candidate is a normalised value with the values as its suppliers wrote them. "
     'Answer only with a JSON object {"selected_value": <one of the candidate values, verbatim>, '
     '"confidence": <a number from 0 to 1>}.'
 )
@@ -95,10 +104,16 @@ def unit_of(values: Sequence[str]) -> str | None:
 
 def messages(question: Question) -> list[dict[str, str]]:
     context = {
+        "entity": question.entity,
         "characteristic": question.characteristic,
         "unit": question.unit,
         "candidates": [
-            {"value": o.value, "suppliers": list(o.suppliers), "supplier_trust": round(o.trust, 6)}
+            {
+                "value": o.value,
+                "as_written": list(o.raws),
+                "suppliers": list(o.suppliers),
+                "supplier_trust": round(o.trust, 6),
+            }
             for o in question.options
         ],
     }

@@ -3,6 +3,7 @@ server on loopback: each kind of answer is routed as SPEC §7 says."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -13,6 +14,7 @@ import httpx
 import pytest
 
 from actors.assignment_ticker import AssignmentTicker, TickerSettings
+from actors.canonical.verdict import SYSTEM_PROMPT
 from actors.resolver import Resolver, ResolverSettings, ResolverStopped
 from daemon.providers.llm import OpenAIChat
 from daemon.store.assignments import AssignmentStore, Observation, PgTickLocks
@@ -259,3 +261,65 @@ async def test_a_forced_dispute_whose_resolver_stops_mid_call_fails_with_stopped
     assert (await rig.row(entity, "weight"))["state"] == "in_progress"
     assert await rig.disputes.release_orphans() == 1
     assert (await rig.row(entity, "weight"))["state"] == "pending"
+
+
+async def test_the_llm_is_told_the_entity_and_the_values_as_written_and_nothing_more(rig: Rig) -> None:
+    entity = "kettle-" + uuid.uuid4().hex[:6]
+    rig.service.script["rated power"] = Reply(value="1500 W", confidence=0.9)
+    await rig.assignments.observe(
+        [
+            Observation(entity, "rated power", "acme", "1,5 kW", 0.25, None),
+            Observation(entity, "rated power", "initech", "1500 W", 0.25, None),
+            Observation(entity, "rated power", "globex", "2 kW", 0.25, None),
+            Observation(entity, "rated power", "hooli", "2000 W", 0.25, None),
+        ]
+    )
+    await rig.ticker.tick_once()
+    await rig.resolver().tick_once()
+    [sent] = rig.service.requests
+    context = {
+        "entity": entity,
+        "characteristic": "rated power",
+        "unit": "W",
+        "candidates": [
+            {
+                "value": "1500 W",
+                "as_written": ["1,5 kW", "1500 W"],
+                "suppliers": ["acme", "initech"],
+                "supplier_trust": 0.5,
+            },
+            {
+                "value": "2000 W",
+                "as_written": ["2 kW", "2000 W"],
+                "suppliers": ["globex", "hooli"],
+                "supplier_trust": 0.5,
+            },
+        ],
+    }
+    assert sent == {
+        "model": "stub",
+        "messages": [
+            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "user", "content": json.dumps(context, ensure_ascii=False)},
+        ],
+        "temperature": 0,
+        "logprobs": True,
+        "top_logprobs": 1,
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {
+                "name": "dispute_verdict",
+                "strict": True,
+                "schema": {
+                    "type": "object",
+                    "properties": {
+                        "selected_value": {"type": "string", "enum": ["1500 W", "2000 W"]},
+                        "confidence": {"type": "number", "minimum": 0, "maximum": 1},
+                    },
+                    "required": ["selected_value", "confidence"],
+                    "additionalProperties": False,
+                },
+            },
+        },
+    }
+    assert (await rig.row(entity, "rated power"))["canonical"] == "1500 W"

@@ -12,7 +12,9 @@ from tests.support.fake_llm import ChatService, Reply, chat_server
 
 pytestmark = pytest.mark.anyio
 
-Q = Question("voltage", "V", (Option("230 V", ("acme",), 0.5), Option("220 V", ("globex",), 0.5)))
+Q = Question(
+    "plug-1", "voltage", "V", (Option("230 V", ("230",), ("acme",), 0.5), Option("220 V", ("220 V",), ("globex",), 0.5))
+)
 
 
 async def answer_to(reply: Reply, timeout_s: float = 5.0) -> tuple[ChatService, object]:

@@ -21,7 +21,9 @@ from actors.canonical.verdict import (
     unit_of,
 )
 
-Q = Question("voltage", "V", (Option("230 V", ("acme",), 0.5), Option("220 V", ("globex",), 0.5)))
+Q = Question(
+    "plug-1", "voltage", "V", (Option("230 V", ("230",), ("acme",), 0.5), Option("220 V", ("220 V",), ("globex",), 0.5))
+)
 
 
 def answer(content: str, logprobs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
@@ -108,14 +110,15 @@ def test_logprobs_stand_in_for_a_missing_confidence() -> None:
     assert verdict.model_confidence is None
 
 
-def test_the_request_names_only_the_characteristic_unit_and_candidates() -> None:
+def test_the_request_names_the_entity_characteristic_unit_and_candidates_as_written() -> None:
     sent = json.loads(messages(Q)[1]["content"])
     assert sent == {
+        "entity": "plug-1",
         "characteristic": "voltage",
         "unit": "V",
         "candidates": [
-            {"value": "230 V", "suppliers": ["acme"], "supplier_trust": 0.5},
-            {"value": "220 V", "suppliers": ["globex"], "supplier_trust": 0.5},
+            {"value": "230 V", "as_written": ["230"], "suppliers": ["acme"], "supplier_trust": 0.5},
+            {"value": "220 V", "as_written": ["220 V"], "suppliers": ["globex"], "supplier_trust": 0.5},
         ],
     }
     schema = response_format(Q)["json_schema"]["schema"]
