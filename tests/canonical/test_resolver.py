@@ -20,7 +20,7 @@ from daemon.providers.llm import OpenAIChat
 from daemon.store.assignments import AssignmentStore, Observation, PgTickLocks
 from daemon.store.disputes import DisputeStore
 from daemon.store.usage import UsageStore
-from tests.support.fake_llm import ChatService, Reply, chat_server
+from tests.support.fake_llm import REASONING, ChatService, Reply, chat_server
 
 pytestmark = pytest.mark.anyio
 
@@ -323,3 +323,26 @@ async def test_the_llm_is_told_the_entity_and_the_values_as_written_and_nothing_
         },
     }
     assert (await rig.row(entity, "rated power"))["canonical"] == "1500 W"
+
+
+async def test_a_reasoning_model_resolves_ties_once_its_refusals_are_met(pool: asyncpg.Pool) -> None:
+    service = ChatService(
+        {"wattage": Reply(value="1500", confidence=0.93), "voltage": Reply(value="230", confidence=0.85)},
+        dialect=REASONING,
+    )
+    assignments = AssignmentStore(pool)
+    ticker = AssignmentTicker(assignments, PgTickLocks(pool), TickerSettings(interval_s=60.0))
+    entity = "kettle-" + uuid.uuid4().hex[:6]
+    async with chat_server(service) as url, httpx.AsyncClient() as http:
+        rig = Rig(pool, service, assignments, DisputeStore(pool), ticker, http, url)
+        await rig.tie(entity, "wattage", ("1500", "1800"))
+        await rig.tie(entity, "voltage", ("230", "220"))
+        await ticker.tick_once()
+        await rig.resolver().tick_once()
+    for characteristic, value, confidence in (("voltage", "230", 0.85), ("wattage", "1500", 0.93)):
+        row = await rig.row(entity, characteristic)
+        assert (row["state"], row["source"], row["canonical"]) == ("resolved", "auto:llm_resolved", value)
+        assert (row["confidence"], row["confidence_source"]) == (confidence, "model")
+    # voltage (first by name) paid the two refusals; wattage was asked once, in the learned dialect
+    assert len(service.requests) == 4
+    assert service.requests[-1].keys() == {"model", "messages", "response_format"}
