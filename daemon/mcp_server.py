@@ -4,15 +4,30 @@ A stdio MCP server (the official `mcp` SDK) for one namespace, speaking to the d
 `daemon.client.AsyncClient`: an agent adds one line to its config (`recalld mcp -n NAMESPACE`)
 and gets four tools, recall, remember, forget and check_duplicate. Refusals of the daemon come
 back as the tool's answer (`error` with the daemon's code), not as a crash of the server.
+
+The namespace is a boundary: every tool acts inside it, and a record of another namespace is,
+to these tools, a record that does not exist (the same answer as a made-up id).
+
+A line on stdin that is not a JSON-RPC message is answered as JSON-RPC 2.0 says (-32700 for
+what is not JSON, -32600 for JSON that is no message), and the session goes on.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import uuid
+from types import TracebackType
+from typing import Any, Protocol, Self
 
+import anyio
+import mcp_types
+import msgspec
+import pydantic
 from mcp.server.mcpserver import MCPServer
+from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
 
 from daemon.client import AsyncClient, ClientError
+from daemon.control.wire import DuplicateCheck
 
 
 def _refused(exc: ClientError) -> dict[str, Any]:
@@ -22,9 +37,109 @@ def _refused(exc: ClientError) -> dict[str, Any]:
     return answer
 
 
+def _check(check: DuplicateCheck) -> dict[str, Any]:
+    """The whole duplicate check, every field present: what was compared out of how many, the
+    threshold, and for a skip why, so that "no warning" is never silent about a skip."""
+    return {
+        "status": check.status,
+        "threshold": check.threshold,
+        "compared": check.compared,
+        "of": check.of,
+        "similar": msgspec.to_builtins(check.similar),
+        "reason": check.reason,
+    }
+
+
+# -- JSON-RPC 2.0 over stdio: what the SDK's transport cannot read is answered, not dropped
+
+
+def refusal(error: pydantic.ValidationError) -> mcp_types.JSONRPCError:
+    """JSON-RPC 2.0's answer to a line that is no JSON-RPC message (the SDK's validation error of
+    it): -32700 when it is not JSON, else -32600, with the id the line carries when it carries a
+    valid one (null otherwise, as for a parse error)."""
+    problems = error.errors()
+    if any(problem["type"] == "json_invalid" for problem in problems):
+        data = mcp_types.ErrorData(code=mcp_types.PARSE_ERROR, message="Parse error: the line is not JSON")
+        return mcp_types.JSONRPCError(jsonrpc="2.0", id=None, error=data)
+    # A field missing from one of the message shapes (`method`, `result`, ...) is reported with
+    # the whole object as its input: where the id is, if it was sent.
+    sent = next((p["input"] for p in problems if len(p["loc"]) == 2 and isinstance(p["input"], dict)), None)
+    found = sent.get("id") if sent is not None else None
+    request_id = found if isinstance(found, str | int) and not isinstance(found, bool) else None
+    message = "Invalid Request: not a JSON-RPC 2.0 request, notification or response"
+    if not isinstance(sent, dict):
+        message += " (one JSON object a line; batches are not part of MCP)"
+    data = mcp_types.ErrorData(code=mcp_types.INVALID_REQUEST, message=message)
+    return mcp_types.JSONRPCError(jsonrpc="2.0", id=request_id, error=data)
+
+
+class _Frames(Protocol):
+    async def receive(self) -> SessionMessage | Exception: ...
+    async def aclose(self) -> None: ...
+
+
+class _Replies(Protocol):
+    async def send(self, item: SessionMessage, /) -> None: ...
+
+
+class AnsweredFrames:
+    """The transport's incoming frames less those that are not JSON-RPC messages, each of which
+    is answered on `replies` as it passes (`refusal`).
+
+    The SDK's stdio transport hands such a line on as the validation error it raised, and its
+    dispatcher logs and drops that: the client would wait for an answer that never comes. Here,
+    between the transport and the server, is the one place that sees both the error and the
+    way back to the client. Frames keep their order; the sender's context (`last_context`) is
+    the transport's."""
+
+    def __init__(self, frames: _Frames, replies: _Replies) -> None:
+        self._frames = frames
+        self._replies = replies
+
+    @property
+    def last_context(self) -> Any:
+        return getattr(self._frames, "last_context", None)
+
+    async def receive(self) -> SessionMessage | Exception:
+        while True:
+            frame = await self._frames.receive()
+            if not isinstance(frame, pydantic.ValidationError):
+                return frame
+            await self._replies.send(SessionMessage(refusal(frame)))
+
+    async def aclose(self) -> None:
+        await self._frames.aclose()
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+
+class _Server(MCPServer):
+    """The SDK's server, its stdio frames passed through `AnsweredFrames`."""
+
+    async def run_stdio_async(self) -> None:
+        async with stdio_server() as (frames, replies):
+            server = self._lowlevel_server
+            await server.run(AnsweredFrames(frames, replies), replies, server.create_initialization_options())
+
+
 def build(namespace: str, socket: str | None = None) -> MCPServer:
     """The MCP server for `namespace` on the daemon at `socket` (None: as the CLI finds it)."""
-    server: MCPServer = MCPServer(
+    server: MCPServer = _Server(
         name="recalld",
         instructions=(
             f"Long-term memory (namespace {namespace!r}): call recall before answering from memory, "
@@ -62,21 +177,22 @@ def build(namespace: str, socket: str | None = None) -> MCPServer:
             created = await client.create_record(namespace, kind, title, body)
         except ClientError as exc:
             return _refused(exc)
-        check = created.duplicate_check
-        return {
-            "id": str(created.id),
-            "revision": created.revision,
-            "duplicate_check": {"status": check.status, "similar": check.similar},
-        }
+        return {"id": str(created.id), "revision": created.revision, "duplicate_check": _check(created.duplicate_check)}
 
     @server.tool(description="Forget a remembered record by its id: it is never recalled again.")
     async def forget(id: str) -> dict[str, Any]:
         try:
-            return await client.forget_record(id)
-        except ClientError as exc:
-            return _refused(exc)
+            record_id = uuid.UUID(id)
         except ValueError:
             return {"error": {"status": 400, "code": "invalid_id", "message": f"{id!r} is not a record id"}}
+        try:
+            # the daemon forgets it only if it lives in this namespace; another's is not found
+            answer: dict[str, Any] = await client.request(
+                "DELETE", f"/v1/records/{record_id}", params={"namespace": namespace}
+            )
+        except ClientError as exc:
+            return _refused(exc)
+        return answer
 
     @server.tool(description="Before remembering: records whose titles are close to this one, if any.")
     async def check_duplicate(title: str, kind: str = "note") -> dict[str, Any]:
@@ -84,6 +200,6 @@ def build(namespace: str, socket: str | None = None) -> MCPServer:
             check = await client.check_duplicate(namespace, kind, title)
         except ClientError as exc:
             return _refused(exc)
-        return {"status": check.status, "similar": check.similar, "reason": check.reason}
+        return _check(check)
 
     return server

@@ -129,6 +129,7 @@ ROUTES: dict[tuple[str, str], RouteDoc] = {
     ("DELETE", "/v1/records/{id}"): RouteDoc(
         "Forget a record: it is never recalled again, and purged later.",
         returns='{"id": uuid, "deleted": true}',
+        query={"namespace": "only if the record lives in this namespace (another's answers 404, as a missing id)"},
         errors=(400, 404),
     ),
     # --- recall

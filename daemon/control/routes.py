@@ -236,10 +236,14 @@ async def write_revision(
 
 
 async def forget_record(request: web.Request) -> web.Response:
+    """`?namespace=` (optional): forget the record only if it lives there. A record of another
+    namespace is then not found, the same answer as an id that does not exist, so a client
+    scoped to one namespace (`recalld mcp -n`) can neither touch nor probe another's."""
     services = request.app[SERVICES]
     record_id = _record_id(request)
+    scope = _namespace_param(request, services.config)
     row = await services.records.get(record_id)
-    if row is None:
+    if row is None or (scope is not None and row["namespace"] != scope):
         raise not_found("record")
     caller = peer(request)
     services.access.require_visible(caller, row["namespace"], "record")

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
+import uuid
 from typing import Any
 
+import anyio
 import pytest
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from tests.support import ROOT, Daemon
+from tests.support import ROOT, Daemon, namespace
 
 pytestmark = [pytest.mark.anyio]
 
@@ -26,14 +29,18 @@ def answer(result: Any) -> dict[str, Any]:
     return data
 
 
-async def test_an_agent_remembers_recalls_and_forgets_through_mcp(daemon: Daemon, ns: str) -> None:
-    server = StdioServerParameters(
+def mcp_server(daemon: Daemon, ns: str) -> StdioServerParameters:
+    """`recalld mcp -n ns` for `daemon`, as an agent's config starts it."""
+    return StdioServerParameters(
         command=sys.executable,
         args=["-m", "daemon", "mcp", "-n", ns, "--socket", str(daemon.socket)],
         cwd=str(ROOT),
         env={k: v for k, v in os.environ.items() if k != "RECALLD_SOCKET"},
     )
-    async with stdio_client(server) as (read, write), ClientSession(read, write) as session:
+
+
+async def test_an_agent_remembers_recalls_and_forgets_through_mcp(daemon: Daemon, ns: str) -> None:
+    async with stdio_client(mcp_server(daemon, ns)) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         tools = {tool.name for tool in (await session.list_tools()).tools}
         assert tools == {"recall", "remember", "forget", "check_duplicate"}
@@ -55,3 +62,124 @@ async def test_an_agent_remembers_recalls_and_forgets_through_mcp(daemon: Daemon
         assert bad["error"]["code"] == "invalid_id"
     status, _ = daemon.call("GET", f"/v1/records/{kept['id']}")
     assert status == 404
+
+
+async def test_remember_answers_the_whole_duplicate_check(daemon: Daemon, ns: str) -> None:
+    """The agent sees what the daemon said of its title: the threshold, how many titles were
+    compared out of how many, and for a skip why; not the status alone."""
+    async with stdio_client(mcp_server(daemon, ns)) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        kept = answer(await session.call_tool("remember", {"title": "Rotate the signing keys", "body": "Yearly."}))
+        second = answer(
+            await session.call_tool("remember", {"title": "Page the on-call engineer", "body": "By phone."})
+        )
+        dry = answer(await session.call_tool("check_duplicate", {"title": "Rotate the signing keys"}))
+    status, direct = daemon.call(
+        "POST", "/v1/duplicates/check", {"namespace": ns, "kind": "note", "title": "Rotate the signing keys"}
+    )
+    assert status == 200, direct
+    fields = {"status", "threshold", "compared", "of", "similar", "reason"}
+    for check in (kept["duplicate_check"], second["duplicate_check"], dry):
+        assert set(check) == fields, check
+        assert check["threshold"] == direct["threshold"]
+    assert (kept["duplicate_check"]["compared"], kept["duplicate_check"]["of"]) == (0, 0)
+    assert second["duplicate_check"]["of"] == 1, second
+    assert dry["of"] == direct["of"] >= 1 and 0 <= dry["compared"] <= dry["of"], dry
+    assert isinstance(dry["similar"], list) and dry["reason"] is None
+
+
+@pytest.fixture
+def without_provider(make_daemon: Any) -> Daemon:
+    """A daemon with no embedding provider: every duplicate check is skipped, for a reason."""
+    daemon: Daemon = make_daemon(env={"RECALLD_EMBEDDING_PROVIDER": "none"})
+    return daemon
+
+
+async def test_a_skipped_check_says_why_through_mcp(without_provider: Daemon, ns: str) -> None:
+    async with stdio_client(mcp_server(without_provider, ns)) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        kept = answer(await session.call_tool("remember", {"title": "Deploy window", "body": "Tuesdays."}))
+    check = kept["duplicate_check"]
+    assert check["status"] == "skipped" and check["reason"], check
+    assert {"threshold", "compared", "of"} <= set(check), check
+
+
+async def test_an_mcp_server_acts_inside_its_namespace_only(daemon: Daemon) -> None:
+    """`recalld mcp -n public` is handed one namespace: a record of another is, to its tools, a
+    record that does not exist (the same answer as a made-up id, so nothing leaks), and stays."""
+    public, secret = namespace(), namespace()
+    status, theirs = daemon.call(
+        "POST", "/v1/records", {"namespace": secret, "kind": "note", "title": "Deploy window", "body": "Tuesdays."}
+    )
+    assert status == 201, theirs
+    async with stdio_client(mcp_server(daemon, public)) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        ours = answer(await session.call_tool("remember", {"title": "Deploy window", "body": "Fridays, never."}))
+        foreign = answer(await session.call_tool("forget", {"id": theirs["id"]}))
+        made_up = answer(await session.call_tool("forget", {"id": str(uuid.uuid4())}))
+        found = answer(await session.call_tool("recall", {"query": "deploy window", "k": 5}))
+        gone = answer(await session.call_tool("forget", {"id": ours["id"]}))
+    assert ours["revision"] == 1, "the same title in another namespace is no duplicate"
+    assert foreign["error"]["code"] == "not_found", foreign
+    assert foreign == made_up, "a foreign id answers as one that does not exist"
+    assert [hit["id"] for hit in found["results"]] == [ours["id"]]
+    assert gone["deleted"] is True
+    status, kept = daemon.call("GET", f"/v1/records/{theirs['id']}")
+    assert status == 200 and kept["namespace"] == secret, "the other namespace's record is untouched"
+    assert daemon.call("GET", f"/v1/records/{ours['id']}")[0] == 404
+
+
+# -- JSON-RPC 2.0 over stdio, byte by byte (the SDK's client cannot send what is malformed)
+
+
+async def _reply(stdout: Any, buffered: bytearray) -> dict[str, Any]:
+    """The next line the server writes, as JSON."""
+    while b"\n" not in buffered:
+        buffered.extend(await stdout.receive())
+    line, _, rest = bytes(buffered).partition(b"\n")
+    buffered[:] = rest
+    found: dict[str, Any] = json.loads(line)
+    return found
+
+
+@pytest.mark.parametrize(
+    ("sent", "code", "reply_id"),
+    [
+        (b"{not json", -32700, None),
+        (b"[]", -32600, None),
+        (b'"a string"', -32600, None),
+        (b'{"jsonrpc": "2.0", "id": 7}', -32600, 7),
+        (b'{"jsonrpc": "2.0", "id": "x-1", "method": 12}', -32600, "x-1"),
+        (b'{"id": 8, "method": "ping"}', -32600, 8),
+    ],
+)
+async def test_malformed_json_rpc_is_answered_with_its_error(
+    daemon: Daemon, sent: bytes, code: int, reply_id: Any
+) -> None:
+    """JSON-RPC 2.0: what is not JSON is a parse error (-32700), JSON that is no request an
+    invalid request (-32600), each answered with the request's id where one can be read (null
+    otherwise); the server then goes on serving."""
+    command = [sys.executable, "-m", "daemon", "mcp", "-n", namespace(), "--socket", str(daemon.socket)]
+    env = {k: v for k, v in os.environ.items() if k != "RECALLD_SOCKET"}
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "probe", "version": "0"},
+        },
+    }
+    async with await anyio.open_process(command, cwd=ROOT, env=env, stderr=subprocess.DEVNULL) as process:
+        assert process.stdin is not None and process.stdout is not None
+        buffered = bytearray()
+        with anyio.fail_after(30):
+            await process.stdin.send(sent + b"\n")
+            refused = await _reply(process.stdout, buffered)
+            await process.stdin.send(json.dumps(initialize).encode() + b"\n")
+            served = await _reply(process.stdout, buffered)
+        process.kill()
+    assert refused["jsonrpc"] == "2.0" and refused["id"] == reply_id, refused
+    assert refused["error"]["code"] == code, refused
+    assert served["id"] == 1 and served["result"]["serverInfo"]["name"] == "recalld", served
