@@ -16,7 +16,14 @@ Guarantees:
   `manual_review` (`attempts_exhausted`). While the circuit is open nothing is called and the
   tick's disputes are given back, their attempts not counted.
 - Every outcome goes through the single writer, `DisputeQueue.apply`; the resolver writes no
-  canonical row itself. Every completed call leaves a usage row (purpose `resolve`).
+  canonical row itself. The writer applies an answer only while the dispute's value set is still
+  the observations' own: an answer that arrives after the suppliers changed their values is
+  recorded on the dispute (`stale_answer`), which is superseded, and never applied. Every
+  completed call leaves a usage row (purpose `resolve`).
+- The question names the entity, the characteristic, the unit and the candidates as normalised
+  and as the suppliers wrote them; the model client speaks the endpoint's dialect
+  (`actors.canonical.dialect`), so a reasoning model that refuses `temperature` or `logprobs`
+  is asked without them, and the confidence is then the model's own number.
 - `force(id)` resolves one dispute now through the actor's mailbox.
 """
 
@@ -32,7 +39,7 @@ from enum import Enum
 import anyio
 from anyio.abc import TaskStatus
 
-from actors.canonical.disputes import DisputeState, Event, actionable, applied
+from actors.canonical.disputes import ANSWERS, DisputeState, Event, actionable, applied
 from actors.canonical.ports import (
     ChatAnswer,
     ChatModel,
@@ -191,6 +198,13 @@ class Resolver:
 
     async def _finish(self, dispute: Dispute, outcome: Outcome, label: str) -> DisputeState:
         state = await self._queue.apply(dispute.id, outcome)
+        if state is DisputeState.SUPERSEDED and outcome.event in ANSWERS:
+            # the observations changed while it was asked: the writer recorded the answer only
+            label = "stale_answer"
+            log.info(
+                "a resolver answer came after the values changed: recorded, not applied",
+                extra={"entity": dispute.entity, "characteristic": dispute.characteristic},
+            )
         self._observer.finished(label)
         return state
 

@@ -35,7 +35,8 @@ class CanonicalMetrics:
         self.dispute_events = Counter(
             "recalld_disputes_events",
             "What happened to disputes: enqueued, settled (tie gone), and the resolver's outcomes "
-            "(resolved, manual_review, superseded, skipped_unchanged, released)",
+            "(resolved, manual_review, superseded, skipped_unchanged, released, stale_answer: an answer that came "
+            "after the values changed, recorded and not applied)",
             ["event"],
             registry=r,
         )

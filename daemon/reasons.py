@@ -48,6 +48,8 @@ SHARED_CODES: Final[Mapping[str, str]] = {
     "vector_index_corrupt": "a generation failed verification: the index's problem and an error code",
     "no_provider": "no embedding provider is configured: the embedding path's failure and a skipped duplicate check",
     "circuit_open": "the embedder's breaker is open: the embedding path's failure and a skipped duplicate check",
+    "stale_answer": "an answer to a dispute's value set the observations no longer hold: recorded, never applied"
+    " (the dispute's reason, and the error of a refused approve)",
 }
 """Codes defined by more than one enum, each time with the meaning given here. Another code
 shared by two enums is a second meaning for one code until someone decides it is not."""

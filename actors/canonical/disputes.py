@@ -6,6 +6,13 @@ the resolver claims pending ones and finishes them; administrators supersede or 
 `transition` is the only place that says which of those may happen in which state, including
 the prior-state guard of the ticker's upsert: `in_progress` and `manual_review` rows are never
 touched by re-runs, and a finished dispute reopens only when its value set changed.
+
+An answer belongs to the value set it was asked about. While a dispute is `in_progress` or in
+moderation the guard keeps the ticker from updating it, so its value set can go stale: the
+observations may have changed since. `transition(..., stale=True)` then turns every event that
+would carry the old set's answer (`ANSWERS`: the resolver's outcomes and a moderator's
+approve) into `superseded`: recorded, never applied. A moderator's own value (override, a
+force-resolve with a value) and a reject still apply.
 """
 
 from __future__ import annotations
@@ -13,6 +20,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 from enum import StrEnum
+
+from actors.canonical.strategy import Candidate
 
 
 class DisputeState(StrEnum):
@@ -52,7 +61,9 @@ class Event(StrEnum):
     SUPERSEDED = "superseded"
     """An administrator withdrew it (`DELETE /admin/disputes/{id}`)."""
     DECIDED = "decided"
-    """A moderator approved, overrode or rejected it."""
+    """A moderator overrode or rejected it, or an administrator force-resolved it with a value."""
+    APPROVED = "approved"
+    """A moderator approved the resolver's answer."""
     ESCALATED = "escalated"
     """A moderator left it for someone else: it stays in the moderation queue."""
     FORCED = "forced"
@@ -63,12 +74,31 @@ FINISHED = frozenset({DisputeState.RESOLVED, DisputeState.SUPERSEDED, DisputeSta
 """States a new value set reopens (to `pending`) and the same one leaves alone."""
 
 
-def transition(prior: DisputeState | None, event: Event, *, same_hash: bool = True) -> DisputeState | None:
+ANSWERS = frozenset({Event.RESOLVED, Event.TO_MODERATION, Event.UNCHANGED, Event.RELEASED, Event.APPROVED})
+"""Events that carry the work done on the dispute's value set (an answer, its moderation, the
+earlier answer of an unchanged set, the claim given back): void once the observations changed."""
+
+GUARDED = frozenset({DisputeState.IN_PROGRESS, DisputeState.MANUAL_REVIEW})
+"""States the ticker's upsert leaves alone: their value set can go stale."""
+
+
+def transition(
+    prior: DisputeState | None, event: Event, *, same_hash: bool = True, stale: bool = False
+) -> DisputeState | None:
     """The state after `event` in state `prior` (None: no row), or None when the event does not
     apply and the row must stay exactly as it is (for the ticker's upsert: not written at all).
 
     `same_hash` says, for `Event.TIED`, whether the tie is on the value set the row already has.
+    `stale` says the observations no longer hold the dispute's value set: an event of `ANSWERS`
+    that applies then supersedes the dispute instead.
     """
+    after = _transition(prior, event, same_hash=same_hash)
+    if stale and after is not None and event in ANSWERS:
+        return DisputeState.SUPERSEDED
+    return after
+
+
+def _transition(prior: DisputeState | None, event: Event, *, same_hash: bool) -> DisputeState | None:
     match event:
         case Event.TIED:
             if prior is None or prior is DisputeState.PENDING:
@@ -96,7 +126,7 @@ def transition(prior: DisputeState | None, event: Event, *, same_hash: bool = Tr
                 if prior in (DisputeState.PENDING, DisputeState.MANUAL_REVIEW, DisputeState.SKIPPED_UNCHANGED)
                 else None
             )
-        case Event.DECIDED:
+        case Event.DECIDED | Event.APPROVED:
             return DisputeState.RESOLVED if prior in (DisputeState.PENDING, DisputeState.MANUAL_REVIEW) else None
         case Event.FORCED:
             return DisputeState.IN_PROGRESS if prior in (DisputeState.PENDING, DisputeState.MANUAL_REVIEW) else None
@@ -109,6 +139,13 @@ def value_set_hash(values: Iterable[str]) -> str:
     """sha256 of the sorted distinct values (normalised), hex. Joined with a NUL, which no
     value holds, so that ("a,b",) and ("a", "b") differ."""
     return hashlib.sha256("\0".join(sorted(set(values))).encode()).hexdigest()
+
+
+def candidates_hash(found: Iterable[Candidate]) -> str:
+    """The value set hash of the chain's candidates: what a dispute records when it is queued
+    and what the single writer compares it with, computed from the observations, before an
+    answer applies."""
+    return value_set_hash(c.value for c in found)
 
 
 HIGH_AT = 0.8

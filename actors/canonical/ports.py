@@ -79,7 +79,12 @@ class Outcome:
 
 
 class DisputeConflict(Exception):
-    """The dispute is not in a state this outcome applies to (someone else got there first)."""
+    """The dispute is not in a state this outcome applies to (someone else got there first);
+    `state` is the state it is in."""
+
+    def __init__(self, message: str, state: DisputeState) -> None:
+        super().__init__(message)
+        self.state = state
 
 
 class DisputeQueue(Protocol):
@@ -99,7 +104,14 @@ class DisputeQueue(Protocol):
 
     async def apply(self, dispute_id: uuid.UUID, outcome: Outcome) -> DisputeState:
         """The single writer: the dispute's transition and, with `outcome.value`, its canonical
-        row, in one transaction. `DisputeConflict` when the transition does not apply."""
+        row, in one transaction, under the dispute's row lock; the state after. `DisputeConflict`
+        when the transition does not apply.
+
+        An answer (`actors.canonical.disputes.ANSWERS`) applies only while the dispute's value
+        set is the observations' own: otherwise it is recorded (its tier, confidence, selected
+        value, reason `stale_answer`) and not applied, the dispute is `superseded` (the state
+        returned) and its key marked changed, so the next assignment tick queues the new values
+        as a dispute if they still tie."""
         ...
 
     async def counts(self) -> dict[tuple[str, str], int]:

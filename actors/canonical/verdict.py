@@ -39,6 +39,9 @@ class ResolverReason(StrEnum):
     """The endpoint answered an HTTP error, or could not be reached."""
     LLM_CIRCUIT_OPEN = "llm_circuit_open"
     ATTEMPTS_EXHAUSTED = "attempts_exhausted"
+    STALE_ANSWER = "stale_answer"
+    """The observations changed while the dispute was asked or moderated: the answer is recorded
+    on it, never applied, and the dispute is superseded (a refused approve's error code too)."""
 
 
 class ConfidenceSource(StrEnum):

@@ -16,7 +16,7 @@ from typing import Any, Literal
 import msgspec
 from aiohttp import web
 
-from actors.canonical.disputes import DisputeState, Event, Tier
+from actors.canonical.disputes import FINISHED, DisputeState, Event, Tier, transition
 from actors.canonical.ports import DisputeConflict, Outcome
 from actors.canonical.strategy import Source
 from actors.resolver import CircuitOpen, ResolverBusy, ResolverStopped
@@ -211,20 +211,50 @@ async def get_dispute(request: web.Request) -> web.Response:
     return await _shown(_canonical(request), _dispute_id(request))
 
 
-async def _apply(canonical: Canonical, dispute_id: uuid.UUID, outcome: Outcome) -> None:
+async def _refused(canonical: Canonical, dispute_id: uuid.UUID, state: DisputeState, action: str) -> ApiError:
+    """409 naming the state the dispute is in and what the caller can do instead."""
+    if state is DisputeState.IN_PROGRESS:
+        return ApiError(
+            409,
+            ErrorCode.DISPUTE_IN_PROGRESS,
+            f"dispute {dispute_id} is in_progress: the resolver is answering it now; {action} it once it has"
+            f" (GET /admin/disputes/{dispute_id} shows its state)",
+            state=str(state),
+        )
+    if state in FINISHED:
+        row = await canonical.disputes.get(dispute_id)
+        where = f"/v1/assignments/{row['entity']}/{row['characteristic']}" if row else "/v1/assignments/..."
+        return ApiError(
+            409,
+            ErrorCode.DISPUTE_CLOSED,
+            f"dispute {dispute_id} is {state}: there is nothing left to {action}; it opens again when its"
+            f" values change, and PUT {where} sets a value now",
+            state=str(state),
+        )
+    return ApiError(409, ErrorCode.CONFLICT, f"{action} does not apply to a dispute in state {state}", state=str(state))
+
+
+async def _apply(canonical: Canonical, dispute_id: uuid.UUID, outcome: Outcome, action: str) -> DisputeState:
     try:
-        await canonical.disputes.apply(dispute_id, outcome)
+        return await canonical.disputes.apply(dispute_id, outcome)
     except KeyError:
         raise not_found(f"dispute {dispute_id}") from None
     except DisputeConflict as exc:
-        raise ApiError(409, ErrorCode.CONFLICT, str(exc)) from None
+        raise await _refused(canonical, dispute_id, exc.state, action) from None
+
+
+async def _state(canonical: Canonical, dispute_id: uuid.UUID) -> tuple[DisputeState, dict[str, Any]]:
+    row = await canonical.disputes.get(dispute_id)
+    if row is None:
+        raise not_found(f"dispute {dispute_id}")
+    return DisputeState(row["state"]), row
 
 
 async def supersede(request: web.Request) -> web.Response:
     """`DELETE /admin/disputes/{id}`: withdrawn (`superseded`), until its value set changes."""
     _require_admin(request)
     canonical, dispute_id = _canonical(request), _dispute_id(request)
-    await _apply(canonical, dispute_id, Outcome(Event.SUPERSEDED))
+    await _apply(canonical, dispute_id, Outcome(Event.SUPERSEDED), "supersede")
     return await _shown(canonical, dispute_id)
 
 
@@ -237,15 +267,21 @@ async def force_resolve(request: web.Request) -> web.Response:
     value = decode(payload, ForceIn).value if payload.strip() else None
     if value is not None:
         check_text("value", value, max_chars=VALUE_CHARS)
-        await _apply(canonical, dispute_id, Outcome(Event.DECIDED, value=value, source=Source.MANUAL, decision="force"))
+        forced = Outcome(Event.DECIDED, value=value, source=Source.MANUAL, decision="force")
+        await _apply(canonical, dispute_id, forced, "force-resolve")
         return await _shown(canonical, dispute_id)
     if canonical.resolver is None:
+        state, _ = await _state(canonical, dispute_id)
+        if transition(state, Event.FORCED) is None:
+            raise await _refused(canonical, dispute_id, state, "force-resolve")
         raise ApiError(409, ErrorCode.CONFLICT, "the resolver is off ([resolver] enabled = false): give a value")
     try:
         await canonical.resolver.force(dispute_id)
     except KeyError:
         raise not_found(f"dispute {dispute_id}") from None
-    except (DisputeConflict, ResolverBusy) as exc:
+    except DisputeConflict as exc:
+        raise await _refused(canonical, dispute_id, exc.state, "force-resolve") from None
+    except ResolverBusy as exc:
         raise ApiError(409, ErrorCode.CONFLICT, str(exc)) from None
     except (CircuitOpen, ResolverStopped) as exc:
         raise ApiError(503, ErrorCode.ROUTE_UNAVAILABLE, str(exc)) from None
@@ -254,8 +290,10 @@ async def force_resolve(request: web.Request) -> web.Response:
 
 async def decide(request: web.Request) -> web.Response:
     """`{"action": "approve"|"override"|"reject"|"escalate", "value"?}` on a dispute in moderation
-    (or still pending): approve applies the resolver's answer, override the value given (as a
-    manual assignment), reject keeps the chain's value, escalate leaves it in moderation."""
+    (or still pending): approve applies the resolver's answer, only to the values it answered
+    (409 `stale_answer` once they changed: the dispute is then superseded), override the value
+    given (as a manual assignment), reject keeps the chain's value, escalate leaves it in
+    moderation. A state that allows none of these is a 409 naming it (`_refused`)."""
     _require_admin(request)
     canonical, dispute_id = _canonical(request), _dispute_id(request)
     decision = decode(await _body(request), DecisionIn)
@@ -266,17 +304,32 @@ async def decide(request: web.Request) -> web.Response:
         check_text("value", decision.value, max_chars=VALUE_CHARS)
         outcome = Outcome(Event.DECIDED, value=decision.value, source=Source.MANUAL, decision="override")
     elif decision.action == "approve":
-        row = await canonical.disputes.get(dispute_id)
-        if row is None:
-            raise not_found(f"dispute {dispute_id}")
+        state, row = await _state(canonical, dispute_id)
+        if transition(state, Event.APPROVED) is None:
+            raise await _refused(canonical, dispute_id, state, "approve")
         if row["selected_value"] is None:
-            raise ApiError(409, ErrorCode.CONFLICT, "the resolver gave no usable answer to approve; override instead")
-        outcome = Outcome(Event.DECIDED, value=row["selected_value"], source=Source.LLM_RESOLVED, decision="approve")
+            raise ApiError(
+                409,
+                ErrorCode.NO_ANSWER_TO_APPROVE,
+                f"dispute {dispute_id} is {state} without a usable answer from the resolver"
+                f" ({row['reason'] or 'not asked yet'}): override it with a value, reject it, or force-resolve it",
+                state=str(state),
+            )
+        outcome = Outcome(Event.APPROVED, value=row["selected_value"], source=Source.LLM_RESOLVED, decision="approve")
     elif decision.action == "reject":
         outcome = Outcome(Event.DECIDED, decision="reject")
     else:
         outcome = Outcome(Event.ESCALATED, decision="escalate")
-    await _apply(canonical, dispute_id, outcome)
+    after = await _apply(canonical, dispute_id, outcome, decision.action)
+    if outcome.event is Event.APPROVED and after is DisputeState.SUPERSEDED:
+        raise ApiError(
+            409,
+            ErrorCode.STALE_ANSWER,
+            f"the observations changed since the resolver answered {outcome.value!r}: the answer was not applied"
+            f" and dispute {dispute_id} is superseded; if the new values still tie, the next assignment tick"
+            " queues them as a dispute of their own",
+            state=str(after),
+        )
     return await _shown(canonical, dispute_id)
 
 

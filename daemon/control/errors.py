@@ -31,6 +31,14 @@ class ErrorCode(StrEnum):
     SHUTTING_DOWN = "shutting_down"
     INTERNAL_ERROR = "internal_error"
     BACKUP_FAILED = "backup_failed"
+    DISPUTE_CLOSED = "dispute_closed"
+    """409: the dispute is resolved, superseded or skipped: nothing is left to decide."""
+    DISPUTE_IN_PROGRESS = "dispute_in_progress"
+    """409: the resolver is answering the dispute now."""
+    NO_ANSWER_TO_APPROVE = "no_answer_to_approve"
+    """409: approve, but the resolver gave the dispute no usable answer."""
+    STALE_ANSWER = "stale_answer"
+    """409: approve, but the observations changed since the answer: it was not applied."""
 
 
 class ApiError(Exception):

@@ -19,7 +19,7 @@ from typing import Any
 
 import asyncpg
 
-from actors.canonical.disputes import DisputeState, Event, transition, value_set_hash
+from actors.canonical.disputes import DisputeState, Event, candidates_hash, transition
 from actors.canonical.ports import AssignReport
 from actors.canonical.strategy import Candidate, Choice, Source, Vote, candidates
 from actors.canonical.values import normalise
@@ -109,6 +109,20 @@ def _vote(row: asyncpg.Record) -> Vote:
     return Vote(row["supplier"], row["normalised"], row["value"], row["trust"], row["observed_at"])
 
 
+async def current_value_set_hash(conn: asyncpg.Connection, entity: str, characteristic: str) -> str:
+    """The value set hash of the observations of (entity, characteristic) as they are now,
+    computed as the ticker computes a dispute's (`candidates_hash` of the chain's candidates)."""
+    rows = await conn.fetch(
+        "SELECT * FROM observations WHERE entity = $1 AND characteristic = $2", entity, characteristic
+    )
+    return candidates_hash(candidates([_vote(r) for r in rows]))
+
+
+async def mark_changed(conn: asyncpg.Connection, entity: str, characteristic: str) -> None:
+    """Have the next assignment tick run the chain over (entity, characteristic) again."""
+    await conn.execute("INSERT INTO assignments_changed VALUES ($1, $2) ON CONFLICT DO NOTHING", entity, characteristic)
+
+
 class AssignmentStore:
     """Implements `actors.canonical.ports.Assignments`; answers the observation and assignment routes."""
 
@@ -145,11 +159,7 @@ class AssignmentStore:
                 if row is None:
                     continue
                 taken += 1
-                await conn.execute(
-                    "INSERT INTO assignments_changed VALUES ($1, $2) ON CONFLICT DO NOTHING",
-                    item.entity,
-                    item.characteristic,
-                )
+                await mark_changed(conn, item.entity, item.characteristic)
         return taken
 
     async def assign_changed(self, decide: Callable[[Sequence[Vote]], Choice], *, limit: int) -> AssignReport:
@@ -183,7 +193,7 @@ class AssignmentStore:
     async def _assign(
         self, conn: asyncpg.Connection, entity: str, characteristic: str, choice: Choice, report: AssignReport
     ) -> None:
-        value_hash = value_set_hash(c.value for c in choice.candidates)
+        value_hash = candidates_hash(choice.candidates)
         # the dispute row before the canonical one, in the single writer's order: no deadlock
         prior = await conn.fetchrow(
             "SELECT state, value_set_hash FROM disputes WHERE entity = $1 AND characteristic = $2 FOR UPDATE",
@@ -271,12 +281,7 @@ class AssignmentStore:
     async def assign_manually(self, entity: str, characteristic: str, value: str) -> None:
         """A manual assignment: kept over anything automatic until it is removed."""
         async with db.connection(self._pool) as conn, db.transaction(conn):
-            observed = await conn.fetch(
-                "SELECT normalised FROM observations WHERE entity = $1 AND characteristic = $2",
-                entity,
-                characteristic,
-            )
-            value_hash = value_set_hash(r["normalised"] for r in observed)
+            value_hash = await current_value_set_hash(conn, entity, characteristic)
             await write_canonical(conn, entity, characteristic, value, Source.MANUAL, value_hash)
 
     async def unassign_manually(self, entity: str, characteristic: str) -> bool:

@@ -5,6 +5,13 @@
 and moderators' decisions all go through it, so the transition table
 (`actors.canonical.disputes.transition`) is checked under the row lock, and a dispute's state and
 the canonical value it applies commit together. The resolver never writes canonical rows itself.
+
+Under the same lock it compares the dispute's value set with the observations' own
+(`daemon.store.assignments.current_value_set_hash`, the ticker's computation): an answer to a
+value set that changed meanwhile (the resolver's, or a moderator's approve) is recorded with
+reason `stale_answer` and never applied, the dispute is superseded, and the key is marked
+changed so the next assignment tick queues the new values if they still tie. The ticker takes
+the same row lock before it writes a key, so an answer and a tick over one key never interleave.
 """
 
 from __future__ import annotations
@@ -15,10 +22,11 @@ from typing import Any
 
 import asyncpg
 
-from actors.canonical.disputes import DisputeState, Event, transition
+from actors.canonical.disputes import GUARDED, DisputeState, Event, transition
 from actors.canonical.ports import Dispute, DisputeConflict, Outcome
+from actors.canonical.verdict import ResolverReason
 from daemon.store import db
-from daemon.store.assignments import AssignmentStore, write_canonical
+from daemon.store.assignments import AssignmentStore, current_value_set_hash, mark_changed, write_canonical
 
 _COLUMNS = """id, entity, characteristic, state, tier, confidence, confidence_source, model_confidence,
               value_set_hash, candidates, tied, winning_value, selected_value, reason, attempts,
@@ -69,8 +77,9 @@ class DisputeStore:
             row = await conn.fetchrow(f"SELECT {_COLUMNS} FROM disputes WHERE id = $1 FOR UPDATE", dispute_id)
             if row is None:
                 raise KeyError(dispute_id)
-            if transition(DisputeState(row["state"]), Event.FORCED) is None:
-                raise DisputeConflict(f"a dispute in state {row['state']} cannot be sent to the resolver")
+            prior = DisputeState(row["state"])
+            if transition(prior, Event.FORCED) is None:
+                raise DisputeConflict(f"a dispute in state {prior} cannot be sent to the resolver", prior)
             row = await conn.fetchrow(
                 f"""UPDATE disputes SET state = 'in_progress', updated_at = now() WHERE id = $1
                     RETURNING {_COLUMNS}""",
@@ -87,20 +96,19 @@ class DisputeStore:
             )
             if row is None:
                 raise KeyError(dispute_id)
-            after = transition(DisputeState(row["state"]), outcome.event)
+            entity, characteristic, prior = row["entity"], row["characteristic"], DisputeState(row["state"])
+            current = await current_value_set_hash(conn, entity, characteristic)
+            stale = current != row["value_set_hash"]
+            after = transition(prior, outcome.event, stale=stale)
             if after is None:
-                raise DisputeConflict(f"{outcome.event} does not apply to a dispute in state {row['state']}")
+                raise DisputeConflict(f"{outcome.event} does not apply to a dispute in state {prior}", prior)
+            # an answer the transition turned into superseded: recorded, never applied
+            refused = stale and after is DisputeState.SUPERSEDED and transition(prior, outcome.event) != after
             winner = row["winning_value"]
-            if outcome.value is not None and outcome.source is not None:
-                winner = await write_canonical(
-                    conn,
-                    row["entity"],
-                    row["characteristic"],
-                    outcome.value,
-                    outcome.source,
-                    row["value_set_hash"],
-                )
-            resolved = after is DisputeState.RESOLVED
+            if outcome.value is not None and outcome.source is not None and not refused:
+                winner = await write_canonical(conn, entity, characteristic, outcome.value, outcome.source, current)
+            reason = ResolverReason.STALE_ANSWER if refused else outcome.reason
+            resolved = after is DisputeState.RESOLVED and not stale
             await conn.execute(
                 """UPDATE disputes SET state = $2, winning_value = $3, updated_at = now(),
                           tier = coalesce($4, tier), confidence = coalesce($5, confidence),
@@ -120,11 +128,14 @@ class DisputeStore:
                 None if outcome.confidence_source is None else str(outcome.confidence_source),
                 outcome.model_confidence,
                 outcome.selected_value,
-                None if outcome.reason is None else str(outcome.reason),
+                None if reason is None else str(reason),
                 outcome.attempts,
-                outcome.decision,
+                None if refused else outcome.decision,
                 resolved,
             )
+            if stale and after not in GUARDED:
+                # the ticker skipped this key while the dispute was guarded: its new values get a tick
+                await mark_changed(conn, entity, characteristic)
         return after
 
     async def delete_finished_disputes_before(self, cutoff: dt.datetime) -> int:

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -88,6 +89,17 @@ def test_with_the_resolver_off_disputes_wait_while_assignments_tick(make_daemon:
     body = json.loads(done.stdout)
     assert (body["state"], body["decision"]) == ("resolved", "force")
     assert assignment(daemon, key, "voltage")["source"] == "manual"  # type: ignore[index]
+    # a finished dispute is refused naming its state, whatever the resolver's
+    status, body = daemon.call("POST", f"/admin/disputes/{found['dispute']['id']}/force-resolve")
+    assert (status, body["error"]["code"], body["state"]) == (409, "dispute_closed", "resolved")
+    tie(daemon, key, "colour", "red", "crimson")
+    colour = until(lambda: assignment(daemon, key, "colour"))["dispute"]["id"]
+    assert daemon.call("DELETE", f"/admin/disputes/{colour}")[0] == 200
+    status, body = daemon.call("POST", f"/admin/disputes/{colour}/force-resolve")
+    assert (status, body["error"]["code"], body["state"]) == (409, "dispute_closed", "superseded")
+    assert "superseded" in body["error"]["message"] and "resolver is off" not in body["error"]["message"]
+    status, body = daemon.call("POST", f"/admin/moderation/{colour}/decide", {"action": "approve"})
+    assert (status, body["error"]["code"], body["state"]) == (409, "dispute_closed", "superseded")
 
 
 def test_moderation_decisions_apply_through_the_single_writer(make_daemon: Any) -> None:
@@ -136,8 +148,12 @@ def test_moderation_decisions_apply_through_the_single_writer(make_daemon: Any) 
             "candidates": None,
             "dispute": {"id": queue["colour"]["id"], "state": "resolved", "tier": "low"},
         }
-        # a decided dispute cannot be decided again
-        assert decide("colour", {"action": "reject"})[0] == 409
+        # a decided dispute cannot be decided again, and the answer says why
+        status, body = decide("colour", {"action": "reject"})
+        assert (status, body["error"]["code"], body["state"]) == (409, "dispute_closed", "resolved")
+        status, body = decide("colour", {"action": "approve"})
+        assert (status, body["error"]["code"], body["state"]) == (409, "dispute_closed", "resolved")
+        assert "resolved" in body["error"]["message"]
         # override: the value given, as a manual assignment
         assert decide("finish", {"action": "override", "value": "satin"})[0] == 200
         assert assignment(daemon, key, "finish")["value"] == "satin"  # type: ignore[index]
@@ -146,7 +162,8 @@ def test_moderation_decisions_apply_through_the_single_writer(make_daemon: Any) 
         before = assignment(daemon, key, "size")
         assert decide("size", {"action": "reject"})[1]["state"] == "resolved"
         assert assignment(daemon, key, "size")["value"] == before["value"]  # type: ignore[index]
-        assert decide("shape", {"action": "approve"})[0] == 409  # nothing usable to approve
+        status, body = decide("shape", {"action": "approve"})  # nothing usable to approve
+        assert (status, body["error"]["code"], body["state"]) == (409, "no_answer_to_approve", "manual_review")
         assert decide("shape", {"action": "escalate"})[1]["state"] == "manual_review"
         # bad decisions are 4xx, never half applied
         assert decide("shape", {"action": "override"})[1]["error"]["code"] == "invalid_value"
@@ -159,7 +176,8 @@ def test_moderation_decisions_apply_through_the_single_writer(make_daemon: Any) 
         # supersede (DELETE): terminal
         status, body = daemon.call("DELETE", f"/admin/disputes/{queue['shape']['id']}")
         assert (status, body["state"]) == (200, "superseded")
-        assert daemon.call("DELETE", f"/admin/disputes/{queue['shape']['id']}")[0] == 409
+        status, body = daemon.call("DELETE", f"/admin/disputes/{queue['shape']['id']}")
+        assert (status, body["error"]["code"], body["state"]) == (409, "dispute_closed", "superseded")
         # the list filters and pages
         status, body = daemon.call("GET", "/admin/disputes?state=resolved&limit=1")
         assert status == 200 and len(body["disputes"]) == 1 and body["next"]
@@ -286,3 +304,89 @@ def test_two_daemons_on_one_database_never_run_a_resolver_tick_at_once(make_daem
         until(all_resolved)
     assert len(service.requests) == len(names)  # each dispute asked once
     assert service.most_in_flight == 1  # never two ticks at once, though both daemons tick every 0.1 s
+
+
+def resolver_env(url: str) -> dict[str, str]:
+    return {
+        **FAST,
+        "RECALLD_RESOLVER_ENABLED": "true",
+        "RECALLD_RESOLVER_URL": url,
+        "RECALLD_RESOLVER_INTERVAL_S": "0.2",
+    }
+
+
+def dispute(daemon: Daemon, dispute_id: str) -> dict[str, Any]:
+    status, body = daemon.call("GET", f"/admin/disputes/{dispute_id}")
+    assert status == 200, body
+    return body  # type: ignore[no-any-return]
+
+
+def observe(daemon: Daemon, key: str, characteristic: str, supplier: str, value: str) -> None:
+    observation = {"entity": key, "characteristic": characteristic, "supplier": supplier, "value": value, "trust": 0.5}
+    assert daemon.call("POST", "/v1/observations", {"observations": [observation]})[0] == 202
+
+
+def test_a_late_answer_never_overwrites_what_the_suppliers_settled_meanwhile(make_daemon: Any) -> None:
+    gate = threading.Event()
+    service = ChatService({"voltage": Reply(value="220", confidence=0.95)}, gates={"voltage": gate})
+    with threaded_chat_server(service) as url:
+        daemon = make_daemon(env=resolver_env(url))
+        key = entity()
+        tie(daemon, key, "voltage", "230", "220")
+        until(lambda: service.requests)  # the resolver is asking; the answer waits for the gate
+        dispute_id = until(lambda: (assignment(daemon, key, "voltage") or {}).get("dispute", {}).get("id"))
+        assert dispute(daemon, dispute_id)["state"] == "in_progress"
+        status, body = daemon.call("POST", f"/admin/moderation/{dispute_id}/decide", {"action": "approve"})
+        assert (status, body["error"]["code"], body["state"]) == (409, "dispute_in_progress", "in_progress")
+        observe(daemon, key, "voltage", "globex", "230")  # globex corrects itself
+        until(lambda: (assignment(daemon, key, "voltage") or {}).get("source") == "auto:trust_weighted")
+        gate.set()  # the answer "220" (confidence 0.95) arrives now
+        late = until(lambda: (found := dispute(daemon, dispute_id))["state"] != "in_progress" and found)
+        assert service.answered == ["voltage"]
+        assert (late["state"], late["reason"], late["selected_value"], late["tier"]) == (
+            "superseded",
+            "stale_answer",
+            "220",
+            "high",
+        )
+        # ticks after it leave the settled value: another key assigned means a tick ran
+        tie(daemon, key, "width", "1.2 m", "120 cm")
+        until(lambda: assignment(daemon, key, "width"))
+        now = assignment(daemon, key, "voltage")
+        assert now is not None and (now["value"], now["source"]) == ("230", "auto:trust_weighted")
+    assert len(service.requests) == 1
+
+
+def test_an_approve_applies_only_to_the_values_it_answered(make_daemon: Any) -> None:
+    service = ChatService({"voltage": Reply(value="220", confidence=0.3), "colour": Reply(value="red", confidence=0.3)})
+    with threaded_chat_server(service) as url:
+        daemon = make_daemon(env=resolver_env(url))
+        key = entity()
+        tie(daemon, key, "voltage", "230", "220")
+        tie(daemon, key, "colour", "red", "crimson")
+
+        def moderated(characteristic: str) -> dict[str, Any] | None:
+            found = assignment(daemon, key, characteristic) or {}
+            return found if found.get("dispute", {}).get("state") == "manual_review" else None
+
+        voltage = until(lambda: moderated("voltage"))["dispute"]["id"]
+        assert dispute(daemon, voltage)["selected_value"] == "220"
+        # the values change while the dispute waits for a moderator: the answer is stale
+        observe(daemon, key, "voltage", "globex", "230")
+        until(lambda: (assignment(daemon, key, "voltage") or {}).get("source") == "auto:trust_weighted")
+        status, body = daemon.call("POST", f"/admin/moderation/{voltage}/decide", {"action": "approve"})
+        assert (status, body["error"]["code"], body["state"]) == (409, "stale_answer", "superseded")
+        assert (assignment(daemon, key, "voltage") or {})["value"] == "230"
+        assert dispute(daemon, voltage)["reason"] == "stale_answer"
+        # a dispute reopened on new values keeps nothing of its earlier answer to approve
+        colour = until(lambda: moderated("colour"))["dispute"]["id"]
+        assert daemon.call("POST", f"/admin/moderation/{colour}/decide", {"action": "reject"})[0] == 200
+        service.script["colour"] = Reply(kind="http500")  # the new values' call fails: attempts run out
+        observe(daemon, key, "colour", "acme", "scarlet")
+        reopened = until(lambda: moderated("colour") and dispute(daemon, colour).get("reason") == "attempts_exhausted")
+        assert reopened
+        shown = dispute(daemon, colour)
+        assert {"selected_value", "tier", "confidence", "decision"}.isdisjoint(shown)
+        status, body = daemon.call("POST", f"/admin/moderation/{colour}/decide", {"action": "approve"})
+        assert (status, body["error"]["code"], body["state"]) == (409, "no_answer_to_approve", "manual_review")
+        assert (assignment(daemon, key, "colour") or {})["source"] == "auto:latest"

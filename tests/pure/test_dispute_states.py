@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import math
 
 import pytest
 
-from actors.canonical.disputes import DisputeState, Event, Tier, actionable, tier, transition, value_set_hash
+from actors.canonical.disputes import (
+    DisputeState,
+    Event,
+    Tier,
+    actionable,
+    candidates_hash,
+    tier,
+    transition,
+    value_set_hash,
+)
+from actors.canonical.strategy import Vote, candidates
 
 S = DisputeState
 ALL: list[DisputeState | None] = [None, *S]
@@ -43,6 +54,7 @@ TABLE: dict[Event, dict[DisputeState | None, DisputeState]] = {
     Event.RELEASED: {S.IN_PROGRESS: S.PENDING},
     Event.SUPERSEDED: {S.PENDING: S.SUPERSEDED, S.MANUAL_REVIEW: S.SUPERSEDED, S.SKIPPED_UNCHANGED: S.SUPERSEDED},
     Event.DECIDED: {S.PENDING: S.RESOLVED, S.MANUAL_REVIEW: S.RESOLVED},
+    Event.APPROVED: {S.PENDING: S.RESOLVED, S.MANUAL_REVIEW: S.RESOLVED},
     Event.ESCALATED: {S.PENDING: S.MANUAL_REVIEW, S.MANUAL_REVIEW: S.MANUAL_REVIEW},
 }
 
@@ -55,6 +67,31 @@ def test_every_event_from_every_state(event: Event, prior: DisputeState | None) 
 
 def test_every_event_is_in_the_table() -> None:
     assert set(TABLE) | {Event.TIED} == set(Event)
+
+
+# The same events once the observations no longer hold the dispute's value set: an answer to the
+# old set (the resolver's outcomes, a moderator's approve) supersedes the dispute instead of
+# applying; a human's own value, a reject, an escalation and a withdrawal apply as before.
+STALE: dict[Event, dict[DisputeState | None, DisputeState]] = {
+    **TABLE,
+    Event.RESOLVED: {S.IN_PROGRESS: S.SUPERSEDED},
+    Event.TO_MODERATION: {S.IN_PROGRESS: S.SUPERSEDED},
+    Event.UNCHANGED: {S.IN_PROGRESS: S.SUPERSEDED},
+    Event.RELEASED: {S.IN_PROGRESS: S.SUPERSEDED},
+    Event.APPROVED: {S.PENDING: S.SUPERSEDED, S.MANUAL_REVIEW: S.SUPERSEDED},
+}
+
+
+@pytest.mark.parametrize("event", list(STALE))
+@pytest.mark.parametrize("prior", ALL)
+def test_every_event_from_every_state_on_a_stale_value_set(event: Event, prior: DisputeState | None) -> None:
+    assert transition(prior, event, stale=True) is STALE[event].get(prior)
+
+
+def test_the_hash_of_candidates_is_the_hash_of_their_values() -> None:
+    at = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    found = candidates([Vote("acme", "230 V", "230", 0.5, at), Vote("globex", "220 V", "220 V", 0.5, at)])
+    assert candidates_hash(found) == value_set_hash(["220 V", "230 V"])
 
 
 def test_value_set_hash_is_sha256_of_the_sorted_distinct_values() -> None:

@@ -11,9 +11,10 @@ import asyncpg
 import pytest
 
 from actors.assignment_ticker import AssignmentTicker, TickerSettings
-from actors.canonical.disputes import DisputeState, Event
+from actors.canonical.disputes import DisputeState, Event, Tier
 from actors.canonical.ports import DisputeConflict, Outcome
 from actors.canonical.strategy import Source
+from actors.canonical.verdict import ConfidenceSource, ResolverReason
 from actors.sweeper import Sweeper, SweepSettings
 from daemon.store.assignments import AssignmentStore, Observation, PgTickLocks
 from daemon.store.disputes import DisputeStore
@@ -216,3 +217,112 @@ async def test_the_sweeper_deletes_finished_disputes_past_their_retention_only(
         left = {r["entity"] for r in await conn.fetch("SELECT entity FROM disputes")}
     finished = {DisputeState.RESOLVED, DisputeState.SUPERSEDED, DisputeState.SKIPPED_UNCHANGED}
     assert left == {key for state, key in keys.items() if state not in finished} | {fresh}
+
+
+LATE_ANSWER = Outcome(
+    Event.RESOLVED,
+    value="220 V",
+    source=Source.LLM_RESOLVED,
+    tier=Tier.HIGH,
+    confidence=0.95,
+    confidence_source=ConfidenceSource.MODEL,
+    model_confidence=0.95,
+    selected_value="220 V",
+    attempts=1,
+)
+
+
+async def dispute_row(pool: asyncpg.Pool, key: str) -> asyncpg.Record:
+    async with pool.acquire() as conn:
+        row = await conn.fetchrow("SELECT * FROM disputes WHERE entity = $1", key)
+    assert row is not None
+    return row
+
+
+async def test_an_answer_to_a_value_set_that_changed_while_it_was_asked_is_recorded_not_applied(
+    pool: asyncpg.Pool,
+) -> None:
+    store, disputes, key = AssignmentStore(pool), DisputeStore(pool), entity()
+    await observe(store, key, ("acme", "230 V", 0.5), ("globex", "220 V", 0.5))
+    await ticker(pool).tick_once()
+    [claimed] = await disputes.claim(limit=10)  # the resolver is asking the LLM now
+    await observe(store, key, ("globex", "230 V", 0.5))  # meanwhile globex corrects itself
+    await ticker(pool).tick_once()
+    assert await state(pool, key) == ("in_progress", "230 V", "auto:trust_weighted")
+    # the late answer: recorded on the dispute, which is superseded; the settled value stays
+    assert await disputes.apply(claimed.id, LATE_ANSWER) is DisputeState.SUPERSEDED
+    assert await state(pool, key) == ("superseded", "230 V", "auto:trust_weighted")
+    row = await dispute_row(pool, key)
+    assert (row["selected_value"], row["tier"], row["confidence"], row["reason"]) == (
+        "220 V",
+        "high",
+        0.95,
+        "stale_answer",
+    )
+    assert row["resolved_hash"] is None  # nothing was resolved: a return to 230/220 is asked afresh
+    # and later ticks leave it so: the suppliers agree
+    await observe(store, key, ("acme", "230 V", 0.5))
+    await ticker(pool).tick_once()
+    assert await state(pool, key) == ("superseded", "230 V", "auto:trust_weighted")
+
+
+async def test_a_late_answer_to_a_tie_that_still_ties_on_new_values_queues_the_new_tie(pool: asyncpg.Pool) -> None:
+    store, disputes, key = AssignmentStore(pool), DisputeStore(pool), entity()
+    await observe(store, key, ("acme", "230 V", 0.5), ("globex", "220 V", 0.5))
+    await ticker(pool).tick_once()
+    [claimed] = await disputes.claim(limit=10)
+    await observe(store, key, ("acme", "240 V", 0.5))  # 240 against 220: still a tie
+    await ticker(pool).tick_once()  # the in_progress dispute is left alone by the guard
+    assert (await dispute_row(pool, key))["state"] == "in_progress"
+    assert await disputes.apply(claimed.id, LATE_ANSWER) is DisputeState.SUPERSEDED
+    assert (await state(pool, key))[1] != "220 V" or (await state(pool, key))[2] != "auto:llm_resolved"
+    report = await ticker(pool).tick_once()  # the writer marked the key: the new tie is queued
+    assert report is not None and report.enqueued == 1
+    row = await dispute_row(pool, key)
+    assert row["state"] == "pending"
+    assert sorted(c["value"] for c in row["candidates"]) == ["220 V", "240 V"]
+    assert (row["selected_value"], row["tier"], row["reason"]) == (None, None, None)
+    assert (await state(pool, key))[2] == "auto:latest"
+
+
+async def test_an_override_of_a_dispute_whose_values_changed_still_applies(pool: asyncpg.Pool) -> None:
+    store, disputes, key = AssignmentStore(pool), DisputeStore(pool), entity()
+    await observe(store, key, ("acme", "230 V", 0.5), ("globex", "220 V", 0.5))
+    await ticker(pool).tick_once()
+    [claimed] = await disputes.claim(limit=10)
+    await disputes.apply(claimed.id, Outcome(Event.TO_MODERATION, reason=ResolverReason.ATTEMPTS_EXHAUSTED))
+    await observe(store, key, ("globex", "230 V", 0.5))
+    await ticker(pool).tick_once()
+    override = Outcome(Event.DECIDED, value="235 V", source=Source.MANUAL, decision="override")
+    assert await disputes.apply(claimed.id, override) is DisputeState.RESOLVED
+    assert await state(pool, key) == ("resolved", "235 V", "manual")
+
+
+async def test_a_dispute_reopened_on_new_values_keeps_nothing_of_its_earlier_answer(pool: asyncpg.Pool) -> None:
+    store, disputes, key = AssignmentStore(pool), DisputeStore(pool), entity()
+    await observe(store, key, ("acme", "230 V", 0.5), ("globex", "220 V", 0.5))
+    await ticker(pool).tick_once()
+    [claimed] = await disputes.claim(limit=10)
+    answer = Outcome(
+        Event.TO_MODERATION,
+        tier=Tier.LOW,
+        confidence=0.3,
+        confidence_source=ConfidenceSource.LOGPROBS,
+        model_confidence=0.9,
+        selected_value="220 V",
+        reason=ResolverReason.LOW_CONFIDENCE,
+        attempts=1,
+    )
+    await disputes.apply(claimed.id, answer)
+    await disputes.apply(claimed.id, Outcome(Event.DECIDED, decision="reject"))
+    row = await dispute_row(pool, key)
+    assert (row["state"], row["selected_value"], row["decision"]) == ("resolved", "220 V", "reject")
+    # a new value set reopens it: the earlier answer and decision are gone, so a moderator's
+    # approve has nothing of the old value set to apply
+    await observe(store, key, ("acme", "240 V", 0.5))
+    await ticker(pool).tick_once()
+    row = await dispute_row(pool, key)
+    assert row["state"] == "pending"
+    cleared = ("tier", "confidence", "confidence_source", "model_confidence", "selected_value", "reason", "decision")
+    assert {name: row[name] for name in cleared} == dict.fromkeys(cleared)
+    assert row["attempts"] == 0
