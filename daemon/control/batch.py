@@ -4,12 +4,15 @@ Every item is decoded, checked and written as a `POST /v1/records` (or, with `up
 of the live record with the same `source_path`) would be, in its own transaction: a bad item in
 the middle is reported in its place and the others land. The duplicate checks of the titles
 written run after the writes, together (`DuplicateChecker.check_batch`). The answer is 200 with one result per
-item, in order; only a body that is not a batch at all (not JSON, no `records` list, more items
+item, in order, and it says what the store holds: whatever fails an item (its input, a limit of
+PostgreSQL's, the store lost, a fault of ours) fails it in its slot, and the items after it are
+still tried. Only a body that is not a batch at all (not JSON, no `records` list, more items
 than `[records] max_batch`) is refused as a whole.
 """
 
 from __future__ import annotations
 
+import logging
 import uuid
 from typing import Literal
 
@@ -18,11 +21,13 @@ from aiohttp import web
 
 from daemon.control.access import Peer
 from daemon.control.context import SERVICES, Services, peer
-from daemon.control.errors import ApiError, ErrorCode
+from daemon.control.errors import ApiError, ErrorCode, not_indexable
 from daemon.control.routes import _body, check_unavailable, ok, write_new, write_revision
 from daemon.control.wire import DuplicateCheck, RecordIn, RecordUpdate, check_record, decode
 from daemon.duplicates import Checked
-from daemon.store.db import STORE_DOWN_ERRORS
+from daemon.store.db import STORE_DOWN_ERRORS, STORE_LIMIT_ERRORS
+
+log = logging.getLogger("recalld.control")
 
 
 class RecordsBatch(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -90,7 +95,12 @@ async def _check(services: Services, written: list[tuple[ItemResult, Checked]]) 
         for result, _ in written:
             result.duplicate_check = check_unavailable(services)
         return
-    checks = await services.duplicates.check_batch([checked for _, checked in written])
+    try:
+        checks = await services.duplicates.check_batch([checked for _, checked in written])
+    except Exception:
+        # the records are written whatever the checks say: a failed check is a skipped one
+        log.exception("the duplicate checks of a batch failed")
+        checks = [check_unavailable(services) for _ in written]
     for (result, _), check in zip(written, checks, strict=True):
         result.duplicate_check = check
 
@@ -127,10 +137,16 @@ async def write_batch(request: web.Request) -> web.Response:
         except ApiError as error:
             result = _refused(error)
         except STORE_DOWN_ERRORS as exc:
-            # this item is not written; those before it are, and the rest are tried (and will
-            # most likely say the same)
+            # this item is not known to be written; those before it are, and the rest are tried
             down = ApiError(503, ErrorCode.STORE_UNAVAILABLE, f"PostgreSQL did not answer ({type(exc).__name__})")
             result = _refused(down)
+        except STORE_LIMIT_ERRORS as exc:  # its transaction wrote nothing
+            result = _refused(not_indexable(exc))
+        except Exception:
+            # A fault of ours, in this item's write alone: answering the whole batch 500 would
+            # hide the items before it, which are written.
+            log.exception("item %d of a batch failed", index)
+            result = _refused(ApiError(500, ErrorCode.INTERNAL_ERROR, "internal error; see the daemon log"))
         result.index = index
         results.append(result)
     await _check(services, written)

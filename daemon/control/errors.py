@@ -63,6 +63,14 @@ def not_found(what: str) -> ApiError:
     return ApiError(404, ErrorCode.NOT_FOUND, f"{what} not found")
 
 
+def not_indexable(exc: BaseException) -> ApiError:
+    """413 for a value beyond one of PostgreSQL's fixed limits (`STORE_LIMIT_ERRORS`, e.g. a body
+    whose tsvector passes 1 MB): the client's input does not fit, and nothing of it was written."""
+    reason = getattr(exc, "message", None) or str(exc).splitlines()[0]  # not the DETAIL lines
+    message = f"PostgreSQL cannot index this: {reason}; split the text into smaller records"
+    return ApiError(413, ErrorCode.NOT_INDEXABLE, message)
+
+
 def route_unavailable(refusal: NothingAnswered) -> ApiError:
     """A recall no route answered: 503, naming each route and its reason."""
     degraded = [{"route": d.route, "reason": d.reason} for d in refusal.routes]

@@ -23,7 +23,7 @@ from daemon import paths
 from daemon.control import assignments, backup, batch, duplicates, evals, routes
 from daemon.control.access import peer_of
 from daemon.control.context import PEER, SERVICES, Services, error_response
-from daemon.control.errors import ApiError, ErrorCode
+from daemon.control.errors import ApiError, ErrorCode, not_indexable
 from daemon.control.limits import over_limit
 from daemon.log import rejected_requests_logged
 from daemon.store.db import STORE_DOWN_ERRORS, STORE_LIMIT_ERRORS
@@ -62,9 +62,7 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
         )
         response = error_response(ApiError(503, ErrorCode.STORE_UNAVAILABLE, "PostgreSQL is not reachable"))
     except STORE_LIMIT_ERRORS as exc:
-        reason = getattr(exc, "message", None) or str(exc).splitlines()[0]  # not the DETAIL lines
-        message = f"PostgreSQL cannot index this: {reason}; split the text into smaller records"
-        response = error_response(ApiError(413, ErrorCode.NOT_INDEXABLE, message))
+        response = error_response(not_indexable(exc))
     except Exception:
         log.exception("unhandled error in %s %s", request.method, request.path)
         response = error_response(ApiError(500, ErrorCode.INTERNAL_ERROR, "internal error; see the daemon log"))
