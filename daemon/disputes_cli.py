@@ -15,6 +15,21 @@ Shown = Callable[[str], str]
 ACTIONS = ("approve", "override", "reject", "escalate")
 
 
+class _EitherOrder(argparse.Action):
+    """`decide ID ACTION`, as the docs write it; `decide ACTION ID`, the order the parser once
+    wanted, means the same (an id is never one of the action words). Runs once both positionals
+    are read; neither word an action is a usage error (exit 2) naming the actions."""
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option: str | None = None
+    ) -> None:
+        if values not in ACTIONS and namespace.id in ACTIONS:
+            namespace.id, values = values, namespace.id
+        if values not in ACTIONS:
+            parser.error(f"argument ACTION: invalid choice: {values!r} (choose from {', '.join(ACTIONS)})")
+        setattr(namespace, self.dest, values)
+
+
 def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     assignments = sub.add_parser("assignments", help="an entity's canonical values, their sources and disputes")
     assignments.add_argument("entity")
@@ -29,11 +44,12 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     force = verbs.add_parser("force-resolve", help="resolve now: with --value as given, else by the resolver")
     force.add_argument("--value")
     supersede = verbs.add_parser("supersede", help="withdraw a dispute (terminal until its values change)")
-    decide = verbs.add_parser("decide", help="a moderation decision")
-    decide.add_argument("action", choices=ACTIONS)
-    decide.add_argument("--value", help="the value, with override")
-    for verb in (show, force, supersede, decide):
+    for verb in (show, force, supersede):
         verb.add_argument("id")
+    decide = verbs.add_parser("decide", help="a moderation decision: decide ID ACTION [--value V]")
+    decide.add_argument("id", metavar="ID")
+    decide.add_argument("action", action=_EitherOrder, metavar="ACTION", help=" | ".join(ACTIONS))
+    decide.add_argument("--value", help="the value, with override")
     for verb in (listing, show, force, supersede, decide):
         verb.add_argument("--json", action="store_true")
 
