@@ -7,12 +7,14 @@ title is the file's first markdown heading, else its name. Files go up in batche
 (`POST /v1/records:batch` with `upsert`), each written on its own.
 
 What is not ingested is said, with why (`Summary.skipped`): a file of another kind, one that is
-not UTF-8 text, one over the size limit (refused here, before anything is uploaded). `sync`
-forgets the records of files that are gone from the folder.
+not UTF-8 text, one over the size limit (refused here, before anything is uploaded), a link
+that leads out of the folder (never read: `walk`). `sync` forgets the records of files that
+are gone from the folder.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -79,11 +81,37 @@ def readable_kind(path: Path) -> bool:
     return suffix in SUFFIXES or suffix in formats.SUFFIXES or path.name.lower().startswith(DOC_NAMES)
 
 
-def files_under(root: Path) -> list[Path]:
-    """Every file under `root` (or `root` itself), in name order."""
-    if root.is_file():
-        return [root]
-    return sorted(p for p in root.rglob("*") if p.is_file())
+@dataclass(frozen=True)
+class Walk:
+    files: list[Path]
+    """The regular files under the folder (or the file itself), in name order, each once."""
+    outside: list[tuple[Path, str]]
+    """(link, why) for each link that leads out of the folder: never read."""
+
+
+def walk(root: Path) -> Walk:
+    """The files of the folder `root` (or `root`, a file), never one outside it.
+
+    No link is followed. One that resolves outside `root` is listed in `outside`, saying where
+    it leads: its file may be anybody's, and what ingest reads goes to the embedding provider,
+    which may be remote. One that resolves inside names a file or folder the walk reaches under
+    its own name anyway, so it adds nothing: no file is read twice, and no loop holds the walk.
+    """
+    if not root.is_dir():
+        return Walk([root] if root.is_file() else [], [])
+    base = root.resolve()
+    files: list[Path] = []
+    outside: list[tuple[Path, str]] = []
+    for directory, folders, names in os.walk(base):  # lists links to folders, never enters them
+        for name in [*folders, *names]:
+            path = Path(directory, name)
+            if path.is_symlink():
+                target = Path(os.path.realpath(path))  # a loop does not raise: it resolves to itself
+                if not target.is_relative_to(base):
+                    outside.append((root / path.relative_to(base), f"a link to {target}, outside {root}: not read"))
+            elif name in names and path.is_file():
+                files.append(root / path.relative_to(base))
+    return Walk(sorted(files), sorted(outside))
 
 
 def not_utf8(error: UnicodeDecodeError) -> str:
@@ -147,6 +175,14 @@ def _other_kinds(root: Path, paths: list[Path], summary: Summary) -> list[Path]:
     return read
 
 
+def _contents(path: Path, limit: int) -> tuple[int, bytes | None]:
+    """The file's size and bytes (None when it has more than `limit`), opened without following
+    a link: one put in the file's place since the walk is refused (ELOOP), not read."""
+    with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        return size, handle.read() if size <= limit else None
+
+
 def _read(root: Path, paths: list[Path], max_chars: int, summary: Summary, seen: list[int]) -> Iterator[_File]:
     for path in paths:
         seen[0] += 1
@@ -154,16 +190,16 @@ def _read(root: Path, paths: list[Path], max_chars: int, summary: Summary, seen:
         shown = _shown(root, path)
         try:
             str(path).encode("utf-8")  # a name that is not UTF-8 cannot travel as JSON text
-            size = path.stat().st_size
-            if size > 4 * max_chars:  # more bytes than the most characters could take: not read at all
+            size, content = _contents(path, 4 * max_chars)
+            if content is None:  # more bytes than the most characters could take: not read at all
                 summary.skipped.append((shown, too_large(size, max_chars, "bytes")))
                 continue
             if formats.kind_of(path) is not None:
-                document = formats.read(path, path.read_bytes())
+                document = formats.read(path, content)
                 text, title = document.text, document.title or title_of(path, "")
             else:
                 # utf-8-sig: a byte-order mark would hide the file's first heading
-                text = path.read_bytes().decode("utf-8-sig").replace("\x00", "")
+                text = content.decode("utf-8-sig").replace("\x00", "")
                 title = title_of(path, text)
         except formats.Unreadable as exc:
             summary.skipped.append((shown, str(exc)))
@@ -255,7 +291,9 @@ def ingest(
     root = root.resolve()
     limit = max_chars if max_chars is not None else RecordsConfig().max_body_chars
     summary = Summary()
-    paths = _other_kinds(root, files_under(root), summary)
+    walked = walk(root)
+    summary.skipped += [(_shown(root, link), why) for link, why in walked.outside]
+    paths = _other_kinds(root, walked.files, summary)
     bar = Progress(len(paths), progress)
     seen = [0]  # files read so far (sent, skipped or failed)
     for batch in _batches(_read(root, paths, limit, summary, seen)):

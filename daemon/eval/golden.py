@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from daemon.ingest import SUFFIXES, files_under, readable_kind
+from daemon.ingest import SUFFIXES, readable_kind, walk
 
 QUESTIONS_FILE = "questions.toml"
 CORPUS_DIR = "corpus"
@@ -119,7 +119,13 @@ def load(path: Path, *, corpus: Path | None = None) -> GoldenSet:
     corpus = corpus.absolute().resolve()
     if not corpus.is_dir():
         raise GoldenSetError(f"{source}: the corpus {corpus} is not a folder")
-    files = tuple(p.relative_to(corpus).as_posix() for p in files_under(corpus) if readable_kind(p))
+    walked = walk(corpus)
+    if walked.outside:
+        # what the eval reads goes to the embedding provider: someone else's file must not
+        links = "; ".join(f"{link.relative_to(corpus).as_posix()}: {why}" for link, why in walked.outside[:5])
+        more = f" (and {len(walked.outside) - 5} more)" if len(walked.outside) > 5 else ""
+        raise GoldenSetError(f"{corpus}: links lead out of the corpus{more}, and it is never read beyond it: {links}")
+    files = tuple(p.relative_to(corpus).as_posix() for p in walked.files if readable_kind(p))
     if not files:
         raise GoldenSetError(f"{corpus}: no corpus files ({', '.join(sorted(SUFFIXES))})")
 
