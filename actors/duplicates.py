@@ -12,7 +12,7 @@ import functools
 import hashlib
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from actors.records import normalise_title
@@ -42,6 +42,16 @@ def reported(score: float) -> float:
 def warns(score: float, threshold: float) -> bool:
     """Inclusive: a score equal to the threshold (as reported) warns."""
     return reported(score) >= threshold
+
+
+def catch_up(unstored: Sequence[str], own: Collection[str], bound: int, room: int) -> tuple[list[str], bool]:
+    """Which titles with no stored vector (`unstored`, normalised, oldest first) a check embeds
+    with its `own` in its one embedding call: the newest first (a burst's twin was written a
+    moment ago), each once, none of its own, at most `bound` (`[duplicates] catch_up_titles`)
+    and `room` (what the provider call has left). With whether some were left waiting."""
+    waiting = [norm for norm in dict.fromkeys(reversed(unstored)) if norm not in own]
+    taken = waiting[: max(0, min(bound, room))]
+    return taken, len(taken) < len(waiting)
 
 
 @dataclass(frozen=True, slots=True)

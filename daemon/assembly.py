@@ -106,14 +106,20 @@ def assemble(
             new_generation_id=new_generation_id,
             on_swap=lambda why: metrics.handle_swaps.labels(why=why.split()[0]).inc(),
             extend_start=notifier.extend_timeout,
-            titles=PgTitleStore(pool),
+            titles=PgTitleStore(pool, unchecked_kinds=config.duplicates.unchecked_kinds),
             title_embedder=title_embedder,
         )
     query_vectors = QueryVectorCache(config.recall.query_cache)
     searches = SearchRecorder(pool)
     metrics.watch(embedder, index, query_vectors, searches)
     health = Health()
-    duplicates = DuplicateChecker(PgTitleStore(pool), title_embedder or embedder, config.duplicates, metrics)
+    duplicates = DuplicateChecker(
+        PgTitleStore(pool, unchecked_kinds=config.duplicates.unchecked_kinds),
+        title_embedder or embedder,
+        config.duplicates,
+        metrics,
+        wake=index.wake if index is not None else None,
+    )
     canonical = build_canonical(
         config, pool=pool, http=http, usage=usage, metrics=metrics, prices=config.embedding.prices
     )

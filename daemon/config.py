@@ -251,6 +251,17 @@ class DuplicatesConfig(_Section, frozen=True):
     this, or it is skipped with `time_cap_exceeded`: the record is written either way."""
     max_similar: Annotated[int, Meta(ge=1, le=1000)] = 10
     """At most this many similar records are named in a warning, the most similar first."""
+    catch_up_titles: Annotated[int, Meta(ge=0, le=4096)] = 31
+    """Live titles with no stored vector yet (written a moment ago: the index manager embeds
+    them a little later) that a check embeds in its own embedding call, the newest first, and
+    stores. The call never carries more than `[embedding] max_batch` texts (32) because of
+    them, so that a check stays one provider call; titles beyond are counted in `of`, not in
+    `compared`, and the index manager is woken to embed them."""
+    unchecked_kinds: list[str] = msgspec.field(default_factory=lambda: ["doc"])
+    """Kinds whose records are neither checked nor compared with: their checks are `skipped`
+    with `kind_not_checked`, and `recalld dupes` leaves them out. `doc` is the kind `recalld
+    ingest` writes: a title made from a file's name or first heading says little about what
+    the file holds. Empty: every kind is checked."""
     contrast_penalty: Annotated[float, Meta(ge=0, le=2)] = 0.25
     """The lexical second stage: a pair of titles that share at least two content words and
     differ in at most `contrast_slot_words` on either side ("... report to CSV" / "... report to

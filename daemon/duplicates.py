@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -23,7 +23,7 @@ import asyncpg
 import numpy as np
 import numpy.typing as npt
 
-from actors.duplicates import Contrast, most_similar, reported, staged, title_key, title_text
+from actors.duplicates import Contrast, catch_up, most_similar, reported, staged, title_key, title_text
 from actors.embedder import Embedder
 from actors.embedding.breaker import BreakerState
 from actors.embedding.errors import EmbeddingError, Reason
@@ -99,16 +99,31 @@ class DuplicateChecker:
 
     Guarantees of `check`: it returns by `[duplicates] time_cap_s` (plus scheduling noise) and
     never raises for the provider's or the store's trouble: a check that could not run is
-    `skipped` with its reason. It makes at most one embedding call (purpose `dedupe`), for the
-    new title only, and none when there is nothing to compare with. The record itself, its
-    exact duplicates and forgotten records are never among the similar. Warned and skipped
-    checks are logged with ids and scores, never titles, and every check is counted.
+    `skipped` with its reason. It makes at most one embedding call (purpose `dedupe`), none when
+    there is nothing to compare with: the new title, and the live titles that have no stored
+    vector yet, the newest first, as many as `[duplicates] catch_up_titles` and one provider
+    call (`[embedding] max_batch` texts) allow; those it stores (a dry run stores nothing) and
+    keeps, so no later check pays for them again. The titles beyond are counted in `of`, not in
+    `compared`. A record of a kind in `[duplicates] unchecked_kinds` is not checked (`skipped`,
+    `kind_not_checked`), and nothing is compared with it: comparisons stay within a kind. The
+    record itself, its exact duplicates and forgotten records are never among the similar.
+    Warned and skipped checks are logged with ids and scores, never titles, and every check is
+    counted.
     """
 
     def __init__(
-        self, store: PgTitleStore, embedder: Embedder | None, config: DuplicatesConfig, metrics: Metrics
+        self,
+        store: PgTitleStore,
+        embedder: Embedder | None,
+        config: DuplicatesConfig,
+        metrics: Metrics,
+        *,
+        wake: Callable[[], None] | None = None,
     ) -> None:
+        """`wake`: asks the index manager to embed the titles that have no vector yet (None:
+        this daemon has none)."""
         self._store = store
+        self._wake = wake
         self._embedder = embedder
         self._config = config
         self._metrics = metrics
@@ -148,10 +163,12 @@ class DuplicateChecker:
         """The check of `title` as (a revision of) record `record_id`; `dry_run` stores nothing."""
         started = time.perf_counter()
         threshold = self.threshold()
-        answer: DuplicateCheck | None = None
-        with anyio.move_on_after(self._config.time_cap_s):
-            # a batch of one: one code path for a title checked alone or among others
-            [answer] = await self._check_namespace(namespace, [Checked(namespace, kind, title, record_id)], dry_run)
+        answer: DuplicateCheck | None = self._unchecked(kind)
+        if answer is None:
+            with anyio.move_on_after(self._config.time_cap_s):
+                # a batch of one: one code path for a title checked alone or among others
+                item = Checked(namespace, kind, title, record_id)
+                [answer] = await self._check_namespace(namespace, [item], dry_run)
         if answer is None:
             answer = DuplicateCheck(
                 status="skipped", reason=DuplicateSkipReason.TIME_CAP, threshold=threshold, compared=0, of=0
@@ -167,10 +184,11 @@ class DuplicateChecker:
         namespace for all of its titles, one matrix product per namespace and kind, and one
         time cap for the whole batch: what it cuts is `skipped` with `time_cap_exceeded`."""
         started = time.perf_counter()
-        answers: list[DuplicateCheck | None] = [None] * len(items)
+        answers: list[DuplicateCheck | None] = [self._unchecked(item.kind) for item in items]
         by_namespace: dict[str, list[int]] = {}
         for at, item in enumerate(items):
-            by_namespace.setdefault(item.namespace, []).append(at)
+            if answers[at] is None:
+                by_namespace.setdefault(item.namespace, []).append(at)
         with anyio.move_on_after(self._config.time_cap_s):
             for namespace, indices in by_namespace.items():
                 done = await self._check_namespace(namespace, [items[at] for at in indices])
@@ -185,6 +203,13 @@ class DuplicateChecker:
             self._report(answer, item.record_id, item.namespace, seconds, False)
             checks.append(answer)
         return checks
+
+    def _unchecked(self, kind: str) -> DuplicateCheck | None:
+        """The answer for a record of a kind that is never checked (None: the kind is checked)."""
+        if kind not in self._config.unchecked_kinds:
+            return None
+        reason = DuplicateSkipReason.KIND_NOT_CHECKED
+        return DuplicateCheck(status="skipped", reason=reason, threshold=self.threshold(), compared=0, of=0)
 
     async def _check_namespace(
         self, namespace: str, items: Sequence[Checked], dry_run: bool = False
@@ -219,20 +244,36 @@ class DuplicateChecker:
             if embedder.breaker_state is BreakerState.OPEN:
                 return [skipped(DuplicateSkipReason.CIRCUIT_OPEN) for _ in items]
             return [DuplicateCheck(status="clear", threshold=threshold, compared=0, of=0) for _ in items]
+        until = started + self._config.time_cap_s / 2
+        probed = embedder.space
+        unstored: list[str] = []
+        try:
+            # The stored vectors first, in the space the embedder serves now: the titles found
+            # with none (written a moment ago) go into the same embedding call as the new ones.
+            if probed is not None:
+                for kind, live in lives.items():
+                    unstored += await self._live.read_vectors(
+                        namespace, kind, live, probed.key, probed.dimension, until=until
+                    )
+        except (*STORE_DOWN_ERRORS, asyncpg.PostgresError) as exc:
+            log.warning("duplicate check could not read the title vectors: %s", exc)
+            return [skipped(DuplicateSkipReason.UNAVAILABLE, of=of) for of in ofs]
+        extra = self._catch_up(unstored, set(wanted), embedder.settings.max_batch - len(wanted))
         try:
             deadline = anyio.current_time() + self._config.time_cap_s
-            texts = [embedder.render_title(norm).text for norm in wanted]
+            texts = [embedder.render_title(norm).text for norm in [*wanted, *extra]]
             embedded = await embedder.embed(texts, purpose="dedupe", namespace=namespace, deadline=deadline)
         except EmbeddingError as error:
             return [skipped(_skip_reason(error), of=of) for of in ofs]
         space = embedded.space
-        vectors = dict(zip(wanted, embedded.vectors, strict=True))
+        vectors = dict(zip([*wanted, *extra], embedded.vectors, strict=True))
         threshold = self._config.thresholds.get(space.model, self._config.threshold)
         try:
-            until = started + self._config.time_cap_s / 2
             for kind, live in lives.items():
-                await self._live.read_vectors(namespace, kind, live, space.key, space.dimension, until=until)
-                live.fill(vectors.get)  # the batch's own titles: its later items compare with them
+                if probed is None or probed.key != space.key:  # the space changed (or was probed) meanwhile
+                    await self._live.read_vectors(namespace, kind, live, space.key, space.dimension, until=until)
+                # the batch's own titles (its later items compare with them) and those caught up
+                live.fill(vectors.get)
             if not dry_run:
                 if space.key not in self._spaces:  # a title model of its own may have no index manager
                     await self._store.ensure_space(space)
@@ -296,6 +337,7 @@ class DuplicateChecker:
     ) -> dict[str, object]:
         """The near-duplicate pairs of one page of a namespace's records (`limit` records in id
         order after `after`) with every live record of their kind, each pair once over all pages.
+        Records of unchecked kinds are left out, as from a check (`not_checked` counts them).
         Raises EmbeddingError when there is no vector space to compare in."""
         embedder = self._embedder
         if embedder is None:
@@ -349,6 +391,8 @@ class DuplicateChecker:
             "scanned": len(page),
             "of": len(records),
             "compared": sum(len(members) for members in by_kind.values()),
+            "not_checked": await self._store.count_unchecked(namespace, kind),
+            "unchecked_kinds": list(self._config.unchecked_kinds),
             "next": str(page[-1][0]) if len(page) == limit and page[-1][0] != records[-1][0] else None,
         }
 
@@ -360,6 +404,14 @@ class DuplicateChecker:
         if missing:
             found = await self._store.vectors(space_id, list(missing), matrix.dimension)
             matrix.add([(missing[key], vector) for key, vector in found.items()])
+
+    def _catch_up(self, unstored: Sequence[str], own: Collection[str], room: int) -> list[str]:
+        """The titles with no stored vector that this check embeds with its own (`catch_up`);
+        when more are waiting, the index manager is woken to embed them."""
+        taken, left = catch_up(unstored, own, self._config.catch_up_titles, room)
+        if left and self._wake is not None:
+            self._wake()
+        return taken
 
     def _report(
         self, answer: DuplicateCheck, record_id: uuid.UUID | None, namespace: str, seconds: float, dry_run: bool
@@ -379,7 +431,10 @@ class DuplicateChecker:
             similar = [{"id": s["id"], "score": s["score"]} for s in answer.similar]
             log.info("duplicate check warned", extra={"event": "duplicate_warned", "similar": similar, **fields})
         elif answer.status == "skipped":
-            log.warning(
+            # a kind the configuration leaves unchecked is no trouble: logged, but not as a warning
+            level = logging.INFO if answer.reason == DuplicateSkipReason.KIND_NOT_CHECKED else logging.WARNING
+            log.log(
+                level,
                 "duplicate check skipped",
                 extra={"event": "duplicate_check_skipped", "reason": answer.reason, **fields},
             )

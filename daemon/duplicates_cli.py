@@ -1,7 +1,8 @@
 """The duplicate commands of `recalld` (SPEC §5):
 
 - `recalld dupes -n NS [--kind K] [--json]`: a client of the daemon; the near-duplicate pairs of
-  a namespace above the threshold, a page of records at a time, with progress on stderr.
+  a namespace above the threshold, a page of records at a time, with progress on stderr; kinds
+  the check leaves out (`[duplicates] unchecked_kinds`) are left out here too.
 - `recalld calibrate PAIRS [--config PATH] [--json]`: no daemon needed; every labelled pair's
   score with the configured model and stages, and the threshold range that separates them.
 """
@@ -63,7 +64,14 @@ def cmd_dupes(client: Client, args: argparse.Namespace, *, shown: Shown, print_j
     pairs.sort(key=lambda p: -p["score"])
     if args.json:
         print_json(
-            {"pairs": pairs, "threshold": answer["threshold"], "of": answer["of"], "compared": answer["compared"]}
+            {
+                "pairs": pairs,
+                "threshold": answer["threshold"],
+                "of": answer["of"],
+                "compared": answer["compared"],
+                "not_checked": answer.get("not_checked", 0),
+                "unchecked_kinds": answer.get("unchecked_kinds", []),
+            }
         )
         return EXIT_OK
     for pair in pairs:
@@ -72,6 +80,9 @@ def cmd_dupes(client: Client, args: argparse.Namespace, *, shown: Shown, print_j
     missing = answer["of"] - answer["compared"]
     note = f" ({missing} records have no title vector yet and were not compared)" if missing else ""
     print(f"{len(pairs)} pairs at or above {answer['threshold']}{note}")
+    if answer.get("not_checked"):
+        kinds = ", ".join(shown(kind) for kind in answer["unchecked_kinds"])
+        print(f"{answer['not_checked']} records of kinds not checked ({kinds}: [duplicates] unchecked_kinds) left out")
     return EXIT_OK
 
 

@@ -33,11 +33,13 @@ class LiveTitleSource(Protocol):
     async def change_mark(self) -> int | None: ...
 
     async def kind_titles(self, namespace: str, kind: str) -> list[tuple[uuid.UUID, str]]:
-        """(id, normalised title) of every live record of the namespace and kind."""
+        """(id, normalised title) of every live record of the namespace and kind, the least
+        recently changed first (rows are appended in this order: the newest last)."""
         ...
 
     async def title_changes(self, namespace: str, after: int) -> list[tuple[uuid.UUID, str, str, bool]]:
-        """(id, kind, normalised title, live) of the namespace's records changed above `after`."""
+        """(id, kind, normalised title, live) of the namespace's records changed above `after`,
+        in the order of their changes."""
         ...
 
     async def vectors(self, space_id: str, keys: Sequence[str], dimension: int) -> dict[str, npt.NDArray[np.float32]]:
@@ -108,21 +110,29 @@ class LiveTitles:
         dimension: int,
         *,
         until: float | None = None,
-    ) -> None:
+    ) -> list[str]:
         """Read the stored vectors of `space_id` for the titles of `titles` (what `kind()`
         returned) that have none yet, `read_batch` titles a query; past `until` (anyio's clock)
         no further batch is started, and the titles left wait for the next check (`compared` <
         `of` says so). The first check after a start reads every vector of its kind: with
-        100,000 titles seconds on a loaded machine, more than the time cap allows."""
+        100,000 titles seconds on a loaded machine, more than the time cap allows.
+
+        Returns the normalised titles looked up and found with no stored vector (written a
+        moment ago, before the index manager embedded them), oldest row first; titles left
+        unread for `until` are not among them."""
         kept = self._kept.get((namespace, kind))
         lock = kept.lock if kept is not None and kept.titles is titles else anyio.Lock()
+        unstored: list[str] = []
         async with lock:
             titles.use_space(space_id, dimension)
             waiting = list(titles.waiting.values())
             for start in range(0, len(waiting), self._read_batch):
                 if start and until is not None and anyio.current_time() >= until:
                     break
-                keys = {title_key(norm): norm for norm in waiting[start : start + self._read_batch]}
+                part = waiting[start : start + self._read_batch]
+                keys = {title_key(norm): norm for norm in part}
                 found = await self._source.vectors(space_id, list(keys), dimension)
                 by_norm = {keys[key]: vector for key, vector in found.items()}
                 titles.fill(by_norm.get)
+                unstored += [norm for norm in part if norm not in by_norm]
+        return unstored

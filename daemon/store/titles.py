@@ -7,7 +7,7 @@ Implements `actors.index.titles.TitleBacklog` for the index manager's catch-up, 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import asyncpg
 import msgspec
@@ -23,10 +23,14 @@ _TITLE_KEY = "encode(sha256(convert_to(r.title_norm, 'UTF8')), 'hex')"
 
 
 class PgTitleStore:
-    """Title vectors keyed by (space, SHA-256 of the normalised title), over one asyncpg pool."""
+    """Title vectors keyed by (space, SHA-256 of the normalised title), over one asyncpg pool.
 
-    def __init__(self, pool: asyncpg.Pool) -> None:
+    `unchecked_kinds` (`[duplicates] unchecked_kinds`): records of these kinds are never
+    compared, so their titles are not embedded for the check, nor listed for an audit."""
+
+    def __init__(self, pool: asyncpg.Pool, *, unchecked_kinds: Collection[str] = ()) -> None:
         self._pool = pool
+        self._unchecked = sorted(unchecked_kinds)
 
     # -- the index manager's catch-up (TitleBacklog)
 
@@ -43,12 +47,14 @@ class PgTitleStore:
             rows = await conn.fetch(
                 f"""SELECT r.title_norm, min(r.namespace) AS namespace FROM records r
                     WHERE r.deleted_at IS NULL AND r.change_seq > $3 AND r.title_norm <> ''
+                      AND r.kind <> ALL($4::text[])
                       AND NOT EXISTS (SELECT FROM title_vectors t
                                       WHERE t.space_id = $1 AND t.title_sha256 = {_TITLE_KEY})
                     GROUP BY r.title_norm ORDER BY r.title_norm LIMIT $2""",
                 space_id,
                 limit,
                 after,
+                self._unchecked,
             )
         return [(r["title_norm"], r["namespace"]) for r in rows]
 
@@ -87,21 +93,24 @@ class PgTitleStore:
         return await PgVectorStore(self._pool).change_mark()
 
     async def kind_titles(self, namespace: str, kind: str) -> list[tuple[uuid.UUID, str]]:
-        """(id, normalised title) of every live record of the namespace and kind."""
+        """(id, normalised title) of every live record of the namespace and kind, the least
+        recently changed first (a check embeds the newest titles that have no vector yet)."""
         async with db.connection(self._pool) as conn:
             rows = await conn.fetch(
-                "SELECT id, title_norm FROM records WHERE namespace = $1 AND kind = $2 AND deleted_at IS NULL",
+                """SELECT id, title_norm FROM records WHERE namespace = $1 AND kind = $2 AND deleted_at IS NULL
+                   ORDER BY change_seq""",
                 namespace,
                 kind,
             )
         return [(r[0], r[1]) for r in rows]
 
     async def title_changes(self, namespace: str, after: int) -> list[tuple[uuid.UUID, str, str, bool]]:
-        """(id, kind, normalised title, live) of the namespace's records changed above `after`."""
+        """(id, kind, normalised title, live) of the namespace's records changed above `after`,
+        in the order of their changes."""
         async with db.connection(self._pool) as conn:
             rows = await conn.fetch(
                 """SELECT id, kind, title_norm, deleted_at IS NULL FROM records
-                   WHERE change_seq > $2 AND namespace = $1""",
+                   WHERE change_seq > $2 AND namespace = $1 ORDER BY change_seq""",
                 namespace,
                 after,
             )
@@ -109,16 +118,35 @@ class PgTitleStore:
 
     async def namespace_titles(self, namespace: str, kind: str | None) -> list[tuple[uuid.UUID, str, str]]:
         """(id, kind, normalised title) of every live record of the namespace (of one kind when
-        `kind` is given), in id order: what an audit compares."""
+        `kind` is given), in id order, records of unchecked kinds left out: what an audit
+        compares."""
         async with db.connection(self._pool) as conn:
             rows = await conn.fetch(
                 """SELECT id, kind, title_norm FROM records
                    WHERE namespace = $1 AND ($2::text IS NULL OR kind = $2) AND deleted_at IS NULL
+                     AND kind <> ALL($3::text[])
                    ORDER BY id""",
                 namespace,
                 kind,
+                self._unchecked,
             )
         return [(r["id"], r["kind"], r["title_norm"]) for r in rows]
+
+    async def count_unchecked(self, namespace: str, kind: str | None) -> int:
+        """Live records of the namespace (of one kind when `kind` is given) whose kind is
+        unchecked: what an audit leaves out."""
+        if not self._unchecked:
+            return 0
+        async with db.connection(self._pool) as conn:
+            count = await conn.fetchval(
+                """SELECT count(*) FROM records
+                   WHERE namespace = $1 AND ($2::text IS NULL OR kind = $2) AND deleted_at IS NULL
+                     AND kind = ANY($3::text[])""",
+                namespace,
+                kind,
+                self._unchecked,
+            )
+        return int(count)
 
     async def vectors(self, space_id: str, keys: Sequence[str], dimension: int) -> dict[str, npt.NDArray[np.float32]]:
         """The stored vectors of these title keys in the space (keys without one are absent)."""

@@ -14,6 +14,12 @@ def record(ns: str, title: str, **extra: Any) -> dict[str, Any]:
     return {"namespace": ns, "kind": "doc", "title": title, "body": f"The body of {title}.", **extra}
 
 
+def story(ns: str, title: str, **extra: Any) -> dict[str, Any]:
+    """A record whose title is checked for duplicates (`doc`, what `recalld ingest` writes, is
+    not by default: `[duplicates] unchecked_kinds`)."""
+    return record(ns, title, kind="story", **extra)
+
+
 def test_a_bad_item_in_the_middle_is_reported_and_the_good_ones_land(daemon: Daemon, ns: str) -> None:
     items = [
         record(ns, "First"),
@@ -86,14 +92,14 @@ def test_a_batch_checks_its_titles_with_one_embedding_call(make_daemon: Any, fak
 
 
 def test_two_near_duplicates_in_one_batch_warn(daemon: Daemon, ns: str) -> None:
-    status, existing = daemon.call("POST", "/v1/records", record(ns, "Cannot upload files larger than 10 MB"))
+    status, existing = daemon.call("POST", "/v1/records", story(ns, "Cannot upload files larger than 10 MB"))
     assert status == 201
-    wait_comparable(daemon, ns, 1, kind="doc")
+    wait_comparable(daemon, ns, 1)
     items = [
-        record(ns, "Export monthly sales report to CSV"),
-        record(ns, "Archive closed support tickets after a year"),
-        record(ns, "Download the sales report for each month as a CSV file"),
-        record(ns, "File upload fails for attachments over 10MB"),
+        story(ns, "Export monthly sales report to CSV"),
+        story(ns, "Archive closed support tickets after a year"),
+        story(ns, "Download the sales report for each month as a CSV file"),
+        story(ns, "File upload fails for attachments over 10MB"),
     ]
     status, answer = daemon.call("POST", "/v1/records:batch", {"records": items})
     assert status == 200 and answer["created"] == 4, answer
@@ -106,18 +112,18 @@ def test_two_near_duplicates_in_one_batch_warn(daemon: Daemon, ns: str) -> None:
     assert [s["id"] for s in checks[3]["similar"]] == [existing["id"]], checks[3]
     # the batch's own titles were stored: a later single check compares with all of them
     later = daemon.call(
-        "POST", "/v1/duplicates/check", {"namespace": ns, "kind": "doc", "title": "Sales report as CSV"}
+        "POST", "/v1/duplicates/check", {"namespace": ns, "kind": "story", "title": "Sales report as CSV"}
     )
     assert later[1]["compared"] == later[1]["of"] == 5
 
 
 def test_the_time_cap_is_the_whole_batch_s(make_daemon: Any, fake: FakeOpenAI) -> None:
     daemon = make_daemon(env={**fake.env(), "RECALLD_DUPLICATES_TIME_CAP_S": "0.5"})
-    status, _ = daemon.call("POST", "/v1/records", record("capped", "an existing story"))
+    status, _ = daemon.call("POST", "/v1/records", story("capped", "an existing story"))
     assert status == 201
-    wait_comparable(daemon, "capped", 1, kind="doc")
+    wait_comparable(daemon, "capped", 1)
     fake.delay_s = 3.0
-    items = [record("capped", f"a story checked by a slow provider {i}") for i in range(5)]
+    items = [story("capped", f"a story checked by a slow provider {i}") for i in range(5)]
     status, answer = daemon.call("POST", "/v1/records:batch", {"records": items})
     assert status == 200 and answer["created"] == 5, answer
     assert {(r["duplicate_check"]["status"], r["duplicate_check"]["reason"]) for r in answer["results"]} == {
@@ -128,11 +134,11 @@ def test_the_time_cap_is_the_whole_batch_s(make_daemon: Any, fake: FakeOpenAI) -
 def test_each_namespace_and_kind_of_a_batch_is_checked_on_its_own(daemon: Daemon, ns: str) -> None:
     other = f"{ns}-other"
     items = [
-        record(ns, "Export monthly sales report to CSV"),
-        record(other, "Export monthly sales report to CSV"),
+        story(ns, "Export monthly sales report to CSV"),
+        story(other, "Export monthly sales report to CSV"),
         record(ns, "Download the sales report for each month as a CSV file", kind="rule"),
-        record(other, "Download the sales report for each month as a CSV file"),
-        record(ns, "Download the sales report for each month as a CSV file"),
+        story(other, "Download the sales report for each month as a CSV file"),
+        story(ns, "Download the sales report for each month as a CSV file"),
     ]
     status, answer = daemon.call("POST", "/v1/records:batch", {"records": items})
     assert status == 200 and answer["created"] == 5, answer

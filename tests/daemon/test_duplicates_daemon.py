@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -17,6 +20,7 @@ import numpy as np
 import pytest
 
 from actors.duplicates import title_text
+from daemon.config import DuplicatesConfig, EmbeddingConfig
 from tests.support import ROOT, Daemon, sql
 from tests.support.fake_openai import FakeOpenAI, unit_vector
 
@@ -36,8 +40,9 @@ def dry_run(daemon: Daemon, ns: str, title: str, kind: str = "story") -> dict[st
 
 
 def wait_comparable(daemon: Daemon, ns: str, of: int, kind: str = "story", timeout: float = 120.0) -> None:
-    """Until every live title of the namespace and kind has its stored vector (the index
-    manager's catch-up embeds them in the background): a dry run then compares them all."""
+    """Until a dry run compares with every live title of the namespace and kind: the index
+    manager's catch-up stores their vectors in the background, and each check embeds (here:
+    keeps in memory, unstored) up to `[duplicates] catch_up_titles` of those still missing."""
     deadline = time.monotonic() + timeout
     while True:
         answer = dry_run(daemon, ns, "a title that is in no way like any other, zebra quartz", kind)
@@ -114,9 +119,20 @@ def test_kinds_and_namespaces_never_cross(daemon: Daemon, backlog: str) -> None:
     assert other == {"status": "clear", "threshold": other["threshold"], "compared": 0, "of": 0}
 
 
+def ran(check: dict[str, Any]) -> dict[str, Any]:
+    """The check, once it is known to have run and compared every live title: what it leaves
+    out of `similar` it left out by its rules, not because it never compared."""
+    assert check["status"] in ("clear", "warned"), check
+    assert check["compared"] == check["of"] > 0, check
+    return check
+
+
 def test_the_record_itself_and_exact_duplicates_are_not_compared(daemon: Daemon, backlog: str) -> None:
-    # The same title, folded differently: an exact duplicate, which the create would refuse.
-    check = dry_run(daemon, backlog, "  redefinir SENHA, por e-mail! ")
+    live = ran(dry_run(daemon, backlog, "a title that is in no way like any other, zebra quartz"))["of"]
+    # The same title, folded differently: an exact duplicate, which the create would refuse. It
+    # is not compared at all (one fewer in `of`), so not named.
+    check = ran(dry_run(daemon, backlog, "  redefinir SENHA, por e-mail! "))
+    assert check["of"] == live - 1, check
     assert all(s["title"] != "Redefinir senha por e-mail" for s in check.get("similar", []))
     created = create(daemon, backlog, "Print the shipping label for an order")
     status, updated = daemon.call(
@@ -125,8 +141,9 @@ def test_the_record_itself_and_exact_duplicates_are_not_compared(daemon: Daemon,
         {"namespace": backlog, "kind": "story", "title": "Print the shipping labels for orders", "body": ""},
     )
     assert status == 200, updated
-    ids = [s["id"] for s in updated["duplicate_check"].get("similar", [])]
-    assert created["id"] not in ids
+    check = ran(updated["duplicate_check"])
+    assert check["of"] == live, check  # one more record, itself not compared
+    assert created["id"] not in [s["id"] for s in check.get("similar", [])]
 
 
 def test_an_update_checks_only_a_changed_title(daemon: Daemon, backlog: str) -> None:
@@ -146,7 +163,7 @@ def test_a_forgotten_record_is_never_similar(daemon: Daemon, backlog: str) -> No
     assert created["id"] in [s["id"] for s in dry_run(daemon, backlog, paraphrase).get("similar", [])]
     status, _ = daemon.call("DELETE", f"/v1/records/{created['id']}")
     assert status == 200
-    check = dry_run(daemon, backlog, paraphrase)
+    check = ran(dry_run(daemon, backlog, paraphrase))
     assert created["id"] not in [s["id"] for s in check.get("similar", [])]
 
 
@@ -311,20 +328,21 @@ def test_dupes_lists_the_pairs_of_a_namespace(daemon: Daemon, backlog: str) -> N
 
 
 def test_the_title_model_works_without_an_embedding_provider(make_daemon: Any) -> None:
-    # No index manager embeds titles then: only the titles checked since are stored and compared.
+    # No index manager embeds titles then: the checks embed and store them.
     daemon = make_daemon(env={"RECALLD_EMBEDDING_PROVIDER": "none", "RECALLD_DUPLICATES_MODEL": "use-multilingual-v3"})
-    create(daemon, "titles-only", "Cannot upload files larger than 10 MB")
-    second = create(daemon, "titles-only", "Export monthly sales report to CSV")["duplicate_check"]
-    assert second["status"] == "clear" and (second["compared"], second["of"]) == (0, 1)
-    third = create(daemon, "titles-only", "Download the sales report for each month as a CSV file")["duplicate_check"]
-    assert third["status"] == "warned" and (third["compared"], third["of"]) == (1, 2), third
-    # a dry run compares as a write's check does, and stores no title vector
+    create(daemon, "titles-only", "Cannot upload files larger than 10 MB")  # nothing to compare: no call
     dsn = daemon.env["RECALLD_STORE_DSN"]
+    assert sql(dsn, "SELECT count(*) AS n FROM title_vectors")[0]["n"] == 0
+    # the first title, which has no vector, is embedded in the second's call
+    second = create(daemon, "titles-only", "Export monthly sales report to CSV")["duplicate_check"]
+    assert second["status"] == "clear" and (second["compared"], second["of"]) == (1, 1), second
+    third = create(daemon, "titles-only", "Download the sales report for each month as a CSV file")["duplicate_check"]
+    assert third["status"] == "warned" and (third["compared"], third["of"]) == (2, 2), third
+    # a dry run compares as a write's check does, and stores no title vector
     stored = sql(dsn, "SELECT count(*) AS n FROM title_vectors")[0]["n"]
     answer = dry_run(daemon, "titles-only", "Export the monthly sales report as a CSV file")
-    # the first title was never embedded: its check had nothing to compare with
-    assert answer["status"] == "warned" and (answer["compared"], answer["of"]) == (2, 3), answer
-    assert sql(dsn, "SELECT count(*) AS n FROM title_vectors")[0]["n"] == stored == 2
+    assert answer["status"] == "warned" and (answer["compared"], answer["of"]) == (3, 3), answer
+    assert sql(dsn, "SELECT count(*) AS n FROM title_vectors")[0]["n"] == stored == 3
 
 
 def test_a_model_switch_embeds_every_title_again_in_the_new_space(make_daemon: Any, fake: FakeOpenAI) -> None:
@@ -334,14 +352,21 @@ def test_a_model_switch_embeds_every_title_again_in_the_new_space(make_daemon: A
     wait_comparable(daemon, "switch", 5)
     dsn = daemon.env["RECALLD_STORE_DSN"]
     daemon.stop()
-    switched = make_daemon(env=fake.env(model="model-b"), dsn=dsn)
-    wait_comparable(switched, "switch", 5)  # every title has a vector in model-b's space too
-    spaces = sql(
-        dsn,
-        """SELECT s.spec->>'model' AS model, count(t.title_sha256) AS titles
-           FROM vector_spaces s LEFT JOIN title_vectors t USING (space_id) GROUP BY 1 ORDER BY 1""",
-    )
-    assert [(r["model"], r["titles"] >= 5) for r in spaces] == [("model-a", True), ("model-b", True)]
+    make_daemon(env=fake.env(model="model-b"), dsn=dsn)
+
+    def stored() -> list[tuple[str, bool]]:
+        spaces = sql(
+            dsn,
+            """SELECT s.spec->>'model' AS model, count(t.title_sha256) AS titles
+               FROM vector_spaces s LEFT JOIN title_vectors t USING (space_id) GROUP BY 1 ORDER BY 1""",
+        )
+        return [(r["model"], r["titles"] >= 5) for r in spaces]
+
+    # the index manager embeds every title in model-b's space too (no check runs here)
+    deadline = time.monotonic() + 120
+    while stored() != [("model-a", True), ("model-b", True)]:
+        assert time.monotonic() < deadline, stored()
+        time.sleep(POLL_S)  # polling for the condition above, not a barrier
 
 
 def test_concurrent_writes_and_checks_of_one_kind_stay_in_step(daemon: Daemon) -> None:
@@ -403,3 +428,200 @@ def test_concurrent_writes_and_checks_of_one_kind_stay_in_step(daemon: Daemon) -
         answer = dry_run(daemon, ns, paraphrase(gone["sent_title"]))
         assert answer["of"] == answer["compared"] == live
         assert gone["id"] not in [s["id"] for s in answer.get("similar", [])], answer
+
+
+# -- a twin written a moment ago (its title vector not built yet)
+
+TWINS = (
+    # The title model scores this paraphrase 0.722, and the frame contrast takes 0.25 from it:
+    # it shares "invoices" and "pdf" and differs in two and three content words, which the stage
+    # reads as one frame with two slots (docs/DUPLICATES.md, "Left"). Compared, but not warned.
+    ("Users can export their invoices as PDF", "Allow downloading invoices in PDF format", "clear"),
+    (
+        "Lock the screen after ten minutes without activity",
+        "Automatically lock the screen when idle for 10 minutes",
+        "warned",
+    ),
+    ("Email the customer when their order ships", "Send customers an email once the order has shipped", "warned"),
+)
+
+
+@pytest.mark.parametrize(("first", "second", "verdict"), TWINS)
+def test_a_paraphrase_written_straight_after_its_twin_is_compared_with_it(
+    daemon: Daemon, first: str, second: str, verdict: str
+) -> None:
+    """Agents write in bursts: the first title has no stored vector yet when the second is
+    checked (the index manager builds it a moment later). The check embeds it in its own call."""
+    ns = f"twins-{title_text(first).replace(' ', '-')[:40]}"
+    twin = create(daemon, ns, first)
+    check = create(daemon, ns, second)["duplicate_check"]
+    assert (check["compared"], check["of"]) == (1, 1), check
+    assert check["status"] == verdict, check
+    assert [s["id"] for s in check.get("similar", [])] == ([twin["id"]] if verdict == "warned" else [])
+    assert usage_rows(daemon, "dedupe", ns) == 1  # one embedding call, the first create made none
+
+
+def test_a_batch_sees_a_title_written_a_moment_before_it(make_daemon: Any) -> None:
+    # No index manager (no embedding provider, the title model only): the twin's title has no
+    # stored vector unless the batch's check embeds it, however long the test takes.
+    daemon = make_daemon(env={"RECALLD_EMBEDDING_PROVIDER": "none", "RECALLD_DUPLICATES_MODEL": "use-multilingual-v3"})
+    ns = "twins-batch"
+    twin = create(daemon, ns, "Email the customer when their order ships")
+    record = {
+        "namespace": ns,
+        "kind": "story",
+        "title": "Send customers an email once the order has shipped",
+        "body": "",
+    }
+    status, answer = daemon.call("POST", "/v1/records:batch", {"records": [record]})
+    assert status == 200 and answer["created"] == 1, answer
+    check = answer["results"][0]["duplicate_check"]
+    assert check["status"] == "warned" and (check["compared"], check["of"]) == (1, 1), check
+    assert [s["id"] for s in check["similar"]] == [twin["id"]]
+    assert usage_rows(daemon, "dedupe", ns) == 1
+
+
+@pytest.mark.parametrize(
+    ("setting", "bound"),
+    [
+        (None, DuplicatesConfig().catch_up_titles),  # the default: with the new title, one call of max_batch
+        ("5", 5),
+        ("100", EmbeddingConfig().max_batch - 1),  # more than a call holds: the call's size bounds it
+    ],
+)
+def test_titles_without_a_vector_beyond_the_bound_are_counted_not_compared(
+    make_daemon: Any, fresh_dsn: str, setting: str | None, bound: int
+) -> None:
+    """A check embeds at most `[duplicates] catch_up_titles` titles that have no stored vector
+    yet, with its own, in one call; the others are in `of`, not in `compared`, until a later
+    check (or the index manager) has embedded them."""
+    # Written with no title model at all (and no index manager): no title has a vector.
+    unvectored = make_daemon(
+        env={"RECALLD_EMBEDDING_PROVIDER": "none", "RECALLD_DUPLICATES_MODEL": "embedding"}, dsn=fresh_dsn
+    )
+    stories = [
+        {"namespace": "bound", "kind": "story", "title": f"Story {i}: {word} the {thing}", "body": ""}
+        for i, (word, thing) in enumerate(
+            (w, t)
+            for w in ("archive", "print", "rename", "share", "star", "pin", "mute", "tag")
+            for t in ("invoice", "label", "avatar", "ledger", "coupon")
+        )
+    ]
+    unvectored.create_all(stories)
+    unvectored.stop()
+    # The title model alone: still no index manager, so only checks embed titles.
+    env = {"RECALLD_EMBEDDING_PROVIDER": "none", "RECALLD_DUPLICATES_MODEL": "use-multilingual-v3"}
+    if setting is not None:
+        env["RECALLD_DUPLICATES_CATCH_UP_TITLES"] = setting
+    daemon = make_daemon(env=env, dsn=fresh_dsn)
+    first = create(daemon, "bound", "Export the yearly tax report")["duplicate_check"]
+    assert first["status"] != "skipped", first
+    assert (first["compared"], first["of"]) == (bound, len(stories)), first
+    assert usage_rows(daemon, "dedupe", "bound") == 1  # one call for the new title and the bound's
+    # the next check takes the next ones, and compares with the first check's title too
+    second = create(daemon, "bound", "Import the product catalogue")["duplicate_check"]
+    assert second["status"] != "skipped", second
+    assert second["of"] == len(stories) + 1, second
+    assert second["compared"] == min(len(stories), 2 * bound) + 1, second
+    assert usage_rows(daemon, "dedupe", "bound") == 2
+
+
+# -- documents: titles made from file names are not checked
+
+
+def test_a_record_of_an_unchecked_kind_is_skipped_and_never_compared(daemon: Daemon) -> None:
+    ns = "dupes-unchecked-kind"
+    doc = create(daemon, ns, "Export monthly sales report to CSV", kind="doc")["duplicate_check"]
+    assert doc["status"] == "skipped" and doc["reason"] == "kind_not_checked", doc
+    assert (doc["compared"], doc["of"]) == (0, 0)
+    again = create(daemon, ns, "Download the sales report for each month as a CSV file", kind="doc")
+    assert again["duplicate_check"]["reason"] == "kind_not_checked", again
+    assert dry_run(daemon, ns, "Sales report as CSV", kind="doc")["reason"] == "kind_not_checked"
+    # comparisons stay within a kind: a story is compared with stories only
+    story = create(daemon, ns, "Export the monthly sales report as a CSV file")["duplicate_check"]
+    assert story == {"status": "clear", "threshold": story["threshold"], "compared": 0, "of": 0}, story
+    assert (
+        'recalld_duplicate_checks_total{reason="kind_not_checked",status="skipped"}'
+        in daemon.call("GET", "/metrics")[1]
+    )
+
+
+def test_the_unchecked_kinds_are_configured_per_kind(make_daemon: Any) -> None:
+    daemon = make_daemon(
+        env={
+            "RECALLD_EMBEDDING_PROVIDER": "none",
+            "RECALLD_DUPLICATES_MODEL": "use-multilingual-v3",
+            "RECALLD_DUPLICATES_UNCHECKED_KINDS": '["rule"]',
+        }
+    )
+    create(daemon, "per-kind", "Export monthly sales report to CSV", kind="doc")
+    doc = create(daemon, "per-kind", "Download the sales report for each month as a CSV file", kind="doc")
+    assert doc["duplicate_check"]["status"] == "warned", doc
+    create(daemon, "per-kind", "Export monthly sales report to CSV", kind="rule")
+    rule = create(daemon, "per-kind", "Download the sales report for each month as a CSV file", kind="rule")
+    assert rule["duplicate_check"]["reason"] == "kind_not_checked", rule
+
+
+def documentation(root: Path) -> int:
+    """A folder of real documentation, as `recalld ingest` meets it: the READMEs of installed
+    packages (most have no heading, so their titles are their file names) and two releases of
+    this project's own docs (the same headings in two folders). How many files."""
+    copied = 0
+    for readme in sorted(Path("/usr/share/doc").glob("*/README*")):
+        if copied == 24:
+            break
+        if readme.suffix == ".gz" or not readme.is_file() or readme.stat().st_size > 16_384:
+            continue
+        try:
+            text = readme.read_text(encoding="utf-8")
+        except (UnicodeDecodeError, OSError):
+            continue
+        (root / readme.parent.name).mkdir(exist_ok=True)
+        (root / readme.parent.name / readme.name).write_text(text, encoding="utf-8")
+        copied += 1
+    for release in ("release-1", "release-2"):
+        (root / release).mkdir()
+        for doc in ("CONTRIBUTING.md", "docs/EVAL.md", "docs/RELIABILITY.md"):
+            (root / release / Path(doc).name).write_text((ROOT / doc).read_text(encoding="utf-8"), encoding="utf-8")
+            copied += 1
+    return copied
+
+
+def cli(daemon: Daemon, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "RECALLD_SOCKET": str(daemon.socket)}
+    done = subprocess.run(
+        [sys.executable, "-m", "daemon", *args], capture_output=True, text=True, timeout=300, env=env, cwd=ROOT
+    )
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+def checks_counted(daemon: Daemon) -> dict[tuple[str, str], float]:
+    """recalld_duplicate_checks_total by (status, reason)."""
+    text = daemon.call("GET", "/metrics")[1]
+    found = re.findall(r'^recalld_duplicate_checks_total\{reason="(\w*)",status="(\w+)"\} (\S+)$', text, re.M)
+    return {(status, reason): float(count) for reason, status, count in found}
+
+
+def test_ingested_documentation_warns_on_nothing_and_dupes_lists_nothing(make_daemon: Any, fake: FakeOpenAI) -> None:
+    # the titles by the real title model; the bodies' chunks by the loopback provider (cheap)
+    daemon = make_daemon(env={**fake.env(), "RECALLD_DUPLICATES_MODEL": "use-multilingual-v3"})
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        files = documentation(root)
+        ingested = json.loads(cli(daemon, "ingest", str(root), "-n", "manuals", "--json").stdout)
+        assert ingested["created"] == files and not ingested["failed"], ingested
+        counted = checks_counted(daemon)
+        assert counted.get(("skipped", "kind_not_checked")) == files, counted
+        assert ("warned", "") not in counted and ("clear", "") not in counted, counted
+        audit = json.loads(cli(daemon, "dupes", "-n", "manuals", "--json").stdout)
+        assert audit["pairs"] == [] and audit["of"] == 0, audit
+        assert audit["not_checked"] == files and audit["unchecked_kinds"] == ["doc"], audit
+        assert f"{files} records of kinds not checked" in cli(daemon, "dupes", "-n", "manuals", "-q").stdout
+        # The control: the same files written as a kind that is checked do warn, and pair up.
+        cli(daemon, "ingest", str(root), "-n", "manuals-as-stories", "--kind", "story", "--json")
+    counted = checks_counted(daemon)
+    assert counted.get(("warned", ""), 0) >= 1, counted
+    stories = json.loads(cli(daemon, "dupes", "-n", "manuals-as-stories", "--json").stdout)
+    assert stories["pairs"] and stories["not_checked"] == 0, stories
+

@@ -11,6 +11,7 @@ import pytest
 from actors.duplicates import (
     Contrast,
     Tally,
+    catch_up,
     content_words,
     contrasted,
     most_similar,
@@ -185,3 +186,22 @@ def test_tally_and_the_separating_range() -> None:
     assert separating_range(scored) == (0.6, 0.7)
     assert separating_range([*scored, (0.75, False)]) is None
     assert separating_range([(0.5, True)]) is None
+
+
+@pytest.mark.parametrize(
+    ("unstored", "own", "bound", "room", "taken", "left"),
+    [
+        (["a", "b", "c"], [], 31, 31, ["c", "b", "a"], False),  # the newest first
+        (["a", "b", "c"], [], 2, 31, ["c", "b"], True),  # the bound
+        (["a", "b", "c"], [], 31, 1, ["c"], True),  # the call's room
+        (["a", "b", "c"], [], 31, -4, [], True),  # no room at all: the own titles fill the call
+        (["a", "b", "a"], [], 31, 31, ["a", "b"], False),  # a title shared by two records, once
+        (["a", "new", "b"], ["new"], 31, 31, ["b", "a"], False),  # the check's own titles are embedded anyway
+        (["a", "b"], [], 0, 31, [], True),  # 0 turns catching up off
+        ([], ["new"], 31, 31, [], False),
+    ],
+)
+def test_a_check_catches_up_the_newest_titles_without_a_vector(
+    unstored: list[str], own: list[str], bound: int, room: int, taken: list[str], left: bool
+) -> None:
+    assert catch_up(unstored, own, bound, room) == (taken, left)

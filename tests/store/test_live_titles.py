@@ -179,3 +179,54 @@ async def test_full_reads_while_no_mark_settles_keep_the_vectors_read(pool: asyn
         snapshot = again.snapshot()
         assert {snapshot.ids[row] for row in np.flatnonzero(comparable(snapshot, []))} == {kept, third}
         await open_write.rollback()
+
+
+async def test_a_read_names_the_titles_it_found_no_stored_vector_for_in_the_order_written(pool: asyncpg.Pool) -> None:
+    """What a check embeds itself (written a moment ago, before the index manager stored a
+    vector): never a title it did not look up, never one it found."""
+    records = RecordRepository(pool)
+    source = VectorCountingSource(pool)
+    await source.ensure_space(SPACE)
+    live = LiveTitles(source, read_batch=2)
+    for title in ["One", "Two", "Three", "Four", "Five"]:
+        await records.create(fields(title))
+    await source.store_titles(SPACE.key, [(title_key("two"), vector(1, 0, 0, 0))])
+    first, _ = await records.create(fields("Six"))
+    await records.update(first, fields("Zero"))  # a retitle is a change: the newest title now
+    titles = await live.kind("ns", "story")
+    assert await live.read_vectors("ns", "story", titles, SPACE.key, SPACE.dimension) == [
+        "one",
+        "three",
+        "four",
+        "five",
+        "zero",
+    ]
+    # past the deadline: the first batch is looked up, the rest is not named (not looked up)
+    await source.store_titles(SPACE.key, [(title_key("four"), vector(0, 1, 0, 0))])
+    unread = await live.read_vectors("ns", "story", titles, SPACE.key, SPACE.dimension, until=anyio.current_time())
+    assert unread == ["one", "three"]
+    assert await live.read_vectors("ns", "story", titles, SPACE.key, SPACE.dimension) == [
+        "one",
+        "three",
+        "five",
+        "zero",
+    ]
+
+
+async def test_titles_of_unchecked_kinds_are_neither_embedded_nor_audited(pool: asyncpg.Pool) -> None:
+    """`[duplicates] unchecked_kinds`: no check compares them, so the builder does not embed
+    their titles, and an audit leaves them out (and counts them)."""
+    records = RecordRepository(pool)
+    await records.create(fields("Install guide", kind="doc"))
+    story, _ = await records.create(fields("Export the sales report"))
+    store = PgTitleStore(pool, unchecked_kinds=["doc"])
+    assert await store.titles_to_embed(SPACE.key, 100) == [("export the sales report", "ns")]
+    assert await store.namespace_titles("ns", None) == [(story, "story", "export the sales report")]
+    assert await store.namespace_titles("ns", "doc") == []
+    assert (await store.count_unchecked("ns", None), await store.count_unchecked("ns", "story")) == (1, 0)
+    every = PgTitleStore(pool)
+    assert {norm for norm, _ in await every.titles_to_embed(SPACE.key, 100)} == {
+        "install guide",
+        "export the sales report",
+    }
+    assert await every.count_unchecked("ns", None) == 0
