@@ -23,8 +23,10 @@ Purpose = Literal["index", "query", "dedupe", "eval", "probe", "resolve"]
 """Why a provider call was made. `probe` is the embedder's own start-up/re-probe call;
 `resolve` is the dispute resolver's LLM call."""
 
-SYSTEM_PURPOSES: frozenset[str] = frozenset({"eval", "probe"})
-"""Purposes that are the daemon's own work: never counted in per-client usage totals."""
+SYSTEM_PURPOSES: frozenset[str] = frozenset({"dedupe", "eval", "probe"})
+"""Purposes that are the daemon's own work: never counted in per-client usage totals, even when
+made for a namespace (a duplicate check's embedding is the daemon's safeguard, not a client's
+request); reported apart as system usage."""
 
 
 @dataclass(frozen=True, slots=True)

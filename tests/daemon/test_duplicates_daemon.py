@@ -625,3 +625,26 @@ def test_ingested_documentation_warns_on_nothing_and_dupes_lists_nothing(make_da
     stories = json.loads(cli(daemon, "dupes", "-n", "manuals-as-stories", "--json").stdout)
     assert stories["pairs"] and stories["not_checked"] == 0, stories
 
+
+# -- metering
+
+
+def test_the_checks_embedding_is_system_usage_never_a_namespaces(daemon: Daemon) -> None:
+    ns = "dupes-metered"
+    create(daemon, ns, "Export monthly sales report to CSV")
+    create(daemon, ns, "Archive closed support tickets after a year")
+    assert usage_rows(daemon, "dedupe", ns) == 1  # the second create's check
+    status, usage = daemon.call("GET", f"/v1/usage?namespace={ns}")
+    assert status == 200
+    assert "dedupe" not in {row["purpose"] for row in usage["usage"]}, usage
+    assert [(r["namespace"], r["calls"]) for r in usage["system"] if r["purpose"] == "dedupe"] == [(ns, 1)], usage
+    clients = usage["usage"]
+    assert usage["totals"]["calls"] == sum(r["calls"] for r in clients)
+    assert usage["totals"]["input_tokens"] == sum(r["input_tokens"] for r in clients)
+    # `recalld usage -n NS` lists the check's row too, and totals the client's work only (one
+    # answer: the indexer may write more rows meanwhile)
+    *rows, totals = cli(daemon, "usage", "-n", ns).stdout.splitlines()
+    printed = [line.split() for line in rows[1:]]
+    assert [p[3] for p in printed if p[1] == "dedupe"] == ["1"], rows
+    client_calls = sum(int(p[3]) for p in printed if p[1] != "dedupe")
+    assert totals.startswith(f"client totals: {client_calls} calls, "), (rows, totals)

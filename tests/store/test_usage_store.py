@@ -50,3 +50,30 @@ async def test_rows_are_stored_all_together(pool: asyncpg.Pool) -> None:
     await UsageStore(pool).record([usage_row(), usage_row()])
     async with pool.acquire() as conn:
         assert await conn.fetchval("SELECT count(*) FROM usage") == before + 2
+
+
+async def test_system_purposes_are_reported_apart_and_never_in_a_namespaces_totals(pool: asyncpg.Pool) -> None:
+    """The duplicate check's embedding (`dedupe`) is the daemon's own work, as the probe and
+    evaluations are: reported as system usage, never in a client's totals, even when it was
+    made for a namespace."""
+
+    def row(purpose: str, tokens: int, namespace: str | None = "ns") -> UsageRow:
+        return UsageRow(
+            purpose=purpose,  # type: ignore[arg-type]
+            namespace=namespace,
+            provider="local",
+            model=None,
+            input_tokens=tokens,
+            estimated=False,
+            cost_micros=0,
+            at=dt.datetime.now(dt.UTC),
+        )
+
+    store = UsageStore(pool)
+    await store.record([row("index", 100), row("query", 10), row("dedupe", 7), row("dedupe", 5), row("probe", 3, None)])
+    for namespace in ("ns", None):
+        summary = await store.summary(namespace=namespace, since=None)
+        assert {(r["purpose"], r["namespace"]) for r in summary["usage"]} == {("index", "ns"), ("query", "ns")}
+        assert summary["totals"] == {"calls": 2, "input_tokens": 110, "cost_micros": 0}
+        dedupe = [r for r in summary["system"] if r["purpose"] == "dedupe"]
+        assert [(r["namespace"], r["calls"], r["input_tokens"]) for r in dedupe] == [("ns", 2, 12)]
