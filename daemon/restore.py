@@ -135,11 +135,15 @@ def data_dir_is_empty(data_dir: Path) -> bool:
 
 def restore_into_data_dir(source: Path, data_dir: Path) -> Manifest:
     """Restore `source` into a new embedded server in the empty (or absent) `data_dir`.
-    Everything it made is removed again when it fails: the directory was empty before."""
+
+    When it fails, what it made is removed again, and only that: everything in `data_dir` (which
+    was empty), and `data_dir` itself and the folders above it when it made them; a directory
+    that was there before stays."""
     manifest = read_manifest(source)
     dump = check_dump(source, manifest)
     if not data_dir_is_empty(data_dir):
         raise BackupError(f"the data directory {data_dir} is not empty: restore into an empty or new one")
+    made = [folder for folder in (data_dir, *data_dir.parents) if not folder.exists()]  # deepest first
     try:
         with data_dir_lock(data_dir):  # the lock a daemon takes: none may start meanwhile
             server = EmbeddedPostgres(data_dir)
@@ -150,10 +154,23 @@ def restore_into_data_dir(source: Path, data_dir: Path) -> Manifest:
             finally:
                 server.stop()
     except BaseException:
-        for entry in data_dir.iterdir() if data_dir.exists() else ():
-            if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry, ignore_errors=True)
-            else:
-                entry.unlink(missing_ok=True)
+        _remove_made(data_dir, made)
         raise
     return manifest
+
+
+def _remove_made(data_dir: Path, made: list[Path]) -> None:
+    """Empty `data_dir`, then remove the folders of `made` (deepest first) that are empty: one
+    another process filled meanwhile is not ours alone to remove."""
+    for entry in data_dir.iterdir() if data_dir.exists() else ():
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+    for folder in made:
+        try:
+            folder.rmdir()
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return  # not empty: the folders above it are not empty either

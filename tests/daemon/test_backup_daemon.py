@@ -126,3 +126,30 @@ def test_only_an_administrator_may_take_a_backup(make_daemon: Any) -> None:
     )
     refused = as_user(daemon, 65534, "GET", "/admin/backup")
     assert refused["status"] == 403 and refused["body"]["error"]["code"] == "forbidden", refused
+
+
+def test_a_restore_whose_rows_differ_from_the_manifest_is_refused_and_removes_what_it_made(make_daemon: Any) -> None:
+    """The rows restored are compared with the manifest's counts: a dump that holds fewer rows
+    than its manifest says is refused. A failed restore removes the data directory (and the
+    folders above it) that it made, and only those: a directory the user gave stays."""
+    source = make_daemon()
+    status, _ = source.call("POST", "/v1/records", {"namespace": namespace(), "kind": "doc", "title": "a", "body": "b"})
+    assert status == 201
+    dest = scratch_dir("recalld-backup-") / "backup"
+    assert recalld("--socket", str(source.socket), "backup", str(dest)).returncode == 0
+    manifest = json.loads((dest / "manifest.json").read_text())
+    manifest["counts"]["records"] += 1  # the dump holds one row fewer than the manifest says
+    (dest / "manifest.json").write_text(json.dumps(manifest))
+
+    scratch = scratch_dir("recalld-data-")
+    made = scratch / "made" / "data"
+    refused = recalld("restore", str(dest), "--data-dir", str(made))
+    assert refused.returncode == 1, refused.stderr
+    assert "does not match the backup's manifest (records: 1 rows, 2 in the manifest)" in refused.stderr
+    assert list(scratch.iterdir()) == [], "the folders it made are gone"
+
+    given = scratch / "given"
+    given.mkdir()
+    refused = recalld("restore", str(dest), "--data-dir", str(given))
+    assert refused.returncode == 1 and "does not match" in refused.stderr, refused.stderr
+    assert given.is_dir() and list(given.iterdir()) == [], "the user's directory stays, as empty as it was"
