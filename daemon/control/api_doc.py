@@ -44,7 +44,8 @@ class ErrorDetail(msgspec.Struct, kw_only=True):
 class ErrorBody(msgspec.Struct, kw_only=True):
     """Every 4xx and 5xx answer (5xx only for faults of the daemon itself). Some carry more
     fields beside `error`: a 409 `exact_duplicate` names the record it duplicates in
-    `existing_id`; a 409 refusing a dispute decision names the dispute's `state`."""
+    `existing_id`, and a 409 `source_path_taken` the record that has the path; a 409 refusing
+    a dispute decision names the dispute's `state`."""
 
     error: ErrorDetail
 

@@ -55,7 +55,7 @@ class ItemResult(msgspec.Struct, kw_only=True, omit_defaults=True):
     duplicate_check: DuplicateCheck | None = None
     error: ItemError | None = None
     existing_id: uuid.UUID | None = None
-    """On a 409 `exact_duplicate`: the live record with this title."""
+    """On a 409 `exact_duplicate` or `source_path_taken`: the live record with this title or path."""
 
 
 class BatchResult(msgspec.Struct, kw_only=True):
@@ -66,23 +66,64 @@ class BatchResult(msgspec.Struct, kw_only=True):
     failed: int
 
 
+UPSERT_TRIES = 3
+"""How often an upsert item is written again after losing a race for its path: each loss means
+another writer got in between the look-up and the write, so a few tries settle it."""
+
+
 async def _write(services: Services, caller: Peer, raw: msgspec.Raw, upsert: bool) -> tuple[ItemResult, Checked | None]:
-    """Write one item (no duplicate check): its result, and its title to check when it is new."""
+    """Write one item (no duplicate check): its result, and its title to check when it is new
+    or changed."""
     record = decode(bytes(raw), RecordIn)
     if upsert and record.source_path:
-        check_record(record, services.config)
-        services.access.require_write(caller, record.namespace)
-        found = await services.records.by_source(record.namespace, record.source_path)
-        if found:
-            record_id = found[0]["id"]
-            fields = {name: getattr(record, name) for name in RecordUpdate.__struct_fields__}
-            revision, changed, retitled = await write_revision(services, caller, record_id, RecordUpdate(**fields))
-            outcome: Literal["updated", "unchanged"] = "updated" if changed else "unchanged"
-            result = ItemResult(index=0, status=200, outcome=outcome, id=record_id, revision=revision)
-            return result, Checked(record.namespace, record.kind, record.title, record_id) if retitled else None
+        return await _upsert(services, caller, record, record.source_path)
+    return await _create(services, caller, record)
+
+
+async def _create(services: Services, caller: Peer, record: RecordIn) -> tuple[ItemResult, Checked | None]:
     record_id, revision = await write_new(services, caller, record)
     result = ItemResult(index=0, status=201, outcome="created", id=record_id, revision=revision)
     return result, Checked(record.namespace, record.kind, record.title, record_id)
+
+
+async def _revise(
+    services: Services, caller: Peer, record_id: uuid.UUID, record: RecordIn
+) -> tuple[ItemResult, Checked | None]:
+    fields = {name: getattr(record, name) for name in RecordUpdate.__struct_fields__}
+    revision, changed, retitled = await write_revision(services, caller, record_id, RecordUpdate(**fields))
+    outcome: Literal["updated", "unchanged"] = "updated" if changed else "unchanged"
+    result = ItemResult(index=0, status=200, outcome=outcome, id=record_id, revision=revision)
+    return result, Checked(record.namespace, record.kind, record.title, record_id) if retitled else None
+
+
+async def _upsert(
+    services: Services, caller: Peer, record: RecordIn, source_path: str
+) -> tuple[ItemResult, Checked | None]:
+    """Revise the live record of the item's `source_path`, or create it when there is none.
+
+    Another writer may create (or forget) the path's record between the look-up and the write.
+    The database keeps one live record per path (`records_live_source_path`), so such a create
+    is refused rather than made a second copy, and the item is written again as what it now
+    is: a revision of the winner's record (`unchanged` when the text is the same), or a create
+    when the record it revised was forgotten. A title refused as an exact duplicate is tried
+    again only when its path has a record now (the winner's, with this title); otherwise
+    another path's record holds it, and the refusal stands."""
+    check_record(record, services.config)
+    services.access.require_write(caller, record.namespace)
+    found = await services.records.by_source(record.namespace, source_path)
+    for tries_left in reversed(range(UPSERT_TRIES)):
+        try:
+            if found:
+                return await _revise(services, caller, found[0]["id"], record)
+            return await _create(services, caller, record)
+        except ApiError as refusal:
+            races = (ErrorCode.NOT_FOUND,) if found else (ErrorCode.SOURCE_PATH_TAKEN, ErrorCode.EXACT_DUPLICATE)
+            if refusal.code not in races or not tries_left:
+                raise
+            found = await services.records.by_source(record.namespace, source_path)
+            if refusal.code is ErrorCode.EXACT_DUPLICATE and not found:
+                raise
+    raise AssertionError("unreachable: the last try returns or raises")
 
 
 async def _check(services: Services, written: list[tuple[ItemResult, Checked]]) -> None:

@@ -21,6 +21,8 @@ class ErrorCode(StrEnum):
     NOT_INDEXABLE = "not_indexable"
     UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
     EXACT_DUPLICATE = "exact_duplicate"
+    SOURCE_PATH_TAKEN = "source_path_taken"
+    """409: a live record of the namespace already has this `source_path` (`existing_id` names it)."""
     ID_CONFLICT = "id_conflict"
     FORBIDDEN = "forbidden"
     ROUTE_UNAVAILABLE = "route_unavailable"

@@ -37,7 +37,7 @@ from daemon.control.wire import (
 )
 from daemon.metrics import CONTENT_TYPE
 from daemon.store.db import FLUSH_WAIT_S
-from daemon.store.records import ExactDuplicate, IdTaken, NamespaceChange, RecordFields
+from daemon.store.records import ExactDuplicate, IdTaken, NamespaceChange, RecordFields, SourcePathTaken
 
 
 def ok(value: Any, status: int = 200) -> web.Response:
@@ -96,13 +96,12 @@ def _fields(record: RecordIn | RecordUpdate) -> RecordFields:
     )
 
 
-def _duplicate(exc: ExactDuplicate) -> ApiError:
-    return ApiError(
-        409,
-        ErrorCode.EXACT_DUPLICATE,
-        "a live record of this namespace and kind already has this title",
-        existing_id=str(exc.existing_id),
-    )
+def _duplicate(exc: ExactDuplicate | SourcePathTaken) -> ApiError:
+    if isinstance(exc, SourcePathTaken):
+        code, message = ErrorCode.SOURCE_PATH_TAKEN, "a live record of this namespace already has this source_path"
+    else:
+        code, message = ErrorCode.EXACT_DUPLICATE, "a live record of this namespace and kind already has this title"
+    return ApiError(409, code, message, existing_id=str(exc.existing_id))
 
 
 def _out(row: Any) -> RecordOut:
@@ -158,9 +157,10 @@ async def write_new(services: Services, caller: Peer, record: RecordIn) -> tuple
     services.access.require_write(caller, record.namespace)
     try:
         record_id, revision = await services.records.create(_fields(record), record.id)
-    except ExactDuplicate as exc:
-        services.metrics.write_rejections.labels(code=ErrorCode.EXACT_DUPLICATE).inc()
-        raise _duplicate(exc) from None
+    except (ExactDuplicate, SourcePathTaken) as exc:
+        refusal = _duplicate(exc)
+        services.metrics.write_rejections.labels(code=refusal.code).inc()
+        raise refusal from None
     except IdTaken:
         # Ids are unique across namespaces, so a taken id cannot be hidden from a create that
         # picks it; the answer is the same wherever it is taken, live or forgotten, and names
@@ -221,7 +221,7 @@ async def write_revision(
     before = await services.records.get(record_id)  # whether the title changes: a new title is checked
     try:
         done = await services.records.update(record_id, _fields(update))
-    except ExactDuplicate as exc:
+    except (ExactDuplicate, SourcePathTaken) as exc:
         raise _duplicate(exc) from None
     except NamespaceChange as exc:
         services.access.require_visible(caller, exc.args[0], "record")

@@ -1,8 +1,9 @@
 """Records in PostgreSQL: create, read, update (a new revision) and forget (a tombstone).
 
 Every write is one statement or one transaction, so a failed request leaves nothing behind.
-Uniqueness (exact duplicates, ids) is enforced by the database, not by a read-then-write
-check, so two concurrent creates of the same title cannot both succeed.
+Uniqueness (exact duplicates, ids, one live record per `source_path`) is enforced by the
+database, not by a read-then-write check, so two concurrent creates of the same title, or of
+the same source path, cannot both succeed.
 """
 
 from __future__ import annotations
@@ -51,6 +52,14 @@ class ExactDuplicate(Exception):
         self.existing_id = existing_id
 
 
+class SourcePathTaken(Exception):
+    """A live record of the same namespace already has this `source_path`."""
+
+    def __init__(self, existing_id: uuid.UUID) -> None:
+        super().__init__(f"a record with the same source_path exists: {existing_id}")
+        self.existing_id = existing_id
+
+
 class IdTaken(Exception):
     """The client-chosen id belongs to an existing (possibly forgotten) record."""
 
@@ -58,6 +67,10 @@ class IdTaken(Exception):
 class NamespaceChange(Exception):
     """An update tried to move a record to another namespace."""
 
+
+# The unique index of live records' paths (migration `one_live_record_per_source_path`): a
+# violation of it names the holder of the path; one of `records_live_title`, of the title.
+LIVE_SOURCE_PATH_INDEX = "records_live_source_path"
 
 # What a forget clears from the tombstone (the full-text `search` column follows on its own).
 # Migration 0008 cleared the tombstones made before it with the same assignments.
@@ -94,7 +107,8 @@ class RecordRepository:
     """The canonical records, read and written over one asyncpg pool.
 
     Guarantees: each write is atomic (nothing half-written on any error); a live record's
-    normalised title is unique in its namespace and kind (`ExactDuplicate` names the holder);
+    normalised title is unique in its namespace and kind (`ExactDuplicate` names the holder),
+    and its `source_path` in its namespace (`SourcePathTaken` names the holder);
     an update or a forget retires the record's chunks and purges their text and vectors in the
     same transaction, and tells the indexers (NOTIFY) when it commits; a forgotten record keeps
     its id, namespace, kind and revision only (`FORGOTTEN_CONTENT`), and no read returns it.
@@ -112,8 +126,28 @@ class RecordRepository:
         )
         return found if isinstance(found, uuid.UUID) else None
 
+    async def _existing_source(self, conn: asyncpg.Connection, fields: RecordFields) -> uuid.UUID | None:
+        found = await conn.fetchval(
+            "SELECT id FROM records WHERE namespace = $1 AND source_path = $2 AND deleted_at IS NULL",
+            fields.namespace,
+            fields.source_path,
+        )
+        return found if isinstance(found, uuid.UUID) else None
+
+    async def _holder(
+        self, conn: asyncpg.Connection, exc: asyncpg.UniqueViolationError, fields: RecordFields
+    ) -> Exception | None:
+        """What a unique violation of a live record's index says: the holder of the title or of
+        the source path, or None when the holder was forgotten a moment ago (free again)."""
+        if exc.constraint_name == LIVE_SOURCE_PATH_INDEX:
+            holder = await self._existing_source(conn, fields)
+            return SourcePathTaken(holder) if holder is not None else None
+        holder = await self._existing_title(conn, fields)
+        return ExactDuplicate(holder) if holder is not None else None
+
     async def create(self, fields: RecordFields, record_id: uuid.UUID | None = None) -> tuple[uuid.UUID, int]:
-        """Insert revision 1; raise ExactDuplicate or IdTaken instead of writing anything."""
+        """Insert revision 1; raise ExactDuplicate, SourcePathTaken or IdTaken instead of writing
+        anything."""
         new_id = record_id or uuid.uuid4()
         async with db.connection(self._pool) as conn:
             try:
@@ -123,10 +157,10 @@ class RecordRepository:
             except asyncpg.UniqueViolationError as exc:
                 if exc.constraint_name == "records_pkey":
                     raise IdTaken(str(new_id)) from exc
-                existing = await self._existing_title(conn, fields)
-                if existing is None:  # the twin was forgotten a moment ago: the title is free again
+                taken = await self._holder(conn, exc, fields)
+                if taken is None:  # the twin was forgotten a moment ago: the title or path is free again
                     return await self.create(fields, record_id)
-                raise ExactDuplicate(existing) from exc
+                raise taken from exc
         return new_id, 1
 
     async def _insert(self, conn: asyncpg.Connection, new_id: uuid.UUID, fields: RecordFields) -> None:
@@ -155,6 +189,8 @@ class RecordRepository:
 
     async def update(self, record_id: uuid.UUID, fields: RecordFields) -> tuple[int, bool] | None:
         """Write a new revision; return (revision, changed), or None when there is no live record.
+        Raise ExactDuplicate or SourcePathTaken when another live record holds the new title or
+        source path.
 
         An update that changes nothing keeps the revision (re-ingesting an unchanged file is a
         no-op). Moving a record to another namespace is refused: namespaces are access
@@ -189,8 +225,10 @@ class RecordRepository:
                         fields.content_hash,
                     )
             except asyncpg.UniqueViolationError as exc:
-                existing = await self._existing_title(conn, fields)
-                raise ExactDuplicate(existing or record_id) from exc
+                taken = await self._holder(conn, exc, fields)
+                if taken is None:  # the holder was forgotten meanwhile; the caller may try again
+                    taken = ExactDuplicate(record_id)
+                raise taken from exc
             await _changed(conn, record_id, retire_chunks=True)
             return int(revision), True
 

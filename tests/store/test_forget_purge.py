@@ -25,7 +25,9 @@ CHUNKER = "test-chunker"
 
 
 def fields(title: str, body: str) -> RecordFields:
-    return RecordFields("purge", "doc", title, body, {"topic": "secrets"}, "notes/secret.md")
+    """A record of its own file (a namespace has one live record per source path)."""
+    path = f"notes/{title.lower().replace(' ', '-')}.md"
+    return RecordFields("purge", "doc", title, body, {"topic": "secrets"}, path)
 
 
 async def index(store: PgVectorStore, record_id: uuid.UUID) -> None:
