@@ -195,7 +195,8 @@ def build_corpus(n_passages: int, n_queries: int) -> dict[str, Any]:
             if passage in seen:
                 continue
             seen.add(passage)
-            records.append({"title": f"{page.name} #{i}", "body": passage, "source_path": str(path)})
+            # one record per passage, and a source_path names one live record: the passage's own
+            records.append({"title": f"{page.name} #{i}", "body": passage, "source_path": f"{path}#{i}"})
             options.update(_OPTION.findall(passage))
         if page.description and len(page.description.split()) >= 3:
             descriptions.append(page.description)
@@ -242,8 +243,13 @@ def ingest(socket: Path, records: list[dict[str, str]], present: set[str], worke
             answer = client.request("POST", "/v1/records:batch", {"records": items})
         finally:
             client.close()
-        # 409: the same text stored under another title
-        refused = [r for r in answer["results"] if r["status"] not in (200, 201, 409)]
+        # an exact duplicate (the same normalised title) is a passage already there; any other
+        # refusal, a source_path another record holds included, would leave the corpus short
+        refused = [
+            r
+            for r in answer["results"]
+            if r["status"] not in (200, 201) and (r.get("error") or {}).get("code") != "exact_duplicate"
+        ]
         if refused:
             raise SystemExit(f"the batch write refused {len(refused)} records: {refused[:3]}")
         return len(batch)
