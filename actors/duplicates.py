@@ -66,8 +66,13 @@ class Contrast:
     at most `slot_words` content words ("Export the sales report to CSV" / "... to PDF", "Add
     dark mode to the mobile app" / "... to the web dashboard") name two neighbouring items, not
     one item twice, however close their vectors are: such a pair must score `penalty` higher to
-    warn. Paraphrases share fewer words than that. Chosen on the calibration pairs
-    (docs/DUPLICATES.md); a penalty of 0 turns the stage off."""
+    warn. The frame is the content words both share, at least `min_shared` of them and at least
+    as many as the larger slot (the words one title has and the other lacks): a neighbour keeps
+    most of its words and changes a few, while a paraphrase keeps a couple of key nouns and says
+    the rest otherwise ("Users can export their invoices as PDF" / "Allow downloading invoices
+    in PDF format": two shared, three differing), and a missed paraphrase is silent where a
+    false alarm is only a warning. Chosen on the calibration pairs (docs/DUPLICATES.md); a
+    penalty of 0 turns the stage off."""
 
     penalty: float = 0.0
     slot_words: int = 2
@@ -132,7 +137,7 @@ def contrasted(a: str, b: str, contrast: Contrast, *, frame: bool = True) -> boo
     words_a, words_b = content_words(a), content_words(b)
     shared = len(words_a & words_b)
     slot = max(len(words_a - words_b), len(words_b - words_a))
-    return shared >= contrast.min_shared and 1 <= slot <= contrast.slot_words
+    return shared >= max(contrast.min_shared, slot) and 1 <= slot <= contrast.slot_words
 
 
 def staged(cosine: float, a: str, b: str, contrast: Contrast) -> float:

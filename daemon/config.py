@@ -263,9 +263,10 @@ class DuplicatesConfig(_Section, frozen=True):
     ingest` writes: a title made from a file's name or first heading says little about what
     the file holds. Empty: every kind is checked."""
     contrast_penalty: Annotated[float, Meta(ge=0, le=2)] = 0.25
-    """The lexical second stage: a pair of titles that share at least two content words and
-    differ in at most `contrast_slot_words` on either side ("... report to CSV" / "... report to
-    PDF") must score this much higher to warn; 0 turns the stage off."""
+    """The lexical second stage: a pair of titles that share at least two content words, and at
+    least as many as they differ in on either side, and differ in at most `contrast_slot_words`
+    ("... report to CSV" / "... report to PDF") must score this much higher to warn; 0 turns the
+    stage off."""
     contrast_slot_words: Annotated[int, Meta(ge=1, le=20)] = 3
     contrast_numbers: bool = True
     """The contrast stage also takes the penalty from a pair whose titles each name a number

@@ -433,31 +433,29 @@ def test_concurrent_writes_and_checks_of_one_kind_stay_in_step(daemon: Daemon) -
 # -- a twin written a moment ago (its title vector not built yet)
 
 TWINS = (
-    # The title model scores this paraphrase 0.722, and the frame contrast takes 0.25 from it:
-    # it shares "invoices" and "pdf" and differs in two and three content words, which the stage
-    # reads as one frame with two slots (docs/DUPLICATES.md, "Left"). Compared, but not warned.
-    ("Users can export their invoices as PDF", "Allow downloading invoices in PDF format", "clear"),
-    (
-        "Lock the screen after ten minutes without activity",
-        "Automatically lock the screen when idle for 10 minutes",
-        "warned",
-    ),
-    ("Email the customer when their order ships", "Send customers an email once the order has shipped", "warned"),
+    # The title model scores this paraphrase 0.722. It shares "invoices" and "pdf" and says the
+    # rest in two and three other words: fewer words in common than a side's slot, so no frame,
+    # and the contrast stage takes nothing from it.
+    ("Users can export their invoices as PDF", "Allow downloading invoices in PDF format"),
+    ("Lock the screen after ten minutes without activity", "Automatically lock the screen when idle for 10 minutes"),
+    ("Email the customer when their order ships", "Send customers an email once the order has shipped"),
 )
 
 
-@pytest.mark.parametrize(("first", "second", "verdict"), TWINS)
+@pytest.mark.parametrize(("first", "second"), TWINS)
 def test_a_paraphrase_written_straight_after_its_twin_is_compared_with_it(
-    daemon: Daemon, first: str, second: str, verdict: str
+    daemon: Daemon, first: str, second: str
 ) -> None:
     """Agents write in bursts: the first title has no stored vector yet when the second is
-    checked (the index manager builds it a moment later). The check embeds it in its own call."""
+    checked (the index manager builds it a moment later). The check embeds it in its own call,
+    and the paraphrase warns."""
     ns = f"twins-{title_text(first).replace(' ', '-')[:40]}"
     twin = create(daemon, ns, first)
     check = create(daemon, ns, second)["duplicate_check"]
     assert (check["compared"], check["of"]) == (1, 1), check
-    assert check["status"] == verdict, check
-    assert [s["id"] for s in check.get("similar", [])] == ([twin["id"]] if verdict == "warned" else [])
+    assert check["status"] == "warned", check
+    assert [s["id"] for s in check["similar"]] == [twin["id"]]
+    assert check["similar"][0]["score"] >= check["threshold"]
     assert usage_rows(daemon, "dedupe", ns) == 1  # one embedding call, the first create made none
 
 

@@ -77,6 +77,26 @@ def test_contrast_finds_titles_that_differ_in_a_small_slot(a: str, b: str, expec
     assert contrasted(title_text(a), title_text(b), ON) is expected
 
 
+THREE = Contrast(penalty=0.25, slot_words=3)  # the slot the configuration ships with
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "expected"),
+    [
+        # the frame outweighs the slot: two neighbouring items
+        ("Export the sales report to CSV", "Export the sales report to PDF", True),
+        ("Add dark mode to the mobile app", "Add dark mode to the web dashboard", True),
+        ("Dark mode on the mobile app", "Dark mode on the web dashboard", True),  # as many shared as differ
+        # two key nouns shared, more words said otherwise on a side: a paraphrase, not a frame
+        ("Users can export their invoices as PDF", "Allow downloading invoices in PDF format", False),
+        # the rule's measured cost: a neighbour it no longer contrasts (docs/DUPLICATES.md)
+        ("Relatório de vendas não mostra devoluções", "Relatório de vendas demora para carregar", False),
+    ],
+)
+def test_a_frame_shares_at_least_as_many_content_words_as_its_slot(a: str, b: str, expected: bool) -> None:
+    assert contrasted(title_text(a), title_text(b), THREE) is expected
+
+
 NUMBERS = Contrast(penalty=0.25, slot_words=2, numbers=True)
 
 
@@ -148,13 +168,18 @@ CROSS = Contrast(penalty=0.25, slot_words=3, numbers=True, cross_language=0.18)
         # within one language nothing changes
         (0.9, "export sales report to csv", "export sales report to pdf", CROSS, 0.65),
         (0.9, "reset password via email", "change account email address", CROSS, 0.9),
+        # a paraphrase that shares two key nouns and says the rest otherwise: no frame, no penalty
+        (0.722, "users can export their invoices as pdf", "allow downloading invoices in pdf format", CROSS, 0.722),
         # PT-ES counts as one language: the frame contrast applies, no cross-language penalty
-        (0.9, "notificações push não chegam no android", "las notificaciones push no llegan en android", CROSS, 0.65),
+        (0.9, "login com sso não funciona no android", "login con sso no funciona en ios", CROSS, 0.65),
+        # ... where the two share a frame: a PT-ES translation that shares only its names ("push",
+        # "android") has fewer words in common than it says otherwise
+        (0.9, "notificações push não chegam no android", "las notificaciones push no llegan en android", CROSS, 0.9),
         # 0 turns the stage off: the frame contrast applies across languages again
         (
             0.9,
-            "notificações push não chegam no android",
-            "push notifications not delivered on android",
+            "login com sso não funciona no android",
+            "sso login does not work on android",
             Contrast(penalty=0.25, slot_words=3, numbers=True),
             0.65,
         ),
