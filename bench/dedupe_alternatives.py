@@ -204,10 +204,14 @@ def with_stopwords(words: frozenset[str], score: Callable[[Row], float]) -> Call
     def swapped(r: Row) -> float:
         kept = actors.duplicates.STOPWORDS
         actors.duplicates.STOPWORDS = words
+        # content_words caches each title's words: read afresh under the swapped list, and
+        # leave no swapped reading behind for the scorings that follow
+        actors.duplicates.content_words.cache_clear()
         try:
             return score(r)
         finally:
             actors.duplicates.STOPWORDS = kept
+            actors.duplicates.content_words.cache_clear()
 
     return swapped
 
