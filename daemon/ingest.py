@@ -3,13 +3,14 @@
 
 Each file is one record, found again by its absolute path: an unchanged file is a no-op (the
 daemon keeps the revision when nothing changed), a changed one becomes a new revision. The
-title is the file's first markdown heading, else its name. Files go up in batches
-(`POST /v1/records:batch` with `upsert`), each written on its own.
+title is the one its markup gives it (`ingest_formats.text_title`), else its name. Files go up
+in batches (`POST /v1/records:batch` with `upsert`), each written on its own.
 
-What is not ingested is said, with why (`Summary.skipped`): a file of another kind, one that is
-not UTF-8 text, one over the size limit (refused here, before anything is uploaded), a link
-that leads out of the folder (never read: `walk`). `sync` forgets the records of files that
-are gone from the folder.
+What is not ingested is said, with why (`Summary.skipped`): a file of another kind, a binary one
+(compressed, a program: `ingest_formats.binary_kind`), an empty one, one that is not UTF-8 text,
+one over the size limit (refused here, before anything is uploaded), a link that leads out of
+the folder (never read: `walk`). `sync` forgets the records of files that are gone from the
+folder.
 """
 
 from __future__ import annotations
@@ -65,13 +66,9 @@ class Summary:
 
 
 def title_of(path: Path, text: str) -> str:
-    for line in text.splitlines()[:50]:
-        stripped = line.strip()
-        if stripped.startswith("#"):
-            heading = stripped.lstrip("#").strip()
-            if heading:
-                return heading[:300]
-    return path.stem.replace("_", " ").replace("-", " ").strip() or path.name
+    """The title the file's markup gives it (`ingest_formats.text_title`: a `#` heading only in
+    Markdown, an .rst file's document title), else its name."""
+    return formats.text_title(path, text) or path.stem.replace("_", " ").replace("-", " ").strip() or path.name
 
 
 def readable_kind(path: Path) -> bool:
@@ -120,6 +117,9 @@ def not_utf8(error: UnicodeDecodeError) -> str:
         f"not UTF-8 text (byte 0x{bad} at offset {error.start}); convert it first, e.g. "
         "iconv -f latin1 -t utf-8 FILE > FILE.utf8"
     )
+
+
+EMPTY = "empty file: nothing to recall"
 
 
 def too_large(size: int, limit: int, unit: str) -> str:
@@ -198,6 +198,10 @@ def _read(root: Path, paths: list[Path], max_chars: int, summary: Summary, seen:
                 document = formats.read(path, content)
                 text, title = document.text, document.title or title_of(path, "")
             else:
+                binary = formats.binary_kind(content, path.name)
+                if binary is not None:  # not text in another encoding: iconv cannot help
+                    summary.skipped.append((shown, binary))
+                    continue
                 # utf-8-sig: a byte-order mark would hide the file's first heading
                 text = content.decode("utf-8-sig").replace("\x00", "")
                 title = title_of(path, text)
@@ -209,6 +213,9 @@ def _read(root: Path, paths: list[Path], max_chars: int, summary: Summary, seen:
             continue
         except (UnicodeError, OSError) as exc:
             summary.failed.append((shown, type(exc).__name__))
+            continue
+        if not text.strip():  # a record with no words: nothing to find it by
+            summary.skipped.append((shown, EMPTY))
             continue
         if len(text) > max_chars:
             summary.skipped.append((shown, too_large(len(text), max_chars, "characters")))

@@ -1,4 +1,5 @@
-"""HTML and PDF files as `recalld ingest` reads them: their text and their title.
+"""Files as `recalld ingest` reads them: the text and title of HTML and PDF files, the title of a
+text file by its markup, and a binary file told apart from text.
 
 HTML is read with the standard library's parser (what Beautiful Soup itself uses by default):
 text and a title need no more. PDF needs `pypdf`, the optional `pdf` extra
@@ -18,6 +19,8 @@ from pathlib import Path
 HTML_SUFFIXES = frozenset({".html", ".htm"})
 PDF_SUFFIXES = frozenset({".pdf"})
 SUFFIXES = HTML_SUFFIXES | PDF_SUFFIXES
+MARKDOWN_SUFFIXES = frozenset({".md", ".markdown"})
+RST_SUFFIXES = frozenset({".rst"})
 
 PDF_EXTRA = "PDF needs the pdf extra (pypdf): pip install 'recalld[pdf]'"
 
@@ -188,3 +191,123 @@ def read_pdf(data: bytes) -> Document:
         raise Unreadable("a PDF with no text layer (scanned pages?): run OCR on it first")
     title = _squeeze(str(metadata.title or "")) if metadata is not None else ""
     return Document(title[:300] or None, text)
+
+
+# -- text files: the title their markup gives them
+
+TITLE_LINES = 100
+"""How far into a text file its title is looked for."""
+TITLE_CHARS = 300
+
+_ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
+"""A Markdown ATX heading: 1 to 6 #s, then a space or the line's end (`#include` is no heading);
+a closing run of #s is not part of it."""
+_FENCE = re.compile(r"^ {0,3}(```|~~~)")
+_SETEXT_MARKDOWN = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
+_RST_ADORNMENT = re.compile(r"""^([!-/:-@\[-`{-~])\1{2,}$""")
+"""A line of one punctuation character repeated (3 or more): reStructuredText's section adornment."""
+_PLAIN_UNDERLINE = re.compile(r"^(=|-)\1{2,}$")
+
+
+def text_title(path: Path, text: str) -> str | None:
+    """The title a text file gives itself by its markup; None when it gives none.
+
+    Only Markdown (`.md`, `.markdown`) has `#` headings: its first ATX heading or setext heading,
+    never a line in a code fence. A reStructuredText file (`.rst`) is titled by its document
+    title, the first section title (underlined, or over- and underlined, by one punctuation
+    character at least as long as the title). In plain text a `#` line is text (`#undef` in a
+    README); a first line underlined with `=` or `-` as long as it, after nothing but blank lines,
+    is the title (the convention of many READMEs).
+    """
+    suffix = path.suffix.lower()
+    lines = text.splitlines()[:TITLE_LINES]
+    if suffix in MARKDOWN_SUFFIXES:
+        found = _markdown_title(lines)
+    elif suffix in RST_SUFFIXES:
+        found = _rst_title(lines)
+    else:
+        found = _plain_title(lines)
+    return found[:TITLE_CHARS] if found else None
+
+
+def _markdown_title(lines: list[str]) -> str | None:
+    fence: str | None = None
+    start = 0
+    if lines and lines[0].strip() == "---":  # front matter (YAML) is no heading
+        start = next((i + 1 for i in range(1, len(lines)) if lines[i].strip() in ("---", "...")), 0)
+    previous = ""
+    for line in lines[start:]:
+        opened = _FENCE.match(line)
+        if fence is not None:
+            if opened and opened.group(1) == fence:
+                fence = None
+            continue
+        if opened:
+            fence, previous = opened.group(1), ""
+            continue
+        atx = _ATX.match(line)
+        if atx and (atx.group(2) or "").strip():
+            return _squeeze(atx.group(2))
+        if previous and _SETEXT_MARKDOWN.match(line) and not line.startswith("    "):
+            return previous
+        # a setext heading's text: a paragraph line (not indented code, not a list item or quote)
+        plain = line.strip()
+        indented = line.startswith(("    ", "\t"))
+        previous = "" if not plain or indented or plain.startswith(("-", "*", "+", ">")) else _squeeze(plain)
+    return None
+
+
+def _rst_title(lines: list[str]) -> str | None:
+    for i in range(len(lines) - 1):
+        title, under = lines[i], lines[i + 1].rstrip()
+        if not title.strip() or _RST_ADORNMENT.match(title.strip()) or not _RST_ADORNMENT.match(under):
+            continue
+        over = lines[i - 1].rstrip() if i > 0 else ""
+        if over == under:  # over- and underlined: the title may be inset
+            return _squeeze(title)
+        if not title[0].isspace() and len(under) >= len(title.rstrip()):
+            return _squeeze(title)
+    return None
+
+
+def _plain_title(lines: list[str]) -> str | None:
+    first = next((i for i, line in enumerate(lines) if line.strip()), None)
+    if first is None or first + 1 >= len(lines):
+        return None
+    title, under = lines[first].strip(), lines[first + 1].strip()
+    if _PLAIN_UNDERLINE.match(under) and len(under) >= len(title) and not _PLAIN_UNDERLINE.match(title):
+        return _squeeze(title)
+    return None
+
+
+# -- binary files
+
+_MAGIC = (
+    (b"\x1f\x8b", "gzip-compressed; to read it, decompress it first: gunzip -k {name}"),
+    (b"BZh", "bzip2-compressed; to read it, decompress it first: bunzip2 -k {name}"),
+    (b"\xfd7zXZ\x00", "xz-compressed; to read it, decompress it first: unxz -k {name}"),
+    (b"\x28\xb5\x2f\xfd", "zstd-compressed; to read it, decompress it first: unzstd {name}"),
+    (b"\x7fELF", "an ELF executable or library"),
+    (b"PK\x03\x04", "a zip archive"),
+)
+_BINARY_PROBE = 8192
+"""Bytes looked at for a NUL, as git and grep do to tell binary from text."""
+
+
+def binary_kind(data: bytes, name: str = "FILE") -> str | None:
+    """Why `data` is a binary file ('binary file (what it is)'), or None for text, whatever its
+    encoding. A known signature names the kind (and how to get text out of a compressed file
+    `name`);
+    otherwise a NUL byte early on marks it, unless a UTF-16 or UTF-32 byte-order mark says the
+    NULs are text."""
+    for magic, kind in _MAGIC:
+        if data.startswith(magic):
+            # "BZh" opens ordinary text too ("BZh is..."): bzip2 goes on with a block size digit
+            if magic == b"BZh" and not data[3:4].isdigit():
+                continue
+            return f"binary file ({kind.format(name=name)})"
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE, codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)):
+        return None
+    if b"\x00" in data[:_BINARY_PROBE]:
+        return "binary file (it holds NUL bytes: not text)"
+    return None

@@ -8,9 +8,10 @@ Pages come from sections 1, 5 and 8 under /usr/share/man (the 16,000 generated `
 left out: they would be most of the corpus). Every page named by the question file is kept,
 and the others are sampled evenly from the sorted list up to `--pages` in all, so the same
 machine gives the same corpus. Each page `NAME.SECTION.gz` becomes `NAME.SECTION.txt`
-(questions name pages by that stem, e.g. `tar.1`): a first line `# NAME(SECTION) - summary`
-(the title `recalld ingest` takes), a blank line, then `man`'s own rendering at 100 columns,
-without hyphenation, justification or overstrike.
+(questions name pages by that stem, e.g. `tar.1`): a first line `NAME(SECTION) - summary`
+underlined with `=` (the title `recalld ingest` takes from plain text; a `#` line is a heading
+only in Markdown), a blank line, then `man`'s own rendering at 100 columns, without hyphenation,
+justification or overstrike.
 
     .venv/bin/python bench/golden/manpages_corpus.py [OUT_DIR] [--pages N] [--questions TOML]
 """
@@ -94,7 +95,7 @@ def document(page: Path, text: str) -> str:
     parts = _SEPARATOR.split(summary_of(text), maxsplit=1)
     summary = parts[1] if len(parts) == 2 else parts[0]
     title = f"{name}({section})" + (f" - {summary}" if summary else "")
-    return f"# {title}\n\n{text}\n"
+    return f"{title}\n{'=' * len(title)}\n\n{text}\n"
 
 
 def wanted_pages(questions: Path) -> set[str]:

@@ -1,9 +1,10 @@
-"""`recalld ingest` tells the truth (issue 22 item 2): what it skipped and why, files over the size
-limit refused before upload, a clear "not UTF-8" reason, `--sync` forgetting the records of
-deleted files. A real daemon; the CLI as a subprocess where its output is the point."""
+"""`recalld ingest` tells the truth: what it skipped and why (binary, empty, not UTF-8), files over
+the size limit refused before upload, `--sync` forgetting the records of deleted files. A real
+daemon; the CLI as a subprocess where its output is the point."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import subprocess
@@ -28,7 +29,7 @@ def titles(daemon: Daemon, ns: str) -> list[str]:
 
 
 def test_skipped_files_are_listed_with_why(daemon: Daemon, ns: str, tmp_path: Path) -> None:
-    (tmp_path / "README").write_text("# Read me\n\nThe pump needs grease.\n")
+    (tmp_path / "README").write_text("Read me\n=======\n\nThe pump needs grease.\n")
     (tmp_path / "README.Debian").write_text("Debian notes about the pump.\n")
     (tmp_path / "guide.md").write_text("# Guide\n\nHow to grease the pump.\n")
     (tmp_path / "logo.png").write_bytes(b"\x89PNG\r\n")
@@ -39,7 +40,28 @@ def test_skipped_files_are_listed_with_why(daemon: Daemon, ns: str, tmp_path: Pa
     assert "skipped logo.png: extension .png" in done.stderr
     assert "skipped latin1.txt: not UTF-8 text (byte 0xe9 at offset 3)" in done.stderr
     assert "iconv" in done.stderr and "Traceback" not in done.stderr
-    assert titles(daemon, ns) == ["Guide", "README", "Read me"]  # README.Debian: titled by its stem
+    assert titles(daemon, ns) == ["Guide", "README", "Read me"]  # README.Debian: no title of its own, its stem
+
+
+def test_binary_and_empty_files_are_skipped_saying_so(daemon: Daemon, ns: str, tmp_path: Path) -> None:
+    """A compressed changelog or a program named like a document is a binary file, not text in
+    another encoding (iconv cannot help); an empty file is skipped, not stored under its name."""
+    (tmp_path / "changelog.gz").write_bytes(gzip.compress(b"patch (2.7.6) unstable; urgency=medium\n"))
+    (tmp_path / "install-helper").write_bytes(b"\x7fELF\x02\x01\x01\x00" + bytes(120))
+    (tmp_path / "empty.md").write_bytes(b"")
+    (tmp_path / "blank.txt").write_text("  \n\n\t\n")
+    (tmp_path / "kept.md").write_text("# Kept\n\nthe one file with text\n")
+    done = recalld(daemon, "ingest", str(tmp_path), "-n", ns)
+    assert done.returncode == 0, done.stderr
+    assert "1 created" in done.stdout and "4 skipped" in done.stdout, done.stdout
+    assert "skipped changelog.gz: binary file (gzip-compressed; to read it, decompress it first: gunzip -k" in (
+        done.stderr
+    )
+    assert "skipped install-helper: binary file (an ELF executable or library)" in done.stderr
+    assert "skipped empty.md: empty file: nothing to recall" in done.stderr
+    assert "skipped blank.txt: empty file: nothing to recall" in done.stderr
+    assert "iconv" not in done.stderr and "Traceback" not in done.stderr
+    assert titles(daemon, ns) == ["Kept"]
 
 
 def test_html_and_pdf_files_go_in_as_their_text_under_their_title(daemon: Daemon, ns: str, tmp_path: Path) -> None:

@@ -1,15 +1,19 @@
-"""What `recalld ingest` reads out of HTML and PDF files (daemon/ingest_formats.py): the text, the
-title, the encoding, and why a file it cannot read is skipped."""
+"""What `recalld ingest` reads out of files (daemon/ingest_formats.py, daemon/ingest.py): HTML's and
+PDF's text, title and encoding, a text file's title by its markup, a binary file told apart, and
+why a file it cannot read is skipped."""
 
 from __future__ import annotations
 
+import gzip
 import io
 import sys
+from pathlib import Path
 
 import pytest
 from pypdf import PdfWriter
 
-from daemon.ingest_formats import PDF_EXTRA, Unreadable, read_html, read_pdf
+from daemon.ingest import title_of
+from daemon.ingest_formats import PDF_EXTRA, Unreadable, binary_kind, read_html, read_pdf
 from tests.support.pdf import pdf_bytes
 
 PAGE = """<!doctype html>
@@ -116,3 +120,86 @@ def test_without_the_pdf_extra_a_pdf_is_unreadable_naming_the_extra(monkeypatch:
 
 def test_html_pre_keeps_its_lines() -> None:
     assert read_html(b"<p>a\nb</p><pre>line one\n  line two</pre>").text == "a b\n\nline one\n\nline two"
+
+
+# -- text files: the title a person would give them, and binary files told apart
+
+GNU_PATCH_README = """This is GNU patch, which applies diff files to original files.
+
+This version of patch has many changes made by the Free Software Foundation.
+
+To build, edit config.h and change the
+#undef statements in it to #define as appropriate for your system,
+then run make.
+"""
+
+RST_WITH_OVERLINE = """.. comment: the licence is elsewhere
+
+==================
+  The Pump Guide
+==================
+
+Maintenance
+-----------
+
+Grease the bearings.
+"""
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "title"),
+    [
+        # Markdown: an ATX heading (a space after the #s), else a setext one, never in a code fence
+        ("guide.md", "intro text\n\n# Grease the pump #\n\nbody", "Grease the pump"),
+        ("guide.markdown", "## Second level first\n# Then first", "Second level first"),
+        ("notes.md", "#include <stdio.h>\n\nNot a heading: no space after the #.\n", "notes"),
+        ("setext.md", "Pump Guide\n==========\n\ntext\n", "Pump Guide"),
+        ("fenced.md", "```sh\n# a shell comment\n```\n\n# The real heading\n", "The real heading"),
+        ("front.md", "---\nlayout: page\n---\n\n# After the front matter\n", "After the front matter"),
+        # reStructuredText: the document title, its first section title, over- and underlined or underlined
+        ("guide.rst", RST_WITH_OVERLINE, "The Pump Guide"),
+        ("install.rst", "Installing\n==========\n\n# not a heading\n", "Installing"),
+        ("plain.rst", "Just a paragraph.\n\n#. an enumerated item\n", "plain"),
+        ("short.rst", "A long title here\n===\n\ntext\n", "short"),  # an underline shorter than its title
+        # plain text: a # line is text (GNU patch's README); an underlined first line is a title
+        ("README", GNU_PATCH_README, "README"),
+        ("notes.txt", "# not a heading in plain text\n\nmore\n", "notes"),
+        ("README.Debian", "adduser in Debian\n=================\n\ntext\n", "adduser in Debian"),
+        (
+            "README.amd64",
+            "               The Debian GNU Compiler Collection setup\n"
+            "               ========================================\n",
+            "The Debian GNU Compiler Collection setup",
+        ),
+        ("changes.text", "one line\nthen a divider\n---------------\n", "changes"),  # a divider, not a title
+        ("my_file-name.txt", "no title\n", "my file name"),
+    ],
+)
+def test_a_text_files_title_follows_its_markup(name: str, text: str, title: str) -> None:
+    assert title_of(Path("/corpus") / name, text) == title
+
+
+@pytest.mark.parametrize(
+    ("data", "why"),
+    [
+        (gzip.compress(b"a changelog\n"), "binary file (gzip-compressed"),
+        (b"\x7fELF\x02\x01\x01\x00" + bytes(56), "binary file (an ELF executable or library)"),
+        (b"BZh91AY&SY" + bytes(8), "binary file (bzip2-compressed"),
+        (b"\xfd7zXZ\x00\x00", "binary file (xz-compressed"),
+        (b"\x89PNG\r\n\x1a\n" + bytes(8), "binary file"),
+        (b"text then a NUL \x00 byte", "binary file"),
+    ],
+    ids=["gzip", "elf", "bzip2", "xz", "png", "nul"],
+)
+def test_a_binary_file_is_named_binary_with_its_kind(data: bytes, why: str) -> None:
+    found = binary_kind(data)
+    assert found is not None and found.startswith(why), found
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"plain text\n", "caf\xe9".encode("latin-1"), "Café\n".encode(), b"", "\ufeff# BOM".encode(), b"BZh is text"],
+    ids=["ascii", "latin1", "utf8", "empty", "utf8-bom", "bzh-text"],
+)
+def test_text_is_not_binary_whatever_its_encoding(data: bytes) -> None:
+    assert binary_kind(data) is None
