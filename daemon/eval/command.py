@@ -45,6 +45,11 @@ def add_parser(sub: Any) -> None:
     )
     parser.add_argument("--corpus", help="the corpus folder, instead of where the golden set says")
     parser.add_argument("--misses", type=int, default=20, metavar="N", help="misses to print (default 20)")
+    parser.add_argument(
+        "--allow-skipped",
+        action="store_true",
+        help="go on when ingest skips corpus files (listed in the report; their questions count as misses)",
+    )
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress bars")
     parser.add_argument(
         "--history", action="store_true", help="list the recorded runs (of GOLDEN's set when given) instead"
@@ -81,6 +86,7 @@ def cmd_eval(client: Client, args: argparse.Namespace, *, show: Callable[[str], 
             namespace=args.namespace,
             keep=args.keep,
             progress=not (args.quiet or args.json),
+            allow_skipped=args.allow_skipped,
         )
     except EvalError as exc:
         print(f"recalld eval: {exc}", file=sys.stderr)

@@ -45,6 +45,8 @@ def as_json(run: EvalRun, judgement: Judgement | None, acceptance: Acceptance | 
             "updated": run.ingest.updated,
             "unchanged": run.ingest.unchanged,
             "failed": len(run.ingest.failed),
+            "skipped": [{"file": name, "why": why} for name, why in run.skipped_files()],
+            "unanswerable": run.unanswerable(),
         },
         "routes": {
             route: {
@@ -92,6 +94,7 @@ def text(run: EvalRun, judgement: Judgement | None, acceptance: Acceptance | Non
         f"namespace {run.namespace} ({'kept' if run.forgotten is None else f'{run.forgotten} records forgotten'}), "
         f"vector space {run.space.key}",
         f"took {run.duration_s:.0f} s, {run.index_wait_s:.0f} s of it waiting for the vector route",
+        *_skipped_lines(run),
         "",
         f"{'route':<8} {'kind':<14} {'hit@' + str(HIT_AT):>9} {'MRR@' + str(RANK_AT):>7} "
         f"{'recall@' + str(RANK_AT):>9} {'nDCG@' + str(RANK_AT):>8} {'p50 ms':>7}",
@@ -126,6 +129,20 @@ def text(run: EvalRun, judgement: Judgement | None, acceptance: Acceptance | Non
         if len(missed) > misses:
             lines.append(f"  ... and {len(missed) - misses} more (--json lists every route's)")
     return "\n".join(lines)
+
+
+def _skipped_lines(run: EvalRun) -> list[str]:
+    """The corpus files left out (`--allow-skipped`), every one, and the questions they leave
+    unanswerable."""
+    skipped = run.skipped_files()
+    if not skipped:
+        return []
+    lines = [f"{len(skipped)} corpus files skipped (--allow-skipped): the figures are of the rest"]
+    lines += [f"  skipped {name}: {why}" for name, why in skipped]
+    unanswerable = run.unanswerable()
+    if unanswerable:
+        lines.append(f"  questions that expect only skipped files, counted as misses: {', '.join(unanswerable)}")
+    return lines
 
 
 def _acceptance_line(acceptance: Acceptance, path: object) -> str:

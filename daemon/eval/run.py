@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from actors.retrieval_metrics import ALL, Score, first_rank, is_hit, score
@@ -98,6 +99,16 @@ class EvalRun:
                     }
                 )
         return out
+
+    def skipped_files(self) -> list[tuple[str, str]]:
+        """(corpus-relative path, why) of each corpus file ingest skipped."""
+        return [(Path(name).as_posix(), why) for name, why in self.ingest.skipped]
+
+    def unanswerable(self) -> list[str]:
+        """The ids of the questions whose expected files were all skipped: misses, whatever
+        the routes answer."""
+        skipped = {name for name, _ in self.skipped_files()}
+        return [q.id for q in self.golden.questions if skipped.issuperset(q.expected)]
 
     def degraded(self) -> list[tuple[str, str, str]]:
         return [(route, qid, why) for route, run in self.runs.items() for qid, why in run.degraded]
@@ -221,10 +232,15 @@ def evaluate(
     namespace: str | None = None,
     keep: bool = False,
     progress: bool = True,
+    allow_skipped: bool = False,
 ) -> EvalRun:
     """Run `golden` through the daemon. `namespace`: use (and keep) this one instead of a fresh
     one; files already there unchanged are not embedded again. The eval's records are
-    forgotten at the end, whatever happened, unless kept."""
+    forgotten at the end, whatever happened, unless kept.
+
+    A corpus file ingest skips stops the run (EvalError), unless `allow_skipped`: then the run
+    goes on without it, the questions that expect only skipped files count as misses, and the
+    run says which (`EvalRun.unanswerable`)."""
     started = time.monotonic()
     now = dt.datetime.now(dt.UTC)
     space, space_id = current_space(client)
@@ -234,10 +250,13 @@ def evaluate(
     run = EvalRun(golden, name, space, space_id, now, summary)
     try:
         run.ingest = ingest(client, golden.corpus, namespace=name, kind="doc", progress=progress)
-        if run.ingest.failed or run.ingest.skipped:
+        if run.ingest.failed or (run.ingest.skipped and not allow_skipped):
             # a file left out would make its questions unanswerable: figures of another corpus
             skipped = "; ".join(run.ingest.skipped_lines(5))
-            raise EvalError(f"the corpus did not ingest whole: {run.ingest.line()}{'; ' if skipped else ''}{skipped}")
+            allow = "" if run.ingest.failed else " (--allow-skipped lists the skipped files and carries on)"
+            raise EvalError(
+                f"the corpus did not ingest whole: {run.ingest.line()}{'; ' if skipped else ''}{skipped}{allow}"
+            )
         run.index_wait_s = wait_for_vectors(client, name, progress=progress)
         for route in routes:
             run.runs[route] = ask(client, golden, name, route, progress=progress)

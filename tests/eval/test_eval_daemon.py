@@ -176,3 +176,29 @@ def test_keep_leaves_the_namespace_and_a_bad_set_is_a_usage_error(daemon: Daemon
     bad = recalld(daemon, "eval", str(golden))
     assert bad.returncode == 2
     assert "question 1: expected 'kitchen/cake.md' is not a file of the corpus" in bad.stderr
+
+
+def test_a_skipped_corpus_file_stops_the_eval_unless_allowed_which_lists_it(daemon: Daemon, tmp_path: Path) -> None:
+    golden = golden_set(tmp_path)
+    (golden / "corpus" / "car" / "empty.md").write_bytes(b"")
+    (golden / "corpus" / "car" / "pneus.txt").write_bytes("Pneus d'\xe9t\xe9".encode("latin-1"))
+    with (golden / "questions.toml").open("a") as questions:
+        questions.write('\n[[question]]\nid = "summer"\nquestion = "summer tyres"\nexpected = "car/pneus.txt"\n')
+
+    stopped = recalld(daemon, "eval", str(golden), "--routes", "fts", "--quiet")
+    assert stopped.returncode == 1, stopped.stdout + stopped.stderr
+    assert "did not ingest whole" in stopped.stderr and "--allow-skipped" in stopped.stderr
+
+    allowed = recalld(daemon, "eval", str(golden), "--routes", "fts", "--quiet", "--allow-skipped")
+    assert allowed.returncode == 0, allowed.stdout + allowed.stderr
+    assert "skipped car/empty.md: empty file" in allowed.stdout
+    assert "skipped car/pneus.txt: not UTF-8 text" in allowed.stdout
+    assert "counted as misses: summer" in allowed.stdout.split("misses of fts")[0]
+
+    as_json = recalld(daemon, "eval", str(golden), "--routes", "fts", "--allow-skipped", "--json")
+    assert as_json.returncode == 0, as_json.stderr
+    run = json.loads(as_json.stdout)
+    assert [s["file"] for s in run["ingest"]["skipped"]] == ["car/empty.md", "car/pneus.txt"]
+    assert run["ingest"]["created"] == 10 and run["ingest"]["unanswerable"] == ["summer"]
+    assert run["routes"]["fts"]["kinds"]["all"]["of"] == 4  # its question is asked, and missed
+    assert "summer" in [miss["id"] for miss in run["misses"]["fts"]]
