@@ -2,8 +2,10 @@
 
 A stdio MCP server (the official `mcp` SDK) for one namespace, speaking to the daemon through
 `daemon.client.AsyncClient`: an agent adds one line to its config (`recalld mcp -n NAMESPACE`)
-and gets four tools, recall, remember, forget and check_duplicate. Refusals of the daemon come
-back as the tool's answer (`error` with the daemon's code), not as a crash of the server.
+and gets four tools, recall, remember, forget and check_duplicate. A refusal of the daemon is a
+failed tool call as MCP has it (`isError: true`), its text the SDK's `Error executing tool
+NAME: ` and the refusal as JSON: the stable `code`, the `message`, the HTTP `status` and, for an
+exact duplicate, the `existing_id`. It is no crash of the server: the session goes on.
 
 The namespace is a boundary: every tool acts inside it, and a record of another namespace is,
 to these tools, a record that does not exist (the same answer as a made-up id).
@@ -14,6 +16,7 @@ what is not JSON, -32600 for JSON that is no message), and the session goes on.
 
 from __future__ import annotations
 
+import json
 import uuid
 from types import TracebackType
 from typing import Any, Protocol, Self
@@ -23,18 +26,27 @@ import mcp_types
 import msgspec
 import pydantic
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 
 from daemon.client import AsyncClient, ClientError
+from daemon.control.errors import ErrorCode
 from daemon.control.wire import DuplicateCheck
 
 
-def _refused(exc: ClientError) -> dict[str, Any]:
-    answer: dict[str, Any] = {"error": {"status": exc.status, "code": exc.code, "message": str(exc)}}
-    if exc.existing_id is not None:
-        answer["existing_id"] = str(exc.existing_id)
-    return answer
+def refusal_of(status: int, code: str, message: str, existing_id: uuid.UUID | None = None) -> ToolError:
+    """A failure the tool saw coming, raised as the SDK's `ToolError`: the SDK answers it
+    `isError: true`, the text its `Error executing tool NAME: ` and the refusal as one JSON
+    object (the stable `code` first), and logs it at INFO only."""
+    refused: dict[str, Any] = {"code": code, "message": message, "status": status}
+    if existing_id is not None:
+        refused["existing_id"] = str(existing_id)
+    return ToolError(json.dumps(refused))
+
+
+def _refused(exc: ClientError) -> ToolError:
+    return refusal_of(exc.status, exc.code or "error", str(exc), exc.existing_id)
 
 
 def _check(check: DuplicateCheck) -> dict[str, Any]:
@@ -153,7 +165,7 @@ def build(namespace: str, socket: str | None = None) -> MCPServer:
         try:
             answer = await client.recall(namespace, query, k=k)
         except ClientError as exc:
-            return _refused(exc)
+            raise _refused(exc) from None
         return {
             "results": [
                 {
@@ -176,7 +188,7 @@ def build(namespace: str, socket: str | None = None) -> MCPServer:
         try:
             created = await client.create_record(namespace, kind, title, body)
         except ClientError as exc:
-            return _refused(exc)
+            raise _refused(exc) from None
         return {"id": str(created.id), "revision": created.revision, "duplicate_check": _check(created.duplicate_check)}
 
     @server.tool(description="Forget a remembered record by its id: it is never recalled again.")
@@ -184,14 +196,14 @@ def build(namespace: str, socket: str | None = None) -> MCPServer:
         try:
             record_id = uuid.UUID(id)
         except ValueError:
-            return {"error": {"status": 400, "code": "invalid_id", "message": f"{id!r} is not a record id"}}
+            raise refusal_of(400, ErrorCode.INVALID_ID, f"{id!r} is not a record id") from None
         try:
             # the daemon forgets it only if it lives in this namespace; another's is not found
             answer: dict[str, Any] = await client.request(
                 "DELETE", f"/v1/records/{record_id}", params={"namespace": namespace}
             )
         except ClientError as exc:
-            return _refused(exc)
+            raise _refused(exc) from None
         return answer
 
     @server.tool(description="Before remembering: records whose titles are close to this one, if any.")
@@ -199,7 +211,7 @@ def build(namespace: str, socket: str | None = None) -> MCPServer:
         try:
             check = await client.check_duplicate(namespace, kind, title)
         except ClientError as exc:
-            return _refused(exc)
+            raise _refused(exc) from None
         return _check(check)
 
     return server

@@ -1,5 +1,5 @@
-"""`recalld mcp` driven by the MCP SDK's own stdio client against a real daemon (issue 22 item 6):
-the tools an agent sees, and remember, recall, check_duplicate and forget end to end."""
+"""`recalld mcp` driven by the MCP SDK's own stdio client against a real daemon: the tools an
+agent sees, remember, recall, check_duplicate and forget end to end, and how a refusal looks."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import pytest
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
+from daemon.config import RecallConfig
 from tests.support import ROOT, Daemon, namespace
 
 pytestmark = [pytest.mark.anyio]
@@ -29,13 +30,25 @@ def answer(result: Any) -> dict[str, Any]:
     return data
 
 
-def mcp_server(daemon: Daemon, ns: str) -> StdioServerParameters:
+def refused(result: Any) -> dict[str, Any]:
+    """A failed tool call as MCP hosts read it: `isError` set, the daemon's refusal (its stable
+    `code`, `message`, HTTP `status`) as JSON in the text, after the SDK's words."""
+    assert result.is_error, result
+    assert result.structured_content is None, result
+    said, brace, refusal = result.content[0].text.partition("{")
+    assert said.startswith("Error executing tool "), said
+    data: dict[str, Any] = json.loads(brace + refusal)
+    assert {"code", "message", "status"} <= set(data), data
+    return data
+
+
+def mcp_server(daemon: Daemon, ns: str, env: dict[str, str] | None = None) -> StdioServerParameters:
     """`recalld mcp -n ns` for `daemon`, as an agent's config starts it."""
     return StdioServerParameters(
         command=sys.executable,
         args=["-m", "daemon", "mcp", "-n", ns, "--socket", str(daemon.socket)],
         cwd=str(ROOT),
-        env={k: v for k, v in os.environ.items() if k != "RECALLD_SOCKET"},
+        env={k: v for k, v in os.environ.items() if k != "RECALLD_SOCKET"} | (env or {}),
     )
 
 
@@ -47,8 +60,8 @@ async def test_an_agent_remembers_recalls_and_forgets_through_mcp(daemon: Daemon
 
         kept = answer(await session.call_tool("remember", {"title": "Deploy window", "body": "Deploys on Tuesdays."}))
         assert kept["revision"] == 1
-        again = answer(await session.call_tool("remember", {"title": "Deploy window", "body": "Deploys on Tuesdays."}))
-        assert again["error"]["code"] == "exact_duplicate" and again["existing_id"] == kept["id"]
+        again = refused(await session.call_tool("remember", {"title": "Deploy window", "body": "Deploys on Tuesdays."}))
+        assert again["code"] == "exact_duplicate" and again["existing_id"] == kept["id"], again
         check = answer(await session.call_tool("check_duplicate", {"title": "Deploy window"}))
         assert check["status"] in ("clear", "warned", "skipped")
 
@@ -58,8 +71,8 @@ async def test_an_agent_remembers_recalls_and_forgets_through_mcp(daemon: Daemon
 
         gone = answer(await session.call_tool("forget", {"id": kept["id"]}))
         assert gone["deleted"] is True
-        bad = answer(await session.call_tool("forget", {"id": "nonsense"}))
-        assert bad["error"]["code"] == "invalid_id"
+        bad = refused(await session.call_tool("forget", {"id": "nonsense"}))
+        assert bad["code"] == "invalid_id", bad
     status, _ = daemon.call("GET", f"/v1/records/{kept['id']}")
     assert status == 404
 
@@ -115,18 +128,36 @@ async def test_an_mcp_server_acts_inside_its_namespace_only(daemon: Daemon) -> N
     async with stdio_client(mcp_server(daemon, public)) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         ours = answer(await session.call_tool("remember", {"title": "Deploy window", "body": "Fridays, never."}))
-        foreign = answer(await session.call_tool("forget", {"id": theirs["id"]}))
-        made_up = answer(await session.call_tool("forget", {"id": str(uuid.uuid4())}))
+        foreign = refused(await session.call_tool("forget", {"id": theirs["id"]}))
+        made_up = refused(await session.call_tool("forget", {"id": str(uuid.uuid4())}))
         found = answer(await session.call_tool("recall", {"query": "deploy window", "k": 5}))
         gone = answer(await session.call_tool("forget", {"id": ours["id"]}))
     assert ours["revision"] == 1, "the same title in another namespace is no duplicate"
-    assert foreign["error"]["code"] == "not_found", foreign
+    assert foreign["code"] == "not_found", foreign
     assert foreign == made_up, "a foreign id answers as one that does not exist"
     assert [hit["id"] for hit in found["results"]] == [ours["id"]]
     assert gone["deleted"] is True
     status, kept = daemon.call("GET", f"/v1/records/{theirs['id']}")
     assert status == 200 and kept["namespace"] == secret, "the other namespace's record is untouched"
     assert daemon.call("GET", f"/v1/records/{ours['id']}")[0] == 404
+
+
+async def test_a_refused_call_is_a_tool_error_carrying_the_daemons_code(daemon: Daemon, ns: str) -> None:
+    """Hosts tell a failed tool call by `isError`: each refusal of the daemon (bad input, an
+    unknown id) and each input the server itself refuses comes back with it set and the stable
+    code in the content; the session goes on serving."""
+    too_long = "x" * (RecallConfig().max_query_chars + 1)
+    async with stdio_client(mcp_server(daemon, ns)) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        long_query = refused(await session.call_tool("recall", {"query": too_long}))
+        unknown = refused(await session.call_tool("forget", {"id": str(uuid.uuid4())}))
+        malformed = refused(await session.call_tool("forget", {"id": "nonsense"}))
+        still = answer(await session.call_tool("recall", {"query": "anything"}))
+    assert (long_query["status"], long_query["code"]) == (400, "invalid_value"), long_query
+    assert "max_query_chars" in long_query["message"], long_query
+    assert (unknown["status"], unknown["code"]) == (404, "not_found"), unknown
+    assert (malformed["status"], malformed["code"]) == (400, "invalid_id"), malformed
+    assert still["results"] == [], still
 
 
 # -- JSON-RPC 2.0 over stdio, byte by byte (the SDK's client cannot send what is malformed)
