@@ -3,21 +3,36 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     mcp = sub.add_parser("mcp", help="serve a namespace as MCP tools over stdio, for AI agents")
     mcp.add_argument("--namespace", "-n", required=True)
+    mcp.add_argument(
+        "--config",
+        help="the daemon's TOML config file, for its limits (default: $RECALLD_CONFIG, then built-in defaults)",
+    )
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
+    from daemon.config import ConfigError, load
+
+    try:
+        # the daemon's own limits, read as `recalld serve` reads them
+        config = load(args.config or os.environ.get("RECALLD_CONFIG") or None)
+    except ConfigError as exc:
+        print(f"recalld: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         from daemon.mcp_server import build
     except ModuleNotFoundError as exc:
         if exc.name is None or not exc.name.startswith("mcp"):
             raise
         print("recalld: `recalld mcp` needs the MCP SDK: pip install 'recalld[mcp]'", file=sys.stderr)
-        return 1
-    build(args.namespace, getattr(args, "socket", None)).run("stdio")
-    return 0
+        return EXIT_FAIL
+    build(args.namespace, getattr(args, "socket", None), max_k=config.recall.max_k).run("stdio")
+    return EXIT_OK

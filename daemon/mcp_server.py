@@ -7,6 +7,8 @@ failed tool call as MCP has it (`isError: true`), its text the SDK's `Error exec
 NAME: ` and the refusal as JSON: the stable `code`, the `message`, the HTTP `status` and, for an
 exact duplicate, the `existing_id`. It is no crash of the server: the session goes on.
 
+stderr is the host's log of the server: warnings and errors only, no line per call.
+
 The namespace is a boundary: every tool acts inside it, and a record of another namespace is,
 to these tools, a record that does not exist (the same answer as a made-up id).
 
@@ -14,12 +16,15 @@ A line on stdin that is not a JSON-RPC message is answered as JSON-RPC 2.0 says 
 what is not JSON, -32600 for JSON that is no message), and the session goes on.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: the tools' parameter types carry k's bound, known
+# only when `build` runs, and the SDK reads them with `inspect.signature(eval_str=True)`, which
+# resolves strings in the module's globals, not in `build`'s scope.
 
+import importlib.metadata
 import json
 import uuid
 from types import TracebackType
-from typing import Any, Protocol, Self
+from typing import Annotated, Any, Final, Protocol, Self
 
 import anyio
 import mcp_types
@@ -29,10 +34,20 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
+from pydantic import Field
 
 from daemon.client import AsyncClient, ClientError
+from daemon.config import RecallConfig
 from daemon.control.errors import ErrorCode
 from daemon.control.wire import DuplicateCheck
+
+AGENT_K: Final = 5
+"""recall's k when the agent names none (at most the daemon's `recall.max_k`): a few records
+keep an agent's context small."""
+
+LOG_LEVEL: Final = "WARNING"
+"""The SDK logs each handled request, and httpx each request to the daemon, at INFO: on a
+stdio server that is a line in the host's log per call, so only warnings and errors pass."""
 
 
 def refusal_of(status: int, code: str, message: str, existing_id: uuid.UUID | None = None) -> ToolError:
@@ -149,19 +164,36 @@ class _Server(MCPServer):
             await server.run(AnsweredFrames(frames, replies), replies, server.create_initialization_options())
 
 
-def build(namespace: str, socket: str | None = None) -> MCPServer:
-    """The MCP server for `namespace` on the daemon at `socket` (None: as the CLI finds it)."""
+def build(namespace: str, socket: str | None = None, *, max_k: int = RecallConfig().max_k) -> MCPServer:
+    """The MCP server for `namespace` on the daemon at `socket` (None: as the CLI finds it);
+    recall's k is declared, and checked, between 1 and `max_k` (the daemon's `recall.max_k`)."""
     server: MCPServer = _Server(
         name="recalld",
+        version=importlib.metadata.version("recalld"),
+        log_level=LOG_LEVEL,
         instructions=(
             f"Long-term memory (namespace {namespace!r}): call recall before answering from memory, "
             "remember what is worth keeping (check_duplicate first to avoid repeats), forget what is wrong."
         ),
     )
     client = AsyncClient(socket)
+    Query = Annotated[str, Field(description="What to look for, in words or a question.")]
+    K = Annotated[
+        int,
+        Field(
+            ge=1,
+            le=max_k,
+            description=f"How many records at most, best first: 1 to {max_k} (the daemon's recall.max_k).",
+        ),
+    ]
+    Title = Annotated[str, Field(description="The record's title: short, one line, what it is about.")]
+    Body = Annotated[str, Field(description="The record's text: what to remember.")]
+    Kind = Annotated[str, Field(description="The record's kind, a label to tell records apart (e.g. note, rule).")]
+    RecordId = Annotated[str, Field(description="The record's id, as remember or recall gave it.")]
+    default_k = min(AGENT_K, max_k)
 
     @server.tool(description="Find remembered records by meaning and by words; best first, with snippets.")
-    async def recall(query: str, k: int = 5) -> dict[str, Any]:
+    async def recall(query: Query, k: K = default_k) -> dict[str, Any]:
         try:
             answer = await client.recall(namespace, query, k=k)
         except ClientError as exc:
@@ -184,7 +216,7 @@ def build(namespace: str, socket: str | None = None) -> MCPServer:
         }
 
     @server.tool(description="Remember a record: a short title and its text. Says if the title already exists.")
-    async def remember(title: str, body: str, kind: str = "note") -> dict[str, Any]:
+    async def remember(title: Title, body: Body, kind: Kind = "note") -> dict[str, Any]:
         try:
             created = await client.create_record(namespace, kind, title, body)
         except ClientError as exc:
@@ -192,7 +224,7 @@ def build(namespace: str, socket: str | None = None) -> MCPServer:
         return {"id": str(created.id), "revision": created.revision, "duplicate_check": _check(created.duplicate_check)}
 
     @server.tool(description="Forget a remembered record by its id: it is never recalled again.")
-    async def forget(id: str) -> dict[str, Any]:
+    async def forget(id: RecordId) -> dict[str, Any]:
         try:
             record_id = uuid.UUID(id)
         except ValueError:
@@ -207,7 +239,7 @@ def build(namespace: str, socket: str | None = None) -> MCPServer:
         return answer
 
     @server.tool(description="Before remembering: records whose titles are close to this one, if any.")
-    async def check_duplicate(title: str, kind: str = "note") -> dict[str, Any]:
+    async def check_duplicate(title: Title, kind: Kind = "note") -> dict[str, Any]:
         try:
             check = await client.check_duplicate(namespace, kind, title)
         except ClientError as exc:

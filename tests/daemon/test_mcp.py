@@ -3,11 +3,13 @@ agent sees, remember, recall, check_duplicate and forget end to end, and how a r
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import subprocess
 import sys
 import uuid
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -158,6 +160,67 @@ async def test_a_refused_call_is_a_tool_error_carrying_the_daemons_code(daemon: 
     assert (unknown["status"], unknown["code"]) == (404, "not_found"), unknown
     assert (malformed["status"], malformed["code"]) == (400, "invalid_id"), malformed
     assert still["results"] == [], still
+
+
+async def test_calls_leave_no_line_on_stderr(daemon: Daemon, ns: str, tmp_path: Path) -> None:
+    """stderr is the host's log of the server: calls, answered or refused, write nothing there
+    (no line per HTTP request to the daemon, no line per handled request)."""
+    with (tmp_path / "stderr").open("w+") as errlog:
+        async with (
+            stdio_client(mcp_server(daemon, ns), errlog=errlog) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            kept = answer(await session.call_tool("remember", {"title": "Quiet server", "body": "No noise."}))
+            answer(await session.call_tool("check_duplicate", {"title": "Quiet server"}))
+            for _ in range(3):
+                answer(await session.call_tool("recall", {"query": "quiet", "k": 2}))
+            refused(await session.call_tool("forget", {"id": str(uuid.uuid4())}))
+            answer(await session.call_tool("forget", {"id": kept["id"]}))
+        errlog.seek(0)
+        written = errlog.read()
+    assert written == "", written
+
+
+async def test_the_server_names_recallds_version(daemon: Daemon, ns: str) -> None:
+    async with stdio_client(mcp_server(daemon, ns)) as (read, write), ClientSession(read, write) as session:
+        started = await session.initialize()
+    assert started.server_info.name == "recalld"
+    assert started.server_info.version == importlib.metadata.version("recalld"), started.server_info
+
+
+async def test_every_parameter_is_described_and_k_bounded_as_the_daemon_accepts(daemon: Daemon, ns: str) -> None:
+    async with stdio_client(mcp_server(daemon, ns)) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        tools = {tool.name: tool.input_schema for tool in (await session.list_tools()).tools}
+    for name, schema in tools.items():
+        for parameter, spec in schema["properties"].items():
+            assert spec.get("description"), (name, parameter, spec)
+    k = tools["recall"]["properties"]["k"]
+    assert (k["minimum"], k["maximum"]) == (1, RecallConfig().max_k), k
+    assert str(RecallConfig().max_k) in k["description"], k
+
+
+@pytest.fixture
+def narrow_k(make_daemon: Any) -> Daemon:
+    """A daemon whose `recall.max_k` is set, by environment, below the default."""
+    daemon: Daemon = make_daemon(env={"RECALLD_RECALL_MAX_K": "12"})
+    return daemon
+
+
+async def test_k_is_bounded_by_the_configured_max_k(narrow_k: Daemon, ns: str) -> None:
+    """`recalld mcp` started with the daemon's configuration declares the daemon's `recall.max_k`,
+    and refuses a k above it as a failed call."""
+    server = mcp_server(narrow_k, ns, env={"RECALLD_RECALL_MAX_K": "12"})
+    async with stdio_client(server) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        tools = {tool.name: tool.input_schema for tool in (await session.list_tools()).tools}
+        within = answer(await session.call_tool("recall", {"query": "anything", "k": 12}))
+        over = await session.call_tool("recall", {"query": "anything", "k": 13})
+    k = tools["recall"]["properties"]["k"]
+    assert (k["minimum"], k["maximum"]) == (1, 12), k
+    assert within["results"] == [], within
+    assert over.is_error, over
 
 
 # -- JSON-RPC 2.0 over stdio, byte by byte (the SDK's client cannot send what is malformed)
