@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import tomllib
+from pathlib import Path
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
@@ -16,6 +18,28 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--config",
         help="the daemon's TOML config file, for its limits (default: $RECALLD_CONFIG, then built-in defaults)",
     )
+
+
+def checkout_of(package: Path) -> Path | None:
+    """The source checkout whose code runs (its root), or None for an installed package, from
+    where the `daemon` package lies: in a checkout (run from it, or installed editable) its
+    parent holds recalld's pyproject.toml; an installed package lies in site-packages, with no
+    project file beside it."""
+    root = package.parent
+    try:
+        project = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return None
+    section = project.get("project")
+    return root if isinstance(section, dict) and section.get("name") == "recalld" else None
+
+
+def missing_sdk_hint(checkout: Path | None) -> str:
+    """What to run for the MCP SDK: a checkout installs itself again, editable, with the extra;
+    an installed package installs its extra by name."""
+    if checkout is None:
+        return "recalld: `recalld mcp` needs the MCP SDK: pip install 'recalld[mcp]'"
+    return f"recalld: `recalld mcp` needs the MCP SDK: pip install -e '.[mcp]' in the checkout ({checkout})"
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
@@ -32,7 +56,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     except ModuleNotFoundError as exc:
         if exc.name is None or not exc.name.startswith("mcp"):
             raise
-        print("recalld: `recalld mcp` needs the MCP SDK: pip install 'recalld[mcp]'", file=sys.stderr)
+        print(missing_sdk_hint(checkout_of(Path(__file__).parent)), file=sys.stderr)
         return EXIT_FAIL
     build(args.namespace, getattr(args, "socket", None), max_k=config.recall.max_k).run("stdio")
     return EXIT_OK
