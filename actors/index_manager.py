@@ -40,7 +40,7 @@ from actors.index.builds import (
     query_compatible,
     verify,
 )
-from actors.index.catch_up import CatchUp, records_to_hold
+from actors.index.catch_up import CatchUp, index_chunks, records_to_hold
 from actors.index.generation import Generation
 from actors.index.handle import Handle, HandleCell, Hit
 from actors.index.idmap import record_id_rows
@@ -158,6 +158,9 @@ class IndexManager:
         self._placement = SearchPlacement(settings.inline_search_max_s)  # on the loop or in a thread, by cost
         self._indexed_through: _IndexedThrough | None = None
         self._last_change = 0.0  # anyio time of the last wake-up; the poll timer re-checks builds
+        self._chunk_counts: dict[tuple[uuid.UUID, int], tuple[str, int]] = {}
+        """(record id, revision) -> (namespace, chunks) of records waiting to be indexed, counted once."""
+        self._chunk_counting = anyio.Lock()
 
     # -- what callers use
 
@@ -179,6 +182,37 @@ class IndexManager:
         `with_held=False` leaves out the records set aside (held): those wait for their hold to
         end, not for indexing."""
         return await self._count_pending(self._embedder.space if self._embedder else None, namespaces, with_held)
+
+    async def count_pending_chunks(self, namespaces: Collection[str]) -> int:
+        """Chunks still to embed for the records of `namespaces` waiting to be indexed in the
+        embedder's space (held ones left out), counted now: each record's chunks as the
+        catch-up cuts them (`index_chunks`), less those of the batch in flight here whose
+        vectors have come back. So the count falls a slice of chunks at a time, not a batch of
+        records at a time; it is 0 once every such record is embedded (the last may still wait
+        for the handle to take it in: `count_pending` says when the route finds them).
+
+        A record revision's chunks are counted once, in a worker thread, and kept while it
+        waits; its body is read from the store only for that."""
+        space = self._embedder.space if self._embedder else None
+        key, after = (space.key, self._known_mark(space)) if space is not None else ("", 0)
+        chunker, settings = self.settings.chunker, self.settings
+        async with self._chunk_counting:  # two callers at once: the second finds the counts made
+            known = [pair for pair, (namespace, _) in self._chunk_counts.items() if namespace in namespaces]
+            bodies = await self._store.bodies_to_index(key, chunker, namespaces=namespaces, after=after, known=known)
+            fresh = [(b.id, b.revision, b.namespace, b.body) for b in bodies if b.body is not None]
+            if fresh:
+                counts = await anyio.to_thread.run_sync(
+                    lambda: [len(index_chunks(body, settings)) for *_, body in fresh]
+                )
+                for (record_id, revision, namespace, _), count in zip(fresh, counts, strict=True):
+                    self._chunk_counts[(record_id, revision)] = (namespace, count)
+            waiting = {(b.id, b.revision) for b in bodies}
+            for pair in known:
+                if pair not in waiting:  # indexed, changed or forgotten since: not waiting any more
+                    del self._chunk_counts[pair]
+            counted = {pair: self._chunk_counts[pair][1] for pair in waiting}
+        embedded = self._catch_up.embedded_chunks() if self._catch_up is not None else {}
+        return sum(max(0, count - embedded.get(pair, 0)) for pair, count in counted.items())
 
     async def count_unsearchable(self, namespaces: Collection[str]) -> int:
         """For recall: live records of `namespaces` the handle being served cannot find yet,

@@ -6,7 +6,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
-from collections.abc import AsyncIterator
+import uuid
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -49,6 +50,14 @@ def records_to_hold(
     if embedded == 0 and (len(by_input) > 1 or len(by_input) < len(failures)):
         return []
     return by_input
+
+
+def index_chunks(body: str, settings: IndexSettings) -> list[str]:
+    """The chunks of `body` the index embeds and stores, in order: cut by the settings' chunker,
+    a chunk that repeats an earlier one of the body word for word kept once."""
+    # (A body of one sentence repeated made thousands of identical vectors, which an HNSW graph
+    # cannot keep reachable: a repeat adds nothing to find the record by.)
+    return list(dict.fromkeys(chunk_text(body, max_chars=settings.chunk_chars, overlap=settings.chunk_overlap)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +122,15 @@ class CatchUp:
         self.stored_vectors = 0
         self._analysed_at = 0
         """`indexed_records` when the planner's statistics were last refreshed."""
+        self._embedded: dict[tuple[uuid.UUID, int], int] = {}
+        """Chunks of the batch in flight whose vectors have come back, by (record id, revision)."""
+
+    def embedded_chunks(self) -> Mapping[tuple[uuid.UUID, int], int]:
+        """How many chunks of each record (id, revision) of the batch being embedded have their
+        vectors already, not stored yet: progress within a batch, which may take minutes when
+        a record is large. Empty between batches; a record's entry goes once its batch is
+        stored (and the record no longer waits), whatever became of it."""
+        return dict(self._embedded)
 
     async def run(self, space: VectorSpace, *, after: int = 0) -> str | None:
         """Chunk, embed and store every live record that has no vectors in `space` yet; the
@@ -140,43 +158,42 @@ class CatchUp:
             # A body may be megabytes: cutting, rendering and hashing its thousands of chunks is
             # CPU work that must not hold up the event loop (and with it /livez and the watchdog).
             prepared = await anyio.to_thread.run_sync(self._prepare, batch)
-            outcomes = await self._embed_records(batch, prepared)
-            if any(isinstance(o, EmbedResult) and o.space.key != space.key for o in outcomes):
-                return None  # the space changed under us; the next step starts over
-            embedded = [
-                (record, chunks, outcome.vectors)
-                for record, chunks, outcome in zip(batch, prepared, outcomes, strict=True)
-                if isinstance(outcome, EmbedResult)
-            ]
-            failures = [(r, o) for r, o in zip(batch, outcomes, strict=True) if isinstance(o, EmbeddingError)]
-            refused = records_to_hold(failures, embedded=len(embedded))
-            if embedded:
-                items = [(r, c.texts, c.hashes, v) for r, c, v in embedded]
-                self.stored_vectors += await self._store.store_batch(space.key, settings.chunker, items)
-                self.indexed_records += len(embedded)
-            if refused:
-                holds = [(record.id, record.revision, error.reason.value) for record, error in refused]
-                await self._store.hold(space.key, holds, first_s=settings.hold_s, longest_s=HOLD_LONGEST_S)
-                for record, error in refused:
-                    log.warning(
-                        "record set aside: the provider will not embed its input",
-                        extra={"record": str(record.id), "revision": record.revision, "reason": error.reason.value},
-                    )
-            held = {record.id for record, _ in refused}
-            trouble = [error for record, error in failures if record.id not in held]
-            if trouble:
-                return f"{trouble[0].reason}: {trouble[0]}"  # provider trouble: the next step tries again
+            try:
+                outcomes = await self._embed_records(batch, prepared)
+                if any(isinstance(o, EmbedResult) and o.space.key != space.key for o in outcomes):
+                    return None  # the space changed under us; the next step starts over
+                embedded = [
+                    (record, chunks, outcome.vectors)
+                    for record, chunks, outcome in zip(batch, prepared, outcomes, strict=True)
+                    if isinstance(outcome, EmbedResult)
+                ]
+                failures = [(r, o) for r, o in zip(batch, outcomes, strict=True) if isinstance(o, EmbeddingError)]
+                refused = records_to_hold(failures, embedded=len(embedded))
+                if embedded:
+                    items = [(r, c.texts, c.hashes, v) for r, c, v in embedded]
+                    self.stored_vectors += await self._store.store_batch(space.key, settings.chunker, items)
+                    self.indexed_records += len(embedded)
+                if refused:
+                    holds = [(record.id, record.revision, error.reason.value) for record, error in refused]
+                    await self._store.hold(space.key, holds, first_s=settings.hold_s, longest_s=HOLD_LONGEST_S)
+                    for record, error in refused:
+                        log.warning(
+                            "record set aside: the provider will not embed its input",
+                            extra={"record": str(record.id), "revision": record.revision, "reason": error.reason.value},
+                        )
+                held = {record.id for record, _ in refused}
+                trouble = [error for record, error in failures if record.id not in held]
+                if trouble:
+                    return f"{trouble[0].reason}: {trouble[0]}"  # provider trouble: the next step tries again
+            finally:
+                self._embedded.clear()  # stored, held or given up: none of it is in flight now
 
     def _prepare(self, batch: list[RecordToIndex]) -> list[_Chunks]:
         """Blocking (a worker thread): each record's chunks, their model inputs and digests."""
         render, settings = self._embedder.render_document, self._settings
         prepared = []
         for record in batch:
-            # A chunk that repeats one of the record's earlier chunks word for word adds nothing to
-            # find the record by: it is embedded and indexed once. (A body of one sentence repeated
-            # made thousands of identical vectors, which an HNSW graph cannot keep reachable.)
-            chunks = chunk_text(record.body, max_chars=settings.chunk_chars, overlap=settings.chunk_overlap)
-            texts = list(dict.fromkeys(chunks))
+            texts = index_chunks(record.body, settings)
             prepared.append(
                 _Chunks(
                     texts=texts,
@@ -208,6 +225,7 @@ class CatchUp:
         async def embed(position: int) -> None:
             inputs = prepared[position].inputs
             namespace = batch[position].namespace
+            key = (batch[position].id, batch[position].revision)
             parts: list[EmbedResult] = []
             try:
                 # At least one call, as before, whatever the chunker returns.
@@ -219,6 +237,7 @@ class CatchUp:
                         outcomes[position] = part  # the space changed mid-record: the caller starts over
                         return
                     parts.append(part)
+                    self._embedded[key] = self._embedded.get(key, 0) + len(texts)
             except EmbeddingError as error:
                 outcomes[position] = error
                 return

@@ -176,6 +176,16 @@ class RecordToIndex(NamedTuple):
     """Where the record stands in change order (the catch-up's cursor)."""
 
 
+class BodyToIndex(NamedTuple):
+    """A live record revision still to index, as one counting its chunks needs it."""
+
+    id: uuid.UUID
+    revision: int
+    namespace: str
+    body: str | None
+    """None for a revision the caller said it knows (`IndexBacklog.bodies_to_index`'s `known`)."""
+
+
 @dataclass(frozen=True)
 class VectorRows:
     """Stored vectors with their id-map rows, in surrogate order."""
@@ -255,6 +265,20 @@ class IndexBacklog(Protocol):
         """Live records whose current revision has no vectors in the space yet, among those
         changed after change mark `after`; held ones (see `hold`) are not counted. Only records
         of `namespaces` when given (None: every namespace)."""
+        ...
+
+    async def bodies_to_index(
+        self,
+        space_id: str,
+        chunker: str,
+        *,
+        namespaces: Collection[str],
+        after: int = 0,
+        known: Collection[tuple[uuid.UUID, int]] = (),
+    ) -> list[BodyToIndex]:
+        """The records `count_to_index` counts for `namespaces` (held ones left out), in no
+        particular order, each with its body, but for the (id, revision) pairs in `known`,
+        which come without it: counting their chunks, the caller has done it already."""
         ...
 
     async def change_mark(self) -> int | None:

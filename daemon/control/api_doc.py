@@ -171,11 +171,13 @@ ROUTES: dict[tuple[str, str], RouteDoc] = {
     # --- the vector index
     ("GET", "/v1/generations"): RouteDoc(
         "The vector index: the current generation, the others, and how many records are not searchable "
-        "by the vector route yet (`pending`; `?namespace=` counts that namespace only).",
+        "by the vector route yet (`pending`; `?namespace=` counts that namespace only, and adds its chunks "
+        "still to embed, `pending_chunks`).",
         returns='{"current": {...} | null, "generations": [...], "pending": int, ...}',
         query={
-            "namespace": "count `pending` in this namespace only (the caller must be allowed to read it); "
-            "the rest of the answer is unchanged"
+            "namespace": "count `pending` in this namespace only (the caller must be allowed to read it), and "
+            "add `pending_chunks`: its chunks still to embed, falling as the embedder's answers come back "
+            "(what `recalld ingest --wait` counts); the rest of the answer is unchanged"
         },
     ),
     ("POST", "/admin/generations/rebuild"): RouteDoc(

@@ -392,7 +392,9 @@ async def generations(request: web.Request) -> web.Response:
     know), no other generation and no build's progress, whose counts span every namespace.
 
     `?namespace=` narrows `pending` to that namespace (the caller must be allowed to read it),
-    so that a client waiting for its own upload to be indexed is not held by another's."""
+    so that a client waiting for its own upload to be indexed is not held by another's, and
+    adds `pending_chunks`: that namespace's chunks still to embed, which a progress bar counts
+    (`IndexManager.count_pending_chunks`)."""
     index = _index(request)
     store = index.store
     services = request.app[SERVICES]
@@ -422,6 +424,8 @@ async def generations(request: web.Request) -> web.Response:
         "pending": await index.count_pending(readable if namespace is None else [namespace]),
         "builds": builds,
     }
+    if namespace is not None:
+        answer["pending_chunks"] = await index.count_pending_chunks([namespace])
     if admin:
         answer["index"] = index.snapshot()
     return ok(answer)

@@ -18,6 +18,7 @@ import msgspec
 import numpy as np
 
 from actors.kernel.ports import (
+    BodyToIndex,
     GenerationRow,
     Holds,
     Pointer,
@@ -133,6 +134,34 @@ class PgVectorStore:
     ) -> int:
         async with db.connection(self._pool) as conn:
             return await _count_to_index(conn, space_id, chunker, after, namespaces)
+
+    async def bodies_to_index(
+        self,
+        space_id: str,
+        chunker: str,
+        *,
+        namespaces: Collection[str],
+        after: int = 0,
+        known: Collection[tuple[uuid.UUID, int]] = (),
+    ) -> list[BodyToIndex]:
+        ids = [record_id for record_id, _ in known]
+        revisions = [revision for _, revision in known]
+        async with db.connection(self._pool) as conn:
+            # A known revision's body is never read out (a body may be megabytes).
+            rows = await conn.fetch(
+                f"""SELECT p.id, p.revision, p.namespace, CASE WHEN k.record_id IS NULL THEN p.body END AS body
+                   FROM (SELECT r.id, r.revision, r.namespace, r.body
+                         {_TO_INDEX} AND r.change_seq > $3 AND r.namespace = ANY($4::text[])) AS p
+                   LEFT JOIN unnest($5::uuid[], $6::int[]) AS k (record_id, revision)
+                     ON k.record_id = p.id AND k.revision = p.revision""",
+                space_id,
+                chunker,
+                after,
+                list(namespaces),
+                ids,
+                revisions,
+            )
+        return [BodyToIndex(*row.values()) for row in rows]
 
     async def hold(
         self, space_id: str, holds: Sequence[tuple[uuid.UUID, int, str]], *, first_s: float, longest_s: float

@@ -49,12 +49,17 @@ class WordsProvider:
     def __init__(self) -> None:
         self.down = False
         """Every call fails with `provider_unavailable` while set."""
+        self.gate: str | None = None
+        """A call with a text containing this waits until `opened` is set."""
+        self.opened = anyio.Event()
 
     def describe(self) -> ProviderInfo:
         return ProviderInfo(provider="test", model="words")
 
     async def embed(self, texts: Sequence[str], *, timeout: float) -> ProviderBatch:  # noqa: ASYNC109
         await anyio.lowlevel.checkpoint()
+        if self.gate is not None and any(self.gate in text for text in texts):
+            await self.opened.wait()
         if self.down:
             raise EmbeddingError(Reason.PROVIDER_UNAVAILABLE, "the provider is down")
         return ProviderBatch(vectors=np.stack([vector_of(t) for t in texts]), input_tokens=len(texts))
@@ -268,6 +273,52 @@ async def test_pending_counts_the_namespaces_asked_for(cluster: Cluster) -> None
         assert [await manager.count_pending(ns) for ns in (["ns"], ["other"], ["ns", "other"])] == [1, 0, 1]
         assert await manager.count_pending(["ns"], with_held=False) == 0, "held is not waiting for indexing"
         assert await manager.count_unsearchable(["ns"]) == 0 and await manager.count_unsearchable(["other"]) == 0
+
+
+async def pending_chunks_become(manager: IndexManager, wanted: int, what: str, *, real_s: float = 20.0) -> None:
+    give_up = time.monotonic() + real_s
+    while (counted := await manager.count_pending_chunks(["ns"])) != wanted:
+        assert time.monotonic() < give_up, f"never: {what} (pending chunks {counted}, not {wanted})"
+        await anyio.sleep(1.0)
+
+
+async def test_pending_chunks_count_the_chunks_still_to_embed_and_fall_a_slice_at_a_time(cluster: Cluster) -> None:
+    """Each waiting record's chunks as the catch-up cuts them (a repeated one once); within a
+    batch they fall as the embedder's answers come back, before the batch is stored."""
+    step = EmbedderSettings().max_batch
+    async with cluster.daemon() as manager:
+        await until(lambda: manager.full_passes >= 1, "a first step")
+        cluster.provider.down = True
+        large = body(2400, 1) + " GATE " + body(40, 2)  # the gate's chunk is past the first slices
+        small = "a short one"
+        repeated = ("y" * 199 + " ") * 8  # eight chunks, all one text
+        for title, text in (("Large", large), ("Small", small), ("Repeated", repeated)):
+            await cluster.records.create("ns", title, text)
+        await cluster.records.create("other", "Elsewhere", body(300, 3))
+        manager.wake()
+        await until(lambda: manager.snapshot()["last_error"] is not None, "the provider's failure seen")
+        large_chunks = chunks_of(large)
+        assert large_chunks > 2 * step and chunks_of(repeated) > len(
+            set(chunk_text(repeated, max_chars=200, overlap=20))
+        )
+        expected = large_chunks + 1 + len(set(chunk_text(repeated, max_chars=200, overlap=20)))
+        assert await manager.count_pending_chunks(["ns"]) == expected
+        assert await manager.count_pending_chunks(["other"]) == chunks_of(body(300, 3))
+        assert await manager.count_pending_chunks(["elsewhere"]) == 0
+
+        gated_slice = next(i for i, c in enumerate(chunk_text(large, max_chars=200, overlap=20)) if "GATE" in c) // step
+        assert gated_slice >= 2
+        cluster.provider.gate = "GATE"
+        cluster.provider.down = False
+        manager.wake()
+        # the batch-mates are embedded, and so are the large record's slices before the gated
+        # one; the batch waits for that one, and nothing of it is stored yet
+        await pending_chunks_become(manager, large_chunks - gated_slice * step, "the first slices counted down")
+        assert await manager.count_pending(["ns"]) == 3 and await manager.count_pending_chunks(["other"]) == 0
+        cluster.provider.opened.set()
+        await pending_chunks_become(manager, 0, "every chunk embedded")
+        await until(lambda: manager.pending == 0, "all indexed")
+        assert await manager.count_pending_chunks(["other"]) == 0
 
 
 # -- building generations

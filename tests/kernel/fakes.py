@@ -21,7 +21,7 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
-from actors.kernel.ports import GenerationRow, Holds, Pointer, RecordToIndex, VectorRows, VectorSpace
+from actors.kernel.ports import BodyToIndex, GenerationRow, Holds, Pointer, RecordToIndex, VectorRows, VectorSpace
 
 
 def _wall() -> dt.datetime:
@@ -175,6 +175,21 @@ class FakeVectorStore:
         self, space_id: str, chunker: str, *, after: int = 0, namespaces: Collection[str] | None = None
     ) -> int:
         return len(self._to_index(space_id, chunker, after, namespaces))
+
+    async def bodies_to_index(
+        self,
+        space_id: str,
+        chunker: str,
+        *,
+        namespaces: Collection[str],
+        after: int = 0,
+        known: Collection[tuple[uuid.UUID, int]] = (),
+    ) -> list[BodyToIndex]:
+        skip = set(known)
+        return [
+            BodyToIndex(r.id, r.revision, r.namespace, None if (r.id, r.revision) in skip else r.body)
+            for r in self._to_index(space_id, chunker, after, namespaces)
+        ]
 
     async def change_mark(self) -> int | None:
         # No transactions here: every change is committed the moment it is made.

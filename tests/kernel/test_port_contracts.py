@@ -145,6 +145,38 @@ async def test_records_to_index_come_in_change_order_behind_a_cursor(world: Worl
     assert await world.store.change_mark() == listed[-1].change_seq + 1, "a forget is a change"
 
 
+async def test_bodies_to_index_are_those_counted_the_known_ones_without_their_body(world: World) -> None:
+    """What `count_to_index` counts, record by record (for counting their chunks): a revision
+    the caller already knows comes without its body."""
+    store = world.store
+    await store.ensure_space(SPACE)
+    done = await world.records.create("ns", "Done", "indexed already")
+    assert await index_all(world) == 1
+    first = await world.records.create("ns", "First", "one")
+    changed = await world.records.create("ns", "Changed", "old")
+    assert await world.records.update(changed, "Changed", "new") == 2
+    held = await world.records.create("ns", "Held", "bad")
+    await world.records.create("other", "Elsewhere", "not asked about")
+    await store.hold(SPACE.key, [(held, 1, "input_rejected")], first_s=600, longest_s=86_400)
+
+    listed = await store.bodies_to_index(SPACE.key, CHUNKER, namespaces=["ns"])
+    assert sorted((b.id, b.revision, b.namespace, b.body) for b in listed) == sorted(
+        [(first, 1, "ns", "one"), (changed, 2, "ns", "new")]
+    )
+    assert done not in {b.id for b in listed} and held not in {b.id for b in listed}
+    assert len(listed) == await store.count_to_index(SPACE.key, CHUNKER, namespaces=["ns"])
+
+    known = await store.bodies_to_index(SPACE.key, CHUNKER, namespaces=["ns"], known=[(first, 1), (changed, 1)])
+    assert sorted((b.id, b.body) for b in known) == sorted([(first, None), (changed, "new")]), "revision 1 is old"
+    mark = await store.change_mark()
+    assert mark is not None
+    assert await store.bodies_to_index(SPACE.key, CHUNKER, namespaces=["ns"], after=mark) == []
+    assert [b.body for b in await store.bodies_to_index(SPACE.key, CHUNKER, namespaces=["other", "x"])] == [
+        "not asked about"
+    ]
+    assert await store.bodies_to_index(SPACE.key, CHUNKER, namespaces=[]) == []
+
+
 async def test_stored_records_are_done_per_space_revision_and_chunker(world: World) -> None:
     await world.store.ensure_space(SPACE)
     await world.store.ensure_space(OTHER)
