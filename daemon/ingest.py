@@ -134,21 +134,39 @@ class Progress:
         self.enabled = enabled
         self.unit = unit
         self.tty = sys.stderr.isatty()
-        self._shown: tuple[int, str] | None = None
+        self._shown: tuple[int, int, str] | None = None
+        self._open = False
+        """A bar is drawn on a terminal line not ended yet."""
+        self._tenth = -1
+        """The last tenth of the total printed (not on a terminal)."""
 
-    def show(self, done: int, note: str = "") -> None:
-        if not self.enabled or self.total == 0 or self._shown == (done, note):
+    def show(self, done: int, note: str = "", *, total: int | None = None, last: bool | None = None) -> None:
+        """Draw `done` of the total (`total`, when given, becomes it: work may be added). The
+        bar's line ends when it is full, unless `last` is False: more may be drawn on it."""
+        if total is not None:
+            self.total = total
+        if not self.enabled or self.total == 0 or self._shown == (done, self.total, note):
             return
-        self._shown = (done, note)
+        self._shown = (done, self.total, note)
         if self.tty:
             width = 30
             filled = width * done // self.total
-            sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{self.total} {self.unit}{note}")
-            if done == self.total:
+            line = f"[{'#' * filled}{'.' * (width - filled)}] {done}/{self.total} {self.unit}{note}"
+            sys.stderr.write(f"\r{line}\x1b[K")  # erase what a longer line left
+            self._open = not (done == self.total if last is None else last)
+            if not self._open:
                 sys.stderr.write("\n")
             sys.stderr.flush()
-        elif done == self.total or done % max(1, self.total // 10) == 0:
+        elif done == self.total or done * 10 // self.total > self._tenth:  # a line per tenth
+            self._tenth = done * 10 // self.total
             print(f"ingest: {done}/{self.total} {self.unit}{note}", file=sys.stderr)
+
+    def close(self) -> None:
+        """End a bar left unfinished (interrupted), so what follows starts on a line of its own."""
+        if self._open:
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+            self._open = False
 
 
 @dataclass

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from actors.progress import Estimate, advance, begin
 from actors.retrieval_metrics import ALL, Score, first_rank, is_hit, score
 from daemon.eval.floor import SpaceIdentity
 from daemon.eval.golden import GoldenSet, slug
@@ -172,21 +173,29 @@ def wait_for_vectors(
     clock: Callable[[], float] = time.monotonic,
 ) -> float:
     """Until the vector route covers every live chunk of `namespace` (its `pending` 0 and a
-    handle to search); returns the seconds waited. The bar counts down that namespace's
-    backlog, the eval's corpus: writes to other namespaces do not hold the run."""
+    handle to search); returns the seconds waited. The bar counts that namespace's chunks
+    embedded (`pending_chunks`; records from a daemon that does not report chunks), the eval's
+    corpus: writes to other namespaces do not hold the run. It never goes back and ends at
+    its total (`actors.progress`)."""
     started = clock()
     bar = Bar("embedding", progress)
-    most = 0
+    estimate: Estimate | None = None
     while True:
         answer = client.request("GET", "/v1/generations", params={"namespace": namespace})
         pending = int(answer["pending"])
-        most = max(most, pending)
+        chunks = answer.get("pending_chunks")
+        unit = "records" if chunks is None else "chunks"
+        left = pending if chunks is None else int(chunks)
         ready = answer["current"] is not None or (answer.get("index") or {}).get("handle") is not None
-        if pending == 0 and ready:
-            bar.show(most, most, "chunks")
+        done = pending == 0 and ready
+        left = 0 if done else left
+        estimate = begin(left, clock()) if estimate is None else advance(estimate, left, clock())
+        if done:
+            bar.show(estimate.total, estimate.total, unit)
             bar.end()
             return clock() - started
-        bar.show(most - pending, most, "chunks" if pending else "chunks; a generation is being built")
+        waiting = estimate.done == estimate.total
+        bar.show(estimate.done, estimate.total, f"{unit}; a generation is being built" if waiting else unit)
         time.sleep(poll_s)  # a client polling the daemon's progress, not a test barrier
 
 

@@ -7,12 +7,18 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import pty
+import re
+import select
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from actors.index.catch_up import index_chunks
+from actors.index.settings import IndexSettings
 from daemon.client import Client
 from daemon.ingest import ingest
 from tests.daemon.test_access_daemon import as_user
@@ -175,5 +181,117 @@ def test_wait_follows_the_ingested_namespace_not_a_record_held_in_another(make_d
         assert allowed["status"] == 200 and allowed["body"]["pending"] >= 1, allowed
         refused = as_user(daemon, 65534, "GET", f"/v1/generations?namespace={ours}")
         assert refused["status"] == 403 and refused["body"]["error"]["code"] == "forbidden", refused
+    finally:
+        fake.close()
+
+
+# -- `ingest --wait` in a terminal, as a person runs it
+
+BAR = re.compile(r"\[[#.]{30}\] (\d+)/(\d+) (\w+) embedded")
+
+
+def in_terminal(
+    daemon: Daemon, *args: str, interrupt_when: Callable[[str], bool] | None = None, timeout_s: float = 120
+) -> tuple[int, str]:
+    """Run `recalld ARGS` in a pseudo-terminal (its stdout and stderr a terminal, as a person's
+    are); with `interrupt_when`, type Ctrl-C once the output so far satisfies it. Returns the exit
+    status and everything it wrote."""
+    env = {**os.environ, "RECALLD_SOCKET": str(daemon.socket), "TERM": "xterm"}
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: a session of its own with the terminal as its controlling one
+        os.chdir(ROOT)
+        os.execve(sys.executable, [sys.executable, "-m", "daemon", *args], env)
+    output = b""
+    typed = False
+    deadline = time.monotonic() + timeout_s
+    try:
+        while True:
+            assert time.monotonic() < deadline, f"still running after {timeout_s} s: {output.decode()[-2000:]}"
+            ready, _, _ = select.select([fd], [], [], 0.2)
+            if not ready:
+                continue
+            try:
+                data = os.read(fd, 65536)
+            except OSError:  # EIO: the child has closed the terminal
+                break
+            if not data:
+                break
+            output += data
+            if interrupt_when is not None and not typed and interrupt_when(output.decode(errors="replace")):
+                os.write(fd, b"\x03")  # the terminal turns it into SIGINT for the foreground process
+                typed = True
+    finally:
+        os.close(fd)
+        _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status), output.decode(errors="replace")
+
+
+def bars(output: str) -> list[tuple[int, int, str]]:
+    """Every state the bar was drawn in, in order: (done, total, unit)."""
+    return [(int(m[1]), int(m[2]), m[3]) for m in BAR.finditer(output)]
+
+
+def corpus(root: Path, files: int, paragraphs: int) -> int:
+    """Write `files` files of distinct text; returns the chunks the daemon embeds for them."""
+    settings = IndexSettings(root=root)
+    chunks = 0
+    for f in range(files):
+        text = f"# File {f}\n\n" + "\n\n".join(
+            " ".join(f"word{f}x{p}x{w}" for w in range(60)) + "." for p in range(paragraphs)
+        )
+        (root / f"file{f:02}.md").write_text(text)
+        chunks += len(index_chunks(text, settings))
+    return chunks
+
+
+def test_wait_counts_chunks_up_to_the_total_in_a_terminal(make_daemon: Any, tmp_path: Path) -> None:
+    """The bar counts chunks, exactly as many as the daemon embeds; it never goes back and ends
+    at its total. A slow provider (each call 0.3 s) makes the wait last several polls."""
+    fake = FakeOpenAI(dimension=32)
+    try:
+        daemon: Daemon = make_daemon(env=fake.env())
+        docs = tmp_path / "docs"
+        docs.mkdir()
+        total = corpus(docs, files=12, paragraphs=12)
+        fake.delay_s = 0.3
+        status, output = in_terminal(daemon, "ingest", str(docs), "-n", namespace(), "--wait")
+        assert status == 0, output
+        drawn = bars(output)
+        waited = [(done, of) for done, of, unit in drawn if unit == "chunks"]
+        assert waited, f"no bar counting chunks: {output[-1500:]}"
+        assert {of for _, of in waited} == {total}, "the total is the chunks embedded, from the first poll on"
+        dones = [done for done, _ in waited]
+        assert dones == sorted(dones), f"the count went back: {dones}"
+        assert dones[-1] == total
+        assert "indexed: the vector route finds all of them" in output
+        assert "Traceback" not in output
+    finally:
+        fake.close()
+
+
+def test_ctrl_c_while_waiting_says_the_daemon_goes_on_and_the_same_command_resumes(
+    make_daemon: Any, tmp_path: Path
+) -> None:
+    fake = FakeOpenAI(dimension=32)
+    try:
+        daemon: Daemon = make_daemon(env=fake.env())
+        docs = tmp_path / "docs"
+        docs.mkdir()
+        corpus(docs, files=3, paragraphs=4)
+        ns = namespace()
+        fake.down = True  # nothing gets embedded: the wait lasts until Ctrl-C
+        status, output = in_terminal(
+            daemon, "ingest", str(docs), "-n", ns, "--wait", interrupt_when=lambda out: " chunks embedded" in out
+        )
+        assert "Traceback" not in output and "KeyboardInterrupt" not in output, output
+        assert status == 130, output
+        assert "the daemon goes on embedding" in output, output
+        assert f"recalld ingest {docs} -n {ns} --wait" in output, "the command that resumes, to copy"
+
+        fake.down = False
+        again = recalld(daemon, "ingest", str(docs), "-n", ns, "--wait")
+        assert again.returncode == 0, again.stderr
+        assert "0 created, 0 updated, 3 unchanged" in again.stdout
+        assert "indexed: the vector route finds all of them" in again.stdout
     finally:
         fake.close()

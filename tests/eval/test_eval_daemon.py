@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+from actors.index.catch_up import index_chunks
+from actors.index.settings import IndexSettings
 from daemon.eval import floor as floors
+from tests.daemon.test_ingest import in_terminal
 from tests.support import ROOT, Daemon
 
 DOCS = {
@@ -202,3 +206,20 @@ def test_a_skipped_corpus_file_stops_the_eval_unless_allowed_which_lists_it(daem
     assert run["ingest"]["created"] == 10 and run["ingest"]["unanswerable"] == ["summer"]
     assert run["routes"]["fts"]["kinds"]["all"]["of"] == 4  # its question is asked, and missed
     assert "summer" in [miss["id"] for miss in run["misses"]["fts"]]
+
+
+def test_the_embedding_bar_counts_the_corpus_chunks_in_a_terminal(daemon: Daemon, tmp_path: Path) -> None:
+    golden = golden_set(tmp_path)
+    long = "\n\n".join(" ".join(f"manual{p}x{w}" for w in range(80)) + "." for p in range(6))
+    (golden / "corpus" / "car" / "manual.md").write_text("# The car's manual\n\n" + long)
+    settings = IndexSettings(root=tmp_path)
+    files = sorted(p for p in (golden / "corpus").rglob("*") if p.is_file())
+    chunks = sum(len(index_chunks(p.read_text(), settings)) for p in files)
+    assert chunks > len(files), "a file of several chunks: chunks and records differ"
+
+    status, output = in_terminal(daemon, "eval", str(golden), "--routes", "fts")
+    assert status == 0, output
+    drawn = [(int(m[1]), int(m[2])) for m in re.finditer(r"embedding \[[#.]{30}\] (\d+)/(\d+) chunks", output)]
+    assert drawn, output[-2000:]
+    assert {total for _, total in drawn} == {chunks}
+    assert [done for done, _ in drawn] == sorted(done for done, _ in drawn) and drawn[-1][0] == chunks
