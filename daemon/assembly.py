@@ -37,6 +37,7 @@ from daemon.control.context import Services
 from daemon.control.health import Health, actors_check, embedding_check, store_check, vector_check
 from daemon.control.server import Listener, run_control_server
 from daemon.duplicates import DuplicateChecker
+from daemon.indexing_status import IndexingStatus
 from daemon.metrics import Metrics
 from daemon.notifications import listen
 from daemon.providers import make_provider
@@ -110,6 +111,7 @@ def assemble(
             title_embedder=title_embedder,
         )
     query_vectors = QueryVectorCache(config.recall.query_cache)
+    indexing = IndexingStatus(index) if index is not None else None
     searches = SearchRecorder(pool)
     metrics.watch(embedder, index, query_vectors, searches)
     health = Health()
@@ -138,7 +140,7 @@ def assemble(
             config,
             metrics,
             searches,
-            VectorRoute(embedder, index, query_vectors) if embedder and index else None,
+            VectorRoute(embedder, index, query_vectors, indexing) if embedder and index else None,
             embedded_in_process=isinstance(provider, InProcessModel),
         ),
         alive=lambda: supervisor.alive,
@@ -147,6 +149,7 @@ def assemble(
         evals=EvalStore(pool),
         dsn=dsn,
         canonical=canonical,
+        indexing=indexing,
     )
     children: list[ChildSpec] = []
     if embedded is not None:

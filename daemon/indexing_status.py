@@ -48,3 +48,12 @@ class IndexingStatus:
             self._counts.pop(next(iter(self._counts)))
         self._counts[namespace] = (count, anyio.current_time())
         return count
+
+    def written(self, namespace: str) -> None:
+        """A record of `namespace` was written through this daemon: a kept count of 0 no longer
+        holds (the write waits to be indexed), so the next recall counts again, and one asked
+        straight after a write says the route is partial. A count above 0 is kept: it says so
+        already, and recounting after every write of a burst would cost a count per recall."""
+        known = self._counts.get(namespace)
+        if known is not None and known[0] == 0:
+            del self._counts[namespace]

@@ -21,6 +21,7 @@ from daemon.control.errors import ApiError
 from daemon.control.health import Health
 from daemon.control.wire import encode
 from daemon.duplicates import DuplicateChecker
+from daemon.indexing_status import IndexingStatus
 from daemon.metrics import Metrics
 from daemon.recall import RecallService
 from daemon.store.evals import EvalStore
@@ -53,6 +54,9 @@ class Services:
     """The history of `recalld eval` runs (daemon/control/evals.py)."""
     canonical: Canonical | None = None
     """Observations, assignments, disputes and the resolver (daemon/canonical.py)."""
+    indexing: IndexingStatus | None = None
+    """How far the vector route is behind, per namespace (None: no vector route); told of
+    every write."""
 
 
 SERVICES = web.AppKey("services", Services)

@@ -168,6 +168,7 @@ async def write_new(services: Services, caller: Peer, record: RecordIn) -> tuple
         services.metrics.write_rejections.labels(code=ErrorCode.ID_CONFLICT).inc()
         raise ApiError(409, ErrorCode.ID_CONFLICT, f"id {record.id} is already taken") from None
     services.metrics.records_written.labels(operation="create").inc()
+    _written(services, record.namespace)
     return record_id, revision
 
 
@@ -232,6 +233,7 @@ async def write_revision(
     title_changed = changed and (before is None or before["title"] != update.title)
     if changed:
         services.metrics.records_written.labels(operation="update").inc()
+        _written(services, update.namespace)
     return revision, changed, title_changed
 
 
@@ -252,6 +254,14 @@ async def forget_record(request: web.Request) -> web.Response:
         raise not_found("record")
     services.metrics.records_written.labels(operation="forget").inc()
     return ok({"id": str(record_id), "deleted": True})
+
+
+def _written(services: Services, namespace: str) -> None:
+    """After a create or a changed revision: the record waits to be indexed, so the vector
+    route's count of what it cannot find yet in the namespace may be out of date (a forget only
+    lowers that count)."""
+    if services.indexing is not None:
+        services.indexing.written(namespace)
 
 
 async def list_records(request: web.Request) -> web.Response:

@@ -39,7 +39,8 @@ def test_recall_during_indexing_names_the_partial_vector_route(make_daemon: Any)
         fake.delay_s = SLOW_S
         titles = [f"Pump maintenance note {i}" for i in range(12)]
         records = [{"namespace": ns, "kind": "doc", "title": t, "body": f"{t}: grease the bearings."} for t in titles]
-        # One batch: written one by one, each create's duplicate check waited SLOW_S for the provider.
+        # One batch, and the recall straight after it: the write tells the vector route that its
+        # count of what it cannot find yet (kept for a second) is out of date.
         status, written = daemon.call("POST", "/v1/records:batch", {"records": records})
         assert status == 200 and written["created"] == len(titles), written
         answer = recall(daemon, ns, "grease the bearings")

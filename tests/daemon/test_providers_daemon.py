@@ -50,17 +50,17 @@ def test_switching_provider_in_config_works_against_a_real_http_server(
     assert fake.calls >= 3, "probe, index and query calls reached the server"
 
 
-def wait_title_vector(daemon: Daemon, ns: str, timeout: float = 60) -> None:
-    """Until the namespace's one `doc` title has its vector for duplicate checks (embedded by the
-    index manager after the chunks): a dry-run check then compares it."""
+def wait_index_usage(daemon: Daemon, ns: str, tokens: int, timeout: float = 60) -> dict[str, Any]:
+    """The namespace's usage rows once its `index` row counts at least `tokens` input tokens: the
+    chunks are embedded first, the title for duplicate checks by the index manager after them."""
     deadline = time.monotonic() + timeout
     while True:
-        status, check = daemon.call(
-            "POST", "/v1/duplicates/check", {"namespace": ns, "kind": "doc", "title": "something else entirely"}
-        )
-        if status == 200 and check["compared"] == 1:
-            return
-        assert time.monotonic() < deadline, check
+        status, usage = daemon.call("GET", f"/v1/usage?namespace={ns}")
+        assert status == 200, usage
+        rows = {row["purpose"]: row for row in usage["usage"]}
+        if rows.get("index", {}).get("input_tokens", 0) >= tokens:
+            return rows
+        assert time.monotonic() < deadline, usage
         time.sleep(0.3)
 
 
@@ -69,12 +69,10 @@ def test_usage_rows_carry_provider_tokens_and_catalogue_cost(make_daemon: Any, f
     env = {**fake.env(model="fake-embedder"), "RECALLD_EMBEDDING_PRICES": "{ fake-embedder = 2500.0 }"}
     daemon: Daemon = make_daemon(env=env)
     body = "one two three four five six seven eight nine ten"
-    daemon.call("POST", "/v1/records", {"namespace": "metered", "kind": "doc", "title": "Ten words", "body": body})
+    # a story: its title is checked for duplicates, so the index manager embeds it too (a doc's is not)
+    daemon.call("POST", "/v1/records", {"namespace": "metered", "kind": "story", "title": "Ten words", "body": body})
     wait_vector(daemon, "metered", "anything", 1)
-    wait_title_vector(daemon, "metered")
-    status, usage = daemon.call("GET", "/v1/usage?namespace=metered")
-    assert status == 200
-    rows = {row["purpose"]: row for row in usage["usage"]}
+    rows = wait_index_usage(daemon, "metered", 14)
     index = rows["index"]
     # the indexed inputs are "Ten words\n\n<body>" and, for duplicate checks, the normalised
     # title "ten words": 12 + 2 words as the fake provider counts them
@@ -248,7 +246,9 @@ def test_a_vector_hit_on_a_replaced_revision_is_dropped_at_rehydration(make_daem
     handle = daemon.call("GET", "/v1/generations")[1]["index"]["handle"]
     # the index still held revision 1's vector, untombstoned, when the recall searched it
     assert handle["tombstones"] == 0 and handle["count"] == 1, handle
-    assert answer["results"] == [] and answer["degraded_routes"] == [], answer
+    # the stale hit is dropped, and the route says the new revision is not searchable yet
+    assert answer["results"] == [], answer
+    assert [(d["reason"], d["pending"]) for d in answer["degraded_routes"]] == [("vector_indexing", 1)], answer
     fake.delay_s = 0.0
     found = wait_vector(daemon, ns, "kiln", 1)["results"][0]
     assert (found["id"], found["revision"]) == (created["id"], 2)

@@ -83,15 +83,15 @@ def test_writes_succeed_recall_degrades_out_loud_and_the_backlog_is_embedded_aft
 
         fault(fake, kind, False)
         deadline = time.monotonic() + 120
-        while True:  # until every record is found by meaning alone
+        while True:  # until every record is found by meaning alone, and the route says it is whole
             body = wait_for_generation(daemon, timeout=120)
             status, answer = daemon.call(
                 "POST", "/v1/recall", {"namespace": ns, "query": "kiln", "routes": ["vector"], "k": 50}
             )
-            if status == 200 and {hit["id"] for hit in answer["results"]} == set(ids):
+            # the route's count of what it cannot find yet is kept for a second: it may lag the index
+            if status == 200 and {hit["id"] for hit in answer["results"]} == set(ids) and not answer["degraded_routes"]:
                 break
             assert time.monotonic() < deadline, (body, answer)
             time.sleep(0.3)  # polling for the condition above, not a barrier
-        assert answer["degraded_routes"] == []
     finally:
         fake.close()
