@@ -17,7 +17,6 @@ each vector space when it starts (`daemon/store/backup.py`).
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
 import os
 from pathlib import Path
@@ -25,9 +24,6 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import msgspec
-
-from daemon.store.backup import DUMP_FORMAT, Snapshot
-from daemon.store.embedded import binaries
 
 FORMAT = "recalld-backup"
 FORMAT_VERSION = 1
@@ -58,18 +54,6 @@ class Manifest(msgspec.Struct, frozen=True):
     """Filled by the writer of the directory, once the whole dump is on disk."""
 
 
-def manifest_of(snapshot: Snapshot) -> Manifest:
-    return Manifest(
-        format=FORMAT,
-        format_version=FORMAT_VERSION,
-        created_at=dt.datetime.now(dt.UTC).isoformat(),
-        schema_version=snapshot.schema_version,
-        server_version=snapshot.server_version,
-        counts=snapshot.counts,
-        vector_spaces=snapshot.vector_spaces,
-    )
-
-
 def libpq_target(dsn: str) -> tuple[str, dict[str, str]]:
     """`--dbname=DSN` for PostgreSQL's tools, and their environment: a password in the DSN goes
     by environment (PGPASSWORD), never on a command line that `ps` shows."""
@@ -80,20 +64,6 @@ def libpq_target(dsn: str) -> tuple[str, dict[str, str]]:
         netloc = f"{parts.username or ''}@{parts.hostname or ''}" + (f":{parts.port}" if parts.port else "")
         dsn = urlunsplit(parts._replace(netloc=netloc))
     return f"--dbname={dsn}", env
-
-
-def dump_command(dsn: str, snapshot_id: str) -> tuple[list[str], dict[str, str]]:
-    """pg_dump's argv and environment: the wheel's pg_dump (the embedded server's own version),
-    in the snapshot the daemon exported."""
-    target, env = libpq_target(dsn)
-    argv = [
-        str(binaries() / "pg_dump"),
-        f"--format={DUMP_FORMAT}",
-        f"--snapshot={snapshot_id}",
-        "--no-password",
-        target,
-    ]
-    return argv, env
 
 
 def sha256_of(path: Path) -> str:

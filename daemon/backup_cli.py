@@ -14,7 +14,6 @@ import msgspec
 
 from daemon.backup import DUMP_FILE, MANIFEST_FILE, BackupError, DumpFile, Manifest
 from daemon.client import Client, ClientError
-from daemon.store.embedded import EmbeddedPostgresError
 
 EXIT_OK, EXIT_FAIL = 0, 1
 MANIFEST_LINE_MAX = 16 << 20
@@ -122,6 +121,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
     # here, not at the top: the server's side (PostgreSQL, the data directory's lock) is loaded
     # for this command alone, not for every client command
     from daemon.restore import restore_into_data_dir, restore_into_database
+    from daemon.store.embedded import EmbeddedPostgresError
 
     source = Path(args.source).absolute()
     # Restored records are as private as the daemon's own files (see cmd_serve).

@@ -7,7 +7,7 @@ anyio backend), shared by the CLI, `recalld ingest` and the benches.
         answer = recalld.recall("team", "who approves refunds", k=5)
         print(answer.results[0].title, answer.degraded_routes)
 
-The typed methods send and answer the daemon's own msgspec wire types (daemon/control/wire.py;
+The typed methods send and answer the daemon's own msgspec wire types (daemon/wire/;
 docs/API.md lists the routes); `request` sends any route and answers its JSON as plain data.
 A refusal by the daemon (any 4xx or 5xx) raises `ClientError` with its `{"error": ...}` body
 (`code`, and `existing_id` on a 409 `exact_duplicate`); no answer at all (nobody listening, a

@@ -14,20 +14,10 @@ from typing import Any, Generic, Literal, TypeVar
 
 import msgspec
 
-from daemon.control.batch import BatchResult
-from daemon.control.wire import (
-    DuplicateCheck,
-    DuplicateCheckRequest,
-    Feedback,
-    RecallRequest,
-    RecallResponse,
-    RecordCreated,
-    RecordIn,
-    RecordOut,
-    RecordUpdate,
-    RecordUpdated,
-    Route,
-)
+from daemon.wire.duplicates import DuplicateCheck, DuplicateCheckRequest
+from daemon.wire.recall import Feedback, RecallRequest, RecallResponse, Route
+from daemon.wire.records import BatchResult, RecordCreated, RecordIn, RecordOut, RecordUpdate, RecordUpdated
+from daemon.wire.service import Capabilities
 
 T = TypeVar("T")
 JSON = dict[str, Any]
@@ -177,6 +167,10 @@ class build:
         return Call("GET", "/v1/generations", None, _params(namespace=namespace), _json)
 
     @staticmethod
+    def capabilities() -> Call[Capabilities]:
+        return Call("GET", "/v1/capabilities", None, None, _typed(Capabilities))
+
+    @staticmethod
     def ready() -> Call[JSON]:
         return Call("GET", "/readyz", None, None, _json)
 
@@ -230,6 +224,10 @@ class Calls:
     def generations(self, namespace: str | None = None) -> JSON:
         return self.call(build.generations(namespace))
 
+    def capabilities(self) -> Capabilities:
+        """What the daemon offers now, and the limits its requests must keep to."""
+        return self.call(build.capabilities())
+
 
 class AsyncCalls:
     """The same methods for the async client, awaited."""
@@ -274,3 +272,6 @@ class AsyncCalls:
 
     async def generations(self, namespace: str | None = None) -> JSON:
         return await self.call(build.generations(namespace))
+
+    async def capabilities(self) -> Capabilities:
+        return await self.call(build.capabilities())

@@ -28,12 +28,12 @@ from actors.embedder import Embedder
 from actors.embedding.breaker import BreakerState
 from actors.embedding.errors import EmbeddingError, Reason
 from daemon.config import DuplicatesConfig
-from daemon.control.wire import DuplicateCheck, DuplicateSkipReason
 from daemon.live_titles import LiveTitles
 from daemon.metrics import Metrics
 from daemon.store.db import STORE_DOWN_ERRORS
 from daemon.store.titles import PgTitleStore
 from daemon.title_rows import RESCORE_MARGIN, KindTitles, batch_hits
+from daemon.wire.duplicates import DuplicateCheck, DuplicateSkipReason
 
 log = logging.getLogger("recalld.duplicates")
 

@@ -193,23 +193,26 @@ def _other_kinds(root: Path, paths: list[Path], summary: Summary) -> list[Path]:
     return read
 
 
-def _contents(path: Path, limit: int) -> tuple[int, bytes | None]:
+def _contents(path: Path, limit: int | None) -> tuple[int, bytes | None]:
     """The file's size and bytes (None when it has more than `limit`), opened without following
     a link: one put in the file's place since the walk is refused (ELOOP), not read."""
     with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb") as handle:
         size = os.fstat(handle.fileno()).st_size
-        return size, handle.read() if size <= limit else None
+        return size, handle.read() if limit is None or size <= limit else None
 
 
-def _read(root: Path, paths: list[Path], max_chars: int, summary: Summary, seen: list[int]) -> Iterator[_File]:
+def _read(
+    root: Path, paths: list[Path], max_chars: int | None, summary: Summary, seen: list[int]
+) -> Iterator[_File]:
     for path in paths:
         seen[0] += 1
         relative = str(path.relative_to(root)) if path != root else path.name
         shown = _shown(root, path)
         try:
             str(path).encode("utf-8")  # a name that is not UTF-8 cannot travel as JSON text
-            size, content = _contents(path, 4 * max_chars)
+            size, content = _contents(path, None if max_chars is None else 4 * max_chars)
             if content is None:  # more bytes than the most characters could take: not read at all
+                assert max_chars is not None
                 summary.skipped.append((shown, too_large(size, max_chars, "bytes")))
                 continue
             if formats.kind_of(path) is not None:
@@ -235,7 +238,7 @@ def _read(root: Path, paths: list[Path], max_chars: int, summary: Summary, seen:
         if not text.strip():  # a record with no words: nothing to find it by
             summary.skipped.append((shown, EMPTY))
             continue
-        if len(text) > max_chars:
+        if max_chars is not None and len(text) > max_chars:
             summary.skipped.append((shown, too_large(len(text), max_chars, "characters")))
             continue
         yield _File(relative, {"title": title, "body": text, "source_path": str(path)})
@@ -298,6 +301,14 @@ def _forget_gone(client: JsonClient, root: Path, namespace: str, summary: Summar
         summary.forgotten += 1
 
 
+def body_limit(client: JsonClient) -> int | None:
+    """The daemon's `[records] max_body_chars`, from `GET /v1/capabilities`; None when it does
+    not say."""
+    limits = client.request("GET", "/v1/capabilities").get("limits")
+    found = limits.get("max_body_chars") if isinstance(limits, dict) else None
+    return found if isinstance(found, int) else None
+
+
 def ingest(
     client: JsonClient,
     root: Path,
@@ -309,12 +320,11 @@ def ingest(
     max_chars: int | None = None,
 ) -> Summary:
     """Upload the files under `root` as records of `namespace`; with `sync`, also forget the
-    records of files gone from it. `max_chars`: the daemon's `[records] max_body_chars` (its
-    default when None): larger files are skipped before upload."""
-    from daemon.config import RecordsConfig
-
+    records of files gone from it. `max_chars`: files larger than this are skipped before upload
+    (None: the daemon's own `[records] max_body_chars`, asked for; a daemon that does not say
+    refuses such a file itself, and the file is listed as failed)."""
     root = root.resolve()
-    limit = max_chars if max_chars is not None else RecordsConfig().max_body_chars
+    limit = max_chars if max_chars is not None else body_limit(client)
     summary = Summary()
     walked = walk(root)
     summary.skipped += [(_shown(root, link), why) for link, why in walked.outside]

@@ -39,7 +39,7 @@ from pydantic import Field
 from daemon.client import AsyncClient, ClientError
 from daemon.config import RecallConfig
 from daemon.control.errors import ErrorCode
-from daemon.control.wire import DuplicateCheck
+from daemon.wire.duplicates import DuplicateCheck
 
 AGENT_K: Final = 5
 """recall's k when the agent names none (at most the daemon's `recall.max_k`): a few records

@@ -25,7 +25,7 @@ from actors.index.manifest import IndexReason
 from actors.recall_policy import DegradedReason
 from daemon.control.errors import ErrorCode
 from daemon.control.health import ReadinessReason
-from daemon.control.wire import DuplicateSkipReason
+from daemon.wire.duplicates import DuplicateSkipReason
 
 REASON_ENUMS: Final[tuple[type[StrEnum], ...]] = (
     ErrorCode,  # error bodies of the control socket

@@ -46,19 +46,12 @@ from actors.recall_policy import (
 )
 from actors.records import query_hash
 from daemon.config import Config, RecallConfig
-from daemon.control.wire import (
-    DegradedRoute,
-    FusionInfo,
-    RecallHit,
-    RecallRequest,
-    RecallResponse,
-    Route,
-)
 from daemon.metrics import Metrics
 from daemon.store import db, search
 from daemon.store.db import STORE_DOWN_ERRORS
 from daemon.store.search import Candidate, Filters
 from daemon.vector_route import RouteDown, VectorRoute
+from daemon.wire.recall import DegradedRoute, FusionInfo, RecallHit, RecallRequest, RecallResponse, Route
 
 log = logging.getLogger("recalld.recall")
 

@@ -179,3 +179,44 @@ def test_bench_scripts_import_no_private_name() -> None:
         if alias.name.startswith("_")
     )
     assert not bad, "; ".join(bad)
+
+
+# -- the client side: what a client loads
+
+
+WIRE_MAY_IMPORT = ("msgspec", "daemon.wire")
+CLIENT_MODULES = ("daemon.client", "daemon.client_calls", "daemon.paths")
+"""The client of the control socket: what a program talking to the daemon imports."""
+SERVER_SIDE = ("aiohttp.web", "asyncpg", "faiss", "numpy", "onnxruntime", "actors", "daemon.config", "daemon.control")
+"""What only the server needs: a client that loads any of these pays for a server it never runs
+(0.9 s and 77 MB of imports before a command did anything)."""
+
+
+def _third_party_or_ours(name: str) -> bool:
+    top = name.split(".")[0]
+    return top not in sys.stdlib_module_names and top != "__future__"
+
+
+def test_wire_types_import_only_msgspec_and_each_other() -> None:
+    files = {
+        m: p for m, p in module_files(ROOT, ["daemon"]).items() if m == "daemon.wire" or m.startswith("daemon.wire.")
+    }
+    assert "daemon.wire.records" in files
+    bad = sorted(
+        f"{module} imports {name}"
+        for module, path in files.items()
+        for name in imports_of(module, path.read_text(encoding="utf-8"), is_package=path.name == "__init__.py")
+        if _third_party_or_ours(name) and not any(name == ok or name.startswith(f"{ok}.") for ok in WIRE_MAY_IMPORT)
+    )
+    assert not bad, "; ".join(bad)
+
+
+def test_importing_the_client_loads_nothing_of_the_server() -> None:
+    program = (
+        "import importlib, sys\n"
+        f"for name in {CLIENT_MODULES!r}: importlib.import_module(name)\n"
+        f"bad = sorted(m for m in sys.modules if any(m == s or m.startswith(s + '.') for s in {SERVER_SIDE!r}))\n"
+        "print(','.join(bad))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.strip() == "", f"the client pulled in: {done.stdout.strip()}"

@@ -14,24 +14,22 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from daemon.control.assignments import DecisionIn, ForceIn, ManualIn, ObservationsIn
-from daemon.control.batch import BatchResult, RecordsBatch
 from daemon.control.errors import ErrorCode
 from daemon.control.evals import EvalRunIn
 from daemon.control.health import Readiness
-from daemon.control.wire import (
-    DuplicateAuditRequest,
-    DuplicateCheck,
-    DuplicateCheckRequest,
-    Feedback,
-    RecallRequest,
-    RecallResponse,
+from daemon.wire.assignments import DecisionIn, ForceIn, ManualIn, ObservationsIn
+from daemon.wire.duplicates import DuplicateAuditRequest, DuplicateCheck, DuplicateCheckRequest
+from daemon.wire.recall import Feedback, RecallRequest, RecallResponse
+from daemon.wire.records import (
+    BatchResult,
     RecordCreated,
     RecordIn,
     RecordOut,
+    RecordsBatch,
     RecordUpdate,
     RecordUpdated,
 )
+from daemon.wire.service import Capabilities
 
 
 class ErrorDetail(msgspec.Struct, kw_only=True):
@@ -93,8 +91,8 @@ ROUTES: dict[tuple[str, str], RouteDoc] = {
         "Prometheus metrics (text exposition format).", returns="Prometheus text", content_type="text/plain"
     ),
     ("GET", "/v1/capabilities"): RouteDoc(
-        "Which features this daemon offers now.",
-        returns='{"capabilities": [{"name": str, "available": bool}]}',
+        "Which features this daemon offers now, and the limits its requests must keep to.",
+        response=Capabilities,
     ),
     # --- records
     ("POST", "/v1/records"): RouteDoc(

@@ -11,9 +11,8 @@ from __future__ import annotations
 import datetime as dt
 import math
 import uuid
-from typing import Any, Literal
+from typing import Any
 
-import msgspec
 from aiohttp import web
 
 from actors.canonical.disputes import FINISHED, DisputeState, Event, Tier, transition
@@ -22,46 +21,17 @@ from actors.canonical.strategy import Source
 from actors.resolver import CircuitOpen, ResolverBusy, ResolverStopped
 from daemon.canonical import Canonical
 from daemon.control.context import SERVICES, peer
+from daemon.control.decoding import check_text, decode
 from daemon.control.errors import ApiError, ErrorCode, bad_value, not_found
 from daemon.control.routes import _body, ok
-from daemon.control.wire import check_text, decode
 from daemon.store.assignments import Observation
+from daemon.wire.assignments import DecisionIn, ForceIn, ManualIn, ObservationIn, ObservationsIn
 
 SCOPE = "assignments"
 """The namespace name access to observations and assignments is configured under."""
 MAX_BATCH = 1000
 NAME_CHARS, NAME_BYTES = 200, 800  # three names share one btree entry of at most 2,704 bytes
 VALUE_CHARS = 4000
-
-
-class _In(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    pass
-
-
-class ObservationIn(_In):
-    entity: str
-    characteristic: str
-    supplier: str
-    value: str
-    trust: float
-    observed_at: dt.datetime | None = None
-
-
-class ObservationsIn(_In):
-    observations: list[ObservationIn]
-
-
-class ManualIn(_In):
-    value: str
-
-
-class ForceIn(_In):
-    value: str | None = None
-
-
-class DecisionIn(_In):
-    action: Literal["approve", "override", "reject", "escalate"]
-    value: str | None = None
 
 
 def _canonical(request: web.Request) -> Canonical:

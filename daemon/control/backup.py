@@ -11,6 +11,7 @@ takes only ACCESS SHARE locks.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import subprocess
 
@@ -19,15 +20,42 @@ import asyncpg
 import msgspec
 from aiohttp import web
 
-from daemon.backup import CONTENT_TYPE, dump_command, manifest_of
+from daemon.backup import CONTENT_TYPE, FORMAT, FORMAT_VERSION, Manifest, libpq_target
 from daemon.control.context import SERVICES, peer
 from daemon.control.errors import ApiError, ErrorCode
-from daemon.store.backup import export_snapshot
+from daemon.store.backup import DUMP_FORMAT, Snapshot, export_snapshot
+from daemon.store.embedded import binaries
 
 log = logging.getLogger("recalld.backup")
 
 STDERR_KEEP = 4000
 """The tail of pg_dump's error output kept for the log and the error body."""
+
+
+def manifest_of(snapshot: Snapshot) -> Manifest:
+    return Manifest(
+        format=FORMAT,
+        format_version=FORMAT_VERSION,
+        created_at=dt.datetime.now(dt.UTC).isoformat(),
+        schema_version=snapshot.schema_version,
+        server_version=snapshot.server_version,
+        counts=snapshot.counts,
+        vector_spaces=snapshot.vector_spaces,
+    )
+
+
+def dump_command(dsn: str, snapshot_id: str) -> tuple[list[str], dict[str, str]]:
+    """pg_dump's argv and environment: the wheel's pg_dump (the embedded server's own version),
+    in the snapshot the daemon exported."""
+    target, env = libpq_target(dsn)
+    argv = [
+        str(binaries() / "pg_dump"),
+        f"--format={DUMP_FORMAT}",
+        f"--snapshot={snapshot_id}",
+        "--no-password",
+        target,
+    ]
+    return argv, env
 
 
 async def backup(request: web.Request) -> web.StreamResponse:

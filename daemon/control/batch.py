@@ -21,49 +21,14 @@ from aiohttp import web
 
 from daemon.control.access import Peer
 from daemon.control.context import SERVICES, Services, peer
+from daemon.control.decoding import check_record, decode
 from daemon.control.errors import ApiError, ErrorCode, not_indexable
 from daemon.control.routes import _body, check_unavailable, ok, write_new, write_revision
-from daemon.control.wire import DuplicateCheck, RecordIn, RecordUpdate, check_record, decode
 from daemon.duplicates import Checked
 from daemon.store.db import STORE_DOWN_ERRORS, STORE_LIMIT_ERRORS
+from daemon.wire.records import BatchResult, ItemError, ItemResult, RecordIn, RecordsBatch, RecordUpdate
 
 log = logging.getLogger("recalld.control")
-
-
-class RecordsBatch(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    """The request: `records` as `POST /v1/records` takes each. `upsert`: an item whose
-    `source_path` a live record of its namespace already has revises that record instead (no
-    new revision when nothing changed), as `recalld ingest` does with a file seen before."""
-
-    records: list[msgspec.Raw]
-    upsert: bool = False
-
-
-class ItemError(msgspec.Struct, kw_only=True):
-    code: str
-    message: str
-
-
-class ItemResult(msgspec.Struct, kw_only=True, omit_defaults=True):
-    """One item's outcome: `status` is what its own request would have answered."""
-
-    index: int
-    status: int
-    outcome: Literal["created", "updated", "unchanged", "failed"]
-    id: uuid.UUID | None = None
-    revision: int | None = None
-    duplicate_check: DuplicateCheck | None = None
-    error: ItemError | None = None
-    existing_id: uuid.UUID | None = None
-    """On a 409 `exact_duplicate` or `source_path_taken`: the live record with this title or path."""
-
-
-class BatchResult(msgspec.Struct, kw_only=True):
-    results: list[ItemResult]
-    created: int
-    updated: int
-    unchanged: int
-    failed: int
 
 
 UPSERT_TRIES = 3

@@ -17,9 +17,9 @@ from actors.index_manager import IndexManager
 from daemon.canonical import Canonical
 from daemon.config import Config
 from daemon.control.access import AccessPolicy, Peer
+from daemon.control.decoding import encode
 from daemon.control.errors import ApiError
 from daemon.control.health import Health
-from daemon.control.wire import encode
 from daemon.duplicates import DuplicateChecker
 from daemon.indexing_status import IndexingStatus
 from daemon.metrics import Metrics

@@ -8,10 +8,11 @@ from aiohttp import web
 
 from actors.embedding.errors import EmbeddingError
 from daemon.control.context import SERVICES, peer
+from daemon.control.decoding import TITLE_MAX_BYTES, check_text, decode
 from daemon.control.errors import ApiError, ErrorCode, bad_value
 from daemon.control.routes import _body, ok
-from daemon.control.wire import TITLE_MAX_BYTES, DuplicateAuditRequest, DuplicateCheckRequest, check_text, decode
 from daemon.duplicates import DuplicateChecker
+from daemon.wire.duplicates import DuplicateAuditRequest, DuplicateCheckRequest
 
 AUDIT_MAX_PAGE = 10_000
 

@@ -18,9 +18,9 @@ from aiohttp import web
 from msgspec import Meta
 
 from daemon.control.context import SERVICES, peer
+from daemon.control.decoding import check_text, decode
 from daemon.control.errors import ApiError, ErrorCode, bad_value
 from daemon.control.routes import _body, ok
-from daemon.control.wire import check_text, decode
 from daemon.store.evals import EvalStore
 
 NAME_MAX_CHARS = 200

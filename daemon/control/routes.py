@@ -17,27 +17,15 @@ from actors.recall_policy import NothingAnswered
 from daemon.config import Config
 from daemon.control.access import Peer
 from daemon.control.context import SERVICES, Services, peer
+from daemon.control.decoding import SOURCE_PATH_MAX_BYTES, check_recall, check_record, check_text, decode, encode
 from daemon.control.errors import ApiError, ErrorCode, bad_value, not_found, route_unavailable
-from daemon.control.wire import (
-    SOURCE_PATH_MAX_BYTES,
-    DuplicateCheck,
-    DuplicateSkipReason,
-    Feedback,
-    RecallRequest,
-    RecordCreated,
-    RecordIn,
-    RecordOut,
-    RecordUpdate,
-    RecordUpdated,
-    check_recall,
-    check_record,
-    check_text,
-    decode,
-    encode,
-)
 from daemon.metrics import CONTENT_TYPE
 from daemon.store.db import FLUSH_WAIT_S
 from daemon.store.records import ExactDuplicate, IdTaken, NamespaceChange, RecordFields, SourcePathTaken
+from daemon.wire.duplicates import DuplicateCheck, DuplicateSkipReason
+from daemon.wire.recall import Feedback, RecallRequest
+from daemon.wire.records import RecordCreated, RecordIn, RecordOut, RecordUpdate, RecordUpdated
+from daemon.wire.service import Capabilities, Capability, Limits
 
 
 def ok(value: Any, status: int = 200) -> web.Response:
@@ -129,8 +117,18 @@ async def metrics(request: web.Request) -> web.Response:
 
 
 async def capabilities(request: web.Request) -> web.Response:
-    available = await request.app[SERVICES].capabilities()
-    return ok({"capabilities": [{"name": name, "available": up} for name, up in available.items()]})
+    services = request.app[SERVICES]
+    available = await services.capabilities()
+    records, recall = services.config.records, services.config.recall
+    limits = Limits(
+        max_title_chars=records.max_title_chars,
+        max_body_chars=records.max_body_chars,
+        max_batch=records.max_batch,
+        max_k=recall.max_k,
+        max_query_chars=recall.max_query_chars,
+    )
+    offered = [Capability(name=name, available=up) for name, up in available.items()]
+    return ok(Capabilities(capabilities=offered, limits=limits))
 
 
 # -- records

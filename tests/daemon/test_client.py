@@ -9,7 +9,9 @@ import anyio
 import pytest
 
 from daemon.client import AsyncClient, Client, ClientError
-from daemon.control.wire import DuplicateCheck, RecallResponse, RecordCreated, RecordOut
+from daemon.wire.duplicates import DuplicateCheck
+from daemon.wire.recall import RecallResponse
+from daemon.wire.records import RecordCreated, RecordOut
 from tests.support import Daemon
 
 

@@ -1,4 +1,5 @@
-"""Wire types of the control socket (SPEC Appendix A) and their decoding.
+"""Request bodies in, answers out: decoding into the wire types (`daemon.wire`) and checking
+them against the configured limits.
 
 Decoding is strict (unknown fields refused, types exact) so that a typo in a client is a 400
 that names the field, never a silently ignored option. Limits that come from config
@@ -7,183 +8,17 @@ that names the field, never a silently ignored option. Limits that come from con
 
 from __future__ import annotations
 
-import datetime as dt
-import uuid
-from enum import StrEnum
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 import msgspec
 
 from daemon.config import Config
 from daemon.control.errors import ApiError, ErrorCode, bad_value
 from daemon.control.limits import check_attributes, check_query, over_limit
+from daemon.wire.recall import RecallRequest
+from daemon.wire.records import RecordIn, RecordUpdate
 
-Route = Literal["fts", "vector", "structured"]
-Fusion = Literal["rrf", "weighted"]
-ROUTES: tuple[Route, ...] = ("fts", "vector", "structured")
 T = TypeVar("T")
-
-
-class _In(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    pass
-
-
-class RecordIn(_In):
-    namespace: str
-    kind: str
-    title: str
-    body: str
-    attributes: dict[str, Any] = {}
-    source_path: str | None = None
-    id: uuid.UUID | None = None
-
-
-class RecordUpdate(_In):
-    namespace: str
-    kind: str
-    title: str
-    body: str
-    attributes: dict[str, Any] = {}
-    source_path: str | None = None
-
-
-class RecallRequest(_In):
-    namespace: str
-    query: str
-    k: int | None = None
-    kinds: list[str] | None = None
-    attributes: dict[str, Any] | None = None
-    routes: list[Route] | None = None
-    fusion: Fusion | None = None
-    deadline_ms: int | None = None
-    thresholds: dict[Literal["vector"], float] | None = None
-    """Per route, the least score a candidate must reach (`[recall] thresholds`, which these
-    take precedence over; -1 turns a configured vector floor off); `vector` is a cosine
-    similarity in [-1, 1]. When no vector candidate reaches it, full text answers as it does alone."""
-
-
-class Feedback(_In):
-    search_id: uuid.UUID
-    id: uuid.UUID
-    useful: bool
-
-
-class RecordOut(msgspec.Struct, kw_only=True):
-    id: uuid.UUID
-    namespace: str
-    kind: str
-    title: str
-    body: str
-    attributes: dict[str, Any]
-    source_path: str | None
-    revision: int
-    content_hash: str
-    created_at: dt.datetime
-    updated_at: dt.datetime
-
-
-class DuplicateSkipReason(StrEnum):
-    """Why a create's duplicate check was skipped (`duplicate_check.reason`)."""
-
-    UNAVAILABLE = "duplicate_check_unavailable"
-    """The titles to compare could not be read (PostgreSQL failed during the check)."""
-    NO_PROVIDER = "no_provider"
-    """No embedding provider is configured (`[embedding] provider = "none"`)."""
-    PROVIDER_DOWN = "provider_down"
-    """The provider failed, timed out, or has not answered its start-up probe yet."""
-    CIRCUIT_OPEN = "circuit_open"
-    """The embedder's circuit breaker is open after provider failures: no call was made."""
-    TIME_CAP = "time_cap_exceeded"
-    """The check did not finish within `[duplicates] time_cap_s`."""
-    KIND_NOT_CHECKED = "kind_not_checked"
-    """The record's kind is in `[duplicates] unchecked_kinds` (by default `doc`, what `recalld
-    ingest` writes): its records are neither checked nor compared with."""
-
-
-class DuplicateCheckRequest(_In):
-    """`POST /v1/duplicates/check`: the check a create of this title would run, as a dry run."""
-
-    namespace: str
-    kind: str
-    title: str
-
-
-class DuplicateAuditRequest(_In):
-    """`POST /v1/duplicates/audit`: near-duplicate pairs among a namespace's records, a page of
-    records (in id order, after `after`) compared with all their kind's records at a time."""
-
-    namespace: str
-    kind: str | None = None
-    after: uuid.UUID | None = None
-    limit: int = 1000
-
-
-class DuplicateCheck(msgspec.Struct, kw_only=True, omit_defaults=True):
-    status: Literal["clear", "warned", "skipped"]
-    threshold: float
-    compared: int
-    of: int
-    similar: list[dict[str, Any]] = []
-    reason: str | None = None
-
-
-class RecordCreated(msgspec.Struct, kw_only=True):
-    id: uuid.UUID
-    revision: int
-    duplicate_check: DuplicateCheck
-
-
-class RecordUpdated(msgspec.Struct, kw_only=True, omit_defaults=True):
-    id: uuid.UUID
-    revision: int
-    changed: bool
-    duplicate_check: DuplicateCheck | None = None
-    """Present when the update changed the title: the new title's check, as on create."""
-
-
-class RecallHit(msgspec.Struct, kw_only=True, omit_defaults=True):
-    id: uuid.UUID
-    title: str
-    kind: str
-    source_path: str | None
-    score: float
-    routes: dict[str, int]
-    route_scores: dict[str, float] = {}
-    """Each route's own score for the record: `vector` the cosine of its best chunk (what
-    `thresholds.vector` compares), `fts` the evidence level plus ts_rank / (ts_rank + 1),
-    `structured` the record's last change in seconds since the epoch (its order)."""
-    revision: int
-    snippet: str | None = None
-
-
-class DegradedRoute(msgspec.Struct, kw_only=True, omit_defaults=True):
-    # `pending` only where it means something (omit_defaults): Appendix A's shape stays as it was.
-    route: str
-    reason: str
-    message: str = ""
-    pending: int | None = None
-    """`vector_indexing`: records of the namespace the vector route cannot find yet."""
-
-
-class FusionInfo(msgspec.Struct, kw_only=True):
-    name: str
-    version: int
-    weights: dict[str, float]
-    k: float | None = None
-    evidence: dict[str, float] = {}
-    """The factor on a full-text candidate by what it matched (`[recall] fts_evidence_weights`)."""
-    thresholds: dict[str, float] = {}
-    """The least score each route's candidates had to reach (config and request together)."""
-
-
-class RecallResponse(msgspec.Struct, kw_only=True):
-    results: list[RecallHit]
-    degraded_routes: list[DegradedRoute]
-    fusion: FusionInfo
-    generation: str | None
-    timings_ms: dict[str, float]
-    search_id: uuid.UUID
-
 
 _encoder = msgspec.json.Encoder()
 

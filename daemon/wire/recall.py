@@ -1,0 +1,79 @@
+"""Recall: what `POST /v1/recall` and `POST /v1/recall/feedback` take and answer."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Literal
+
+import msgspec
+
+from daemon.wire.base import Request
+
+Route = Literal["fts", "vector", "structured"]
+Fusion = Literal["rrf", "weighted"]
+ROUTES: tuple[Route, ...] = ("fts", "vector", "structured")
+
+
+class RecallRequest(Request):
+    namespace: str
+    query: str
+    k: int | None = None
+    kinds: list[str] | None = None
+    attributes: dict[str, Any] | None = None
+    routes: list[Route] | None = None
+    fusion: Fusion | None = None
+    deadline_ms: int | None = None
+    thresholds: dict[Literal["vector"], float] | None = None
+    """Per route, the least score a candidate must reach (`[recall] thresholds`, which these
+    take precedence over; -1 turns a configured vector floor off); `vector` is a cosine
+    similarity in [-1, 1]. When no vector candidate reaches it, full text answers as it does alone."""
+
+
+class Feedback(Request):
+    search_id: uuid.UUID
+    id: uuid.UUID
+    useful: bool
+
+
+class RecallHit(msgspec.Struct, kw_only=True, omit_defaults=True):
+    id: uuid.UUID
+    title: str
+    kind: str
+    source_path: str | None
+    score: float
+    routes: dict[str, int]
+    route_scores: dict[str, float] = {}
+    """Each route's own score for the record: `vector` the cosine of its best chunk (what
+    `thresholds.vector` compares), `fts` the evidence level plus ts_rank / (ts_rank + 1),
+    `structured` the record's last change in seconds since the epoch (its order)."""
+    revision: int
+    snippet: str | None = None
+
+
+class DegradedRoute(msgspec.Struct, kw_only=True, omit_defaults=True):
+    # `pending` only where it means something (omit_defaults): Appendix A's shape stays as it was.
+    route: str
+    reason: str
+    message: str = ""
+    pending: int | None = None
+    """`vector_indexing`: records of the namespace the vector route cannot find yet."""
+
+
+class FusionInfo(msgspec.Struct, kw_only=True):
+    name: str
+    version: int
+    weights: dict[str, float]
+    k: float | None = None
+    evidence: dict[str, float] = {}
+    """The factor on a full-text candidate by what it matched (`[recall] fts_evidence_weights`)."""
+    thresholds: dict[str, float] = {}
+    """The least score each route's candidates had to reach (config and request together)."""
+
+
+class RecallResponse(msgspec.Struct, kw_only=True):
+    results: list[RecallHit]
+    degraded_routes: list[DegradedRoute]
+    fusion: FusionInfo
+    generation: str | None
+    timings_ms: dict[str, float]
+    search_id: uuid.UUID

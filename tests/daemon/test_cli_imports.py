@@ -1,0 +1,97 @@
+"""The CLI's client-side commands load the client side only: no aiohttp server, asyncpg, FAISS,
+numpy, ONNX Runtime, config or server module. Each command runs for real against a daemon, in a
+process of its own, and reports what it had loaded when it finished."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.support import ROOT, Daemon
+
+SERVER_SIDE = (
+    "aiohttp",
+    "asyncpg",
+    "faiss",
+    "numpy",
+    "onnxruntime",
+    "tokenizers",
+    "daemon.config",
+    "daemon.control",
+    "daemon.store",
+    "daemon.providers",
+    "actors.embedder",
+    "actors.index_manager",
+)
+"""What only `recalld serve` (or `restore`, `calibrate`, `mcp`) needs."""
+
+PROGRAM = """
+import json, os, sys
+from daemon.cli import main
+try:
+    code = main(sys.argv[1:])
+except SystemExit as exit:
+    code = exit.code
+finally:
+    loaded = sorted(m for m in sys.modules if any(m == s or m.startswith(s + ".") for s in SERVER_SIDE))
+    with open(os.environ["IMPORTS_REPORT"], "w") as report:
+        json.dump({"code": code, "loaded": loaded}, report)
+"""
+
+
+def run(daemon: Daemon, tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], dict[str, object]]:
+    report = tmp_path / f"imports-{uuid.uuid4().hex}.json"
+    env = {**os.environ, "RECALLD_SOCKET": str(daemon.socket), "IMPORTS_REPORT": str(report)}
+    program = f"SERVER_SIDE = {SERVER_SIDE!r}\n{PROGRAM}"
+    done = subprocess.run(
+        [sys.executable, "-c", program, *args], capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path
+    )
+    return done, json.loads(report.read_text())
+
+
+@pytest.fixture(scope="module")
+def written(daemon: Daemon, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """A namespace with a record, an observed entity and a folder to ingest, for the commands below."""
+    ns = f"cli-imports-{uuid.uuid4().hex[:8]}"
+    status, created = daemon.call(
+        "POST", "/v1/records", {"namespace": ns, "kind": "rule", "title": "Refunds need two approvals", "body": "x"}
+    )
+    assert status == 201, created
+    observed = {"entity": "kettle", "characteristic": "wattage", "supplier": "acme", "value": "1500 W", "trust": 0.5}
+    assert daemon.call("POST", "/v1/observations", {"observations": [observed]})[0] == 202
+    folder = tmp_path_factory.mktemp("corpus")
+    (folder / "notes.md").write_text("# Pager rota\n\nOne engineer carries the pager each week.\n")
+    return {"ns": ns, "id": created["id"], "folder": str(folder)}
+
+
+COMMANDS = [
+    ["--version"],
+    ["--help"],
+    ["health", "--ready"],
+    ["put", "-n", "{ns}", "--kind", "rule", "--title", "Invoices are due in 30 days", "--body", "Net 30."],
+    ["get", "{id}"],
+    ["recall", "-n", "{ns}", "refund approvals"],
+    ["usage", "-n", "{ns}"],
+    ["stats", "-n", "{ns}"],
+    ["generations"],
+    ["dupes", "-n", "{ns}"],
+    ["assignments", "kettle"],
+    ["disputes", "list"],
+    ["ingest", "{folder}", "-n", "{ns}"],
+]
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=[" ".join(c[:1]) for c in COMMANDS])
+def test_a_client_command_loads_nothing_of_the_server(
+    daemon: Daemon, written: dict[str, str], tmp_path: Path, command: list[str]
+) -> None:
+    args = [part.format(**written) for part in command]
+    done, report = run(daemon, tmp_path, *args)
+    assert report["code"] in (0, None), (done.stdout, done.stderr)
+    assert report["loaded"] == [], f"recalld {' '.join(args)} loaded {report['loaded']}"
