@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from actors import progress
-from daemon.client import Client
+from daemon.client import Client, ClientError
 from daemon.ingest import Progress, Summary, ingest
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
@@ -39,14 +39,25 @@ class Backlog:
     """Their chunks still to embed (`pending_chunks`); None from a daemon that does not say."""
 
 
-def backlog(client: Client, namespace: str) -> Backlog:
-    answer = client.request("GET", "/v1/generations", params={"namespace": namespace})
+NO_VECTOR_INDEX = "the daemon has no vector index ([embedding] provider = none): full text finds them already"
+
+
+def backlog(client: Client, namespace: str) -> Backlog | None:
+    """What the vector route still waits for in `namespace`; None when the daemon has no vector
+    index at all (no embedding provider), so nothing is waited for."""
+    try:
+        answer = client.request("GET", "/v1/generations", params={"namespace": namespace})
+    except ClientError as exc:
+        if exc.status == 503 and exc.code == "route_unavailable":
+            return None
+        raise
     chunks = answer.get("pending_chunks")
     return Backlog(int(answer["pending"]), None if chunks is None else int(chunks))
 
 
 def pending(client: Client, namespace: str) -> int:
-    return backlog(client, namespace).records
+    found = backlog(client, namespace)
+    return 0 if found is None else found.records
 
 
 def time_left(seconds: float) -> str:
@@ -60,6 +71,9 @@ def wait_indexed(client: Client, namespace: str, *, show: bool, bar: Progress | 
     clock = time.monotonic
     started = clock()
     now = backlog(client, namespace)
+    if now is None:
+        print(NO_VECTOR_INDEX)
+        return
     by_chunks = now.chunks is not None
     estimate = progress.begin(now.chunks if now.chunks is not None else now.records, started)
     bar = bar or Progress(0, show)
@@ -72,7 +86,7 @@ def wait_indexed(client: Client, namespace: str, *, show: bool, bar: Progress | 
             note = f", {time_left(estimate.eta_s)}"
         bar.show(estimate.done, note, total=estimate.total, last=False)
         time.sleep(POLL_S)  # a client polling the daemon's progress
-        now = backlog(client, namespace)
+        now = backlog(client, namespace) or Backlog(0, 0)  # the provider switched off meanwhile
         count = now.chunks if by_chunks and now.chunks is not None else now.records
         estimate = progress.advance(estimate, 0 if now.records == 0 else count, clock())
     bar.show(estimate.total, total=estimate.total, last=True)

@@ -96,6 +96,26 @@ def test_a_file_over_the_limit_is_refused_before_upload(daemon: Daemon, ns: str,
     assert titles(daemon, ns) == ["Small"]  # the large one never reached the daemon
 
 
+def test_the_limit_is_the_daemons_own(make_daemon: Any, tmp_path: Path) -> None:
+    """A daemon configured below the default says its limit (GET /v1/capabilities), and ingest
+    skips what it would refuse before anything is uploaded. This one has no embedding provider:
+    ingest has nothing to wait for, and says so."""
+    small: Daemon = make_daemon(env={"RECALLD_RECORDS_MAX_BODY_CHARS": "100", "RECALLD_EMBEDDING_PROVIDER": "none"})
+    limits = small.call("GET", "/v1/capabilities")[1]["limits"]
+    assert limits["max_body_chars"] == 100 and limits["max_k"] >= 1, limits
+    (tmp_path / "small.md").write_text("# Small\n\nfits\n")
+    (tmp_path / "large.md").write_text("# Large\n\n" + "word " * 100)
+    done = recalld(small, "ingest", str(tmp_path), "-n", "limits")
+    assert done.returncode == 0, done.stderr
+    assert "1 created" in done.stdout and "1 skipped" in done.stdout, done.stdout
+    assert "large.md" in done.stderr and "over the limit of 100" in done.stderr, done.stderr
+    assert titles(small, "limits") == ["Small"]
+    # a daemon without a provider has no vector index to wait for: --wait says so and succeeds
+    again = recalld(small, "ingest", str(tmp_path), "-n", "limits", "--wait")
+    assert again.returncode == 0 and "1 unchanged" in again.stdout, (again.stdout, again.stderr)
+    assert "no vector index" in again.stdout, again.stdout
+
+
 def test_sync_forgets_the_records_of_deleted_files(daemon: Daemon, ns: str, tmp_path: Path) -> None:
     docs = tmp_path / "docs"
     docs.mkdir()
