@@ -214,6 +214,11 @@ class IndexManager:
         embedded = self._catch_up.embedded_chunks() if self._catch_up is not None else {}
         return sum(max(0, count - embedded.get(pair, 0)) for pair, count in counted.items())
 
+    async def nothing_to_index(self) -> bool:
+        """Whether the store holds no live record at all: with nothing indexed, the vector route
+        then has nothing to find, which is no fault (a fresh daemon)."""
+        return await self._store.count_to_index("", self.settings.chunker) == 0
+
     async def count_unsearchable(self, namespaces: Collection[str]) -> int:
         """For recall: live records of `namespaces` the handle being served cannot find yet,
         held ones left out. While a switch to a new space is built, the previous space's

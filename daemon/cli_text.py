@@ -53,8 +53,9 @@ def error_line(exc: ClientError) -> str:
 
 
 def cmd_health(client: Client, args: argparse.Namespace, *, shown: Shown, print_json: PrintJson) -> int:
-    """Live (or, with --ready, ready): exit 0 when so. Text: one line, then only the checks that
-    are not `pass`, each with its reason; --json: the whole answer."""
+    """Live (or, with --ready, ready): exit 0 when so. Text: one line (with what a passing check
+    notes, such as an index with nothing to index yet), then only the checks that are not
+    `pass`, each with its reason; --json: the whole answer."""
     path = "/readyz" if args.ready else "/livez"
     try:
         body = client.request("GET", path)
@@ -67,8 +68,14 @@ def cmd_health(client: Client, args: argparse.Namespace, *, shown: Shown, print_
     status = body.get("status", "fail") if isinstance(body, dict) else "fail"
     what = "ready" if args.ready else "live"
     verdict = {"pass": what, "warn": f"{what}, degraded"}.get(status, f"not {what}")
-    print(f"{verdict} ({status})")
     checks = body.get("checks", {}) if isinstance(body, dict) else {}
+    # a passing check may still have something to say (`detail.note`: "nothing indexed yet")
+    notes = [
+        str(check["detail"]["note"])
+        for check in checks.values()
+        if check.get("status") == "pass" and isinstance(check.get("detail"), dict) and "note" in check["detail"]
+    ]
+    print(shown("; ".join([verdict, *notes]) + f" ({status})"))
     for name, check in checks.items():
         if check.get("status") != "pass":
             reason = check.get("reason") or ""

@@ -106,6 +106,8 @@ def store_check(pool: asyncpg.Pool, config: Config, metrics: Metrics) -> CheckFn
 
 
 NO_PROVIDER_MESSAGE = "[embedding] provider = none"
+EMPTY_NOTE = "nothing indexed yet: the store holds no records"
+"""What a passing vector check notes (`detail.note`) when there is nothing to index."""
 """Why the embedding and vector checks fail in a daemon configured without a provider."""
 
 
@@ -143,7 +145,8 @@ def actors_check(supervisor: Supervisor) -> CheckFn:
 
 
 def vector_check(index: IndexManager | None) -> CheckFn:
-    """The index manager serves a verified generation; else its problem's code and message."""
+    """The index manager serves a verified generation, or there is nothing to index yet (a fresh
+    daemon, no records: a pass that says so); else its problem's code and message."""
 
     async def check() -> Check:
         if index is None:
@@ -159,6 +162,8 @@ def vector_check(index: IndexManager | None) -> CheckFn:
         if problem is None:
             return Check(status="pass", detail=detail)
         reason, message = problem
+        if reason == IndexReason.NO_VERIFIED_GENERATION and await index.nothing_to_index():
+            return Check(status="pass", detail={**detail, "note": EMPTY_NOTE})
         return Check(status="fail", reason=reason, detail={"message": message, **detail})
 
     return check
