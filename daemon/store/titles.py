@@ -61,8 +61,11 @@ class PgTitleStore:
     async def store_titles(self, space_id: str, items: Sequence[tuple[str, npt.NDArray[np.float32]]]) -> int:
         if not items:
             return 0
-        keys = [key for key, _ in items]
-        vectors = [np.asarray(vector, dtype="<f4").tobytes() for _, vector in items]
+        # In one order, the keys': writers storing overlapping titles at once (the index manager,
+        # duplicate checks catching up) would otherwise wait on each other's rows and deadlock.
+        ordered = sorted(items, key=lambda item: item[0])
+        keys = [key for key, _ in ordered]
+        vectors = [np.asarray(vector, dtype="<f4").tobytes() for _, vector in ordered]
         async with db.connection(self._pool) as conn:
             stored = await conn.fetchval(
                 """WITH added AS (

@@ -230,3 +230,20 @@ async def test_titles_of_unchecked_kinds_are_neither_embedded_nor_audited(pool: 
         "export the sales report",
     }
     assert await every.count_unchecked("ns", None) == 0
+
+
+async def test_concurrent_stores_of_the_same_titles_in_any_order_never_deadlock(pool: asyncpg.Pool) -> None:
+    """Checks store the titles they caught up, each in its own order (the newest first), while
+    others store the same ones: speculative inserts of one unique key wait on each other, so two
+    writers taking overlapping keys in opposite orders would deadlock without one order."""
+    store = PgTitleStore(pool)
+    space = VectorSpace(provider="p", model="m", dimension=4, normalized=True, template_version=1, builder_version=1)
+    await store.ensure_space(space)
+    vector = np.ones(4, dtype=np.float32) / 2
+    for round_ in range(20):
+        keys = [title_key(f"title {round_} {i}") for i in range(40)]
+        async with anyio.create_task_group() as tasks:
+            for order in (keys, keys[::-1], keys[::2] + keys[1::2], keys[1::2][::-1] + keys[::2]):
+                tasks.start_soon(store.store_titles, space.key, [(key, vector) for key in order])
+    async with pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM title_vectors WHERE space_id = $1", space.key) == 20 * 40
