@@ -83,6 +83,9 @@ def fuzzed(postgres: EmbeddedPostgres) -> Iterator[tuple[Daemon, list[str]]]:
         "RECALLD_LOG_LEVEL": "info",
         # no assignments tick mid-module: a tick between two snapshots reads as a refused write
         "RECALLD_ASSIGNMENTS_INTERVAL_S": "86400",
+        # nor a full pass of the index manager (every recheck_s), which deletes the title vectors
+        # that the fuzz's creates stored and its forgets left without a live title
+        "RECALLD_INDEX_RECHECK_S": "86400",
     }
     daemon = Daemon(home, env).start()
     ids = []
