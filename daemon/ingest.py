@@ -201,9 +201,7 @@ def _contents(path: Path, limit: int | None) -> tuple[int, bytes | None]:
         return size, handle.read() if limit is None or size <= limit else None
 
 
-def _read(
-    root: Path, paths: list[Path], max_chars: int | None, summary: Summary, seen: list[int]
-) -> Iterator[_File]:
+def _read(root: Path, paths: list[Path], max_chars: int | None, summary: Summary, seen: list[int]) -> Iterator[_File]:
     for path in paths:
         seen[0] += 1
         relative = str(path.relative_to(root)) if path != root else path.name

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import ROOT, Daemon
+from tests.support import Daemon
 
 SERVER_SIDE = (
     "aiohttp",
