@@ -10,10 +10,10 @@ import time
 import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from urllib.parse import quote
 
-from daemon import backup_cli, cli_text, disputes_cli, duplicates_cli, ingest_cli, mcp_cli, paths
+from daemon import backup_cli, cli_text, cli_usage, disputes_cli, duplicates_cli, ingest_cli, mcp_cli, paths
 from daemon.client import Client, ClientError
 from daemon.eval.command import add_parser as add_eval_parser
 from daemon.eval.command import cmd_eval
@@ -116,7 +116,10 @@ def cmd_put(client: Client, args: argparse.Namespace) -> int:
         answer = client.request("PUT", f"/v1/records/{quote(args.id, safe='')}", record)
     else:
         answer = client.request("POST", "/v1/records", record)
-    print_json(answer)
+    if args.json:
+        print_json(answer)
+    else:
+        print(shown(cli_text.written_line(answer, created=not args.id)))
     return EXIT_OK
 
 
@@ -236,9 +239,12 @@ def cmd_dupes(client: Client, args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="recalld", description=__doc__)
+    parser = cli_usage.Parser(prog="recalld", description=__doc__)
     parser.add_argument("--socket", help="control socket (default: $RECALLD_SOCKET, then the runtime dir)")
-    sub = parser.add_subparsers(dest="command", required=True)
+    # the subcommands' parsers are cli_usage.Parser too (argparse makes them of the parent's class)
+    sub = cast(
+        "argparse._SubParsersAction[argparse.ArgumentParser]", parser.add_subparsers(dest="command", required=True)
+    )
 
     serve = sub.add_parser("serve", help="run the daemon")
     serve.add_argument(
@@ -252,7 +258,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     put = sub.add_parser("put", help="create a record (or update one with --id)")
     put.add_argument("--namespace", "-n", required=True)
-    put.add_argument("--kind", default="doc")
+    # a note, as an agent's `remember` writes: a kind the duplicate check covers (`doc` is ingest's)
+    put.add_argument("--kind", default="note")
     put.add_argument("--title", required=True)
     put.add_argument("--body", default="")
     put.add_argument("--body-file")
@@ -324,7 +331,12 @@ _CLIENT_COMMANDS = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    given = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    try:
+        args = parser.parse_args(given)
+    except cli_usage.UsageError as error:
+        return cli_usage.report(parser, error, given)
     if args.command == "serve":
         return cmd_serve(args)
     if args.command == "restore":  # the daemon is stopped: no socket to talk to
@@ -333,14 +345,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return mcp_cli.cmd_mcp(args)
     if args.command == "calibrate":  # the model runs here: no daemon needed
         return duplicates_cli.cmd_calibrate(args, shown=shown)
-    client = Client(paths.client_socket(args.socket))
+    socket = paths.client_socket(args.socket)
+    client = Client(socket)
     try:
         return _CLIENT_COMMANDS[args.command](client, args)
     except ClientError as exc:
         print(f"recalld: {shown(cli_text.error_line(exc))}", file=sys.stderr)
         return EXIT_FAIL
+    except BrokenPipeError:
+        raise  # our reader left (`| head`), not the daemon: daemon.console ends quietly
     except ConnectionError as exc:
         print(f"recalld: {shown(str(exc))}", file=sys.stderr)
+        print(shown(cli_text.not_reachable_advice(socket, args.socket)), file=sys.stderr)
         return EXIT_FAIL
     except UnicodeEncodeError:
         # an argument that is not valid UTF-8 (Python keeps its bytes as surrogates)

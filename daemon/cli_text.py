@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
+import os
 import sys
 import textwrap
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from daemon.client import Client, ClientError
@@ -19,8 +21,8 @@ Shown = Callable[[str], str]
 PrintJson = Callable[[Any], None]
 SNIPPET_WIDTH = 100
 JSON_TOO = ("health", "put", "get", "forget", "ingest", "feedback")
-"""Commands that get `--json` here (the others define it themselves; put, get and forget print
-the daemon's JSON answer either way)."""
+"""Commands that get `--json` here (the others define it themselves; get and forget print the
+daemon's JSON answer either way, put one line unless asked for JSON)."""
 
 
 def version() -> str:
@@ -42,6 +44,34 @@ def finish_parser(parser: argparse.ArgumentParser, sub: argparse._SubParsersActi
             )
         if "--json" not in known and name in JSON_TOO:
             command.add_argument("--json", action="store_true", help="print the daemon's answer as JSON")
+
+
+def written_line(answer: dict[str, Any], *, created: bool) -> str:
+    """`recalld put`'s answer in one line: what was written, and its duplicate check."""
+    if created:
+        line = f"created {answer['id']} (revision {answer['revision']})"
+    elif answer.get("changed", True):
+        line = f"updated {answer['id']} to revision {answer['revision']}"
+    else:
+        line = f"unchanged {answer['id']} (revision {answer['revision']})"
+    check = answer.get("duplicate_check")
+    if check is None:
+        return line
+    if check["status"] == "warned":
+        similar = ", ".join(f"{s['title']!r} {s['id']} ({s['score']:.2f})" for s in check["similar"][:3])
+        return f"{line}; similar to {similar}"
+    if check["status"] == "skipped":
+        return f"{line}; duplicate check skipped ({check.get('reason')})"
+    return f"{line}; no similar title (compared {check['compared']} of {check['of']})"
+
+
+def not_reachable_advice(socket: Path, given: str | None) -> str:
+    """What to do when no daemon answers at `socket`, and where that path came from."""
+    source = "--socket" if given else ("$RECALLD_SOCKET" if os.environ.get("RECALLD_SOCKET") else "the default")
+    return (
+        f"  tried {socket} ({source}). Is the daemon running? Start it with `recalld serve`; if it runs "
+        "elsewhere, name its socket with --socket PATH or RECALLD_SOCKET=PATH"
+    )
 
 
 def error_line(exc: ClientError) -> str:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import os
 import time
 import uuid
 from pathlib import Path
@@ -174,6 +175,8 @@ def _check_socket(socket_path: Path) -> None:
     """Before the first connection: refuse a socket directory another user could control (their
     socket would get our records). Once is enough: only its owner can change it."""
     try:
+        # no socket at all: nothing to trust or distrust, and nothing to connect to
+        os.lstat(socket_path)
         paths.check_socket_dir(socket_path.parent, binding=False)
         paths.check_socket_file(socket_path)
     except FileNotFoundError:

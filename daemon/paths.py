@@ -97,6 +97,12 @@ def check_socket_dir(directory: Path, *, binding: bool, environ: Mapping[str, st
 
     def refuse(why: str) -> UnsafeRuntimeDirectory:
         mode = stat.S_IMODE(st.st_mode)
+        if st.st_uid == euid and not private and st.st_mode & 0o022:
+            # the caller's own directory, only too open: how to close it, not an alarm
+            return UnsafeRuntimeDirectory(
+                f"not using the socket directory {directory} (yours, mode {mode:04o}): {why}. "
+                f"`chmod go-w {directory}` closes it, or name a socket path in another directory"
+            )
         return UnsafeRuntimeDirectory(
             f"refusing the socket directory {directory} (owner uid {st.st_uid}, mode {mode:04o}): {why}; "
             "another user could stand in for recalld there. Remove it, or name a safe socket path"

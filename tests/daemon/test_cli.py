@@ -53,6 +53,7 @@ def test_put_get_recall_forget(daemon: Daemon, ns: str) -> None:
         "Net-30 payment terms apply to every invoice.",
         "--attr",
         "team=billing",
+        "--json",
     )
     assert put.returncode == 0, put.stderr
     rid = json.loads(put.stdout)["id"]

@@ -58,7 +58,7 @@ def test_recall_text_shows_routes_snippets_and_the_way_to_feedback(daemon: Daemo
 
 
 def test_a_409_names_the_existing_record(daemon: Daemon, ns: str) -> None:
-    first = recalld(daemon, "put", "-n", ns, "--title", "Pump schedule", "--body", "weekly")
+    first = recalld(daemon, "put", "-n", ns, "--title", "Pump schedule", "--body", "weekly", "--json")
     existing = json.loads(first.stdout)["id"]
     again = recalld(daemon, "put", "-n", ns, "--title", "Pump schedule", "--body", "weekly")
     assert again.returncode == 1

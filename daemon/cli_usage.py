@@ -1,0 +1,94 @@
+"""The CLI's usage errors, each with a hint at what was meant.
+
+argparse says what is wrong; this adds how to put it right, from the command line itself:
+
+- a query that starts with `-` (`recalld recall -n docs --require-hashes`) reads as an option
+  and leaves the query missing: "to search for --require-hashes, put it after --";
+- a misspelled option, command or choice gets the closest known one ("--namspace: did you mean
+  --namespace?"), as git and cargo suggest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import sys
+from collections.abc import Sequence
+
+EXIT_USAGE = 2
+
+
+class UsageError(Exception):
+    """A command line argparse refused; `parser` is the (sub)parser that refused it."""
+
+    def __init__(self, parser: argparse.ArgumentParser, message: str) -> None:
+        super().__init__(message)
+        self.parser = parser
+        self.message = message
+
+
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are raised (`UsageError`), for `report` to explain, instead
+    of printed and exited on; its subcommands' parsers are of this class too."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(self, message)
+
+
+def _options(parser: argparse.ArgumentParser) -> list[str]:
+    return [option for action in parser._actions for option in action.option_strings]
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def _command_parser(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.ArgumentParser:
+    """The subcommand's parser the command line names (the top-level one when it names none)."""
+    commands = _subparsers(parser)
+    for arg in argv:
+        if arg in commands:
+            return _command_parser(commands[arg], argv[list(argv).index(arg) + 1 :])
+    return parser
+
+
+def _closest(word: str, known: Sequence[str]) -> str | None:
+    found = difflib.get_close_matches(word, known, n=1, cutoff=0.6)
+    return found[0] if found else None
+
+
+def hint(root: argparse.ArgumentParser, failed: argparse.ArgumentParser, message: str, argv: Sequence[str]) -> str:
+    """What to say after argparse's `message` for the command line `argv`, or ""."""
+    command = _command_parser(root, argv)
+    lines = []
+    if "the following arguments are required:" in message:
+        known = set(_options(failed))
+        # before a `--`, an unknown word that looks like an option was meant as the missing argument
+        before = list(argv)[: list(argv).index("--")] if "--" in argv else list(argv)
+        for word in before:
+            if word.startswith("-") and word.split("=")[0] not in known and word != "-":
+                lines.append(f"to search for {word}, put it after --: {failed.prog} ... -- {word}")
+    elif message.startswith("unrecognized arguments:"):
+        for word in message.removeprefix("unrecognized arguments:").split():
+            if word.startswith("-") and (near := _closest(word.split("=")[0], _options(command))):
+                lines.append(f"{word}: did you mean {near}?")
+    elif "invalid choice:" in message:
+        chosen = message.split("invalid choice:", 1)[1].split("'")[1] if "'" in message else ""
+        choices = list(_subparsers(failed)) if message.startswith("argument command:") else []
+        if not choices:
+            choices = [c for action in failed._actions for c in (action.choices or ()) if isinstance(c, str)]
+        if chosen and (near := _closest(chosen, choices)):
+            lines.append(f"{chosen}: did you mean {near}?")
+    return "".join(f"\n{line}" for line in lines)
+
+
+def report(root: argparse.ArgumentParser, error: UsageError, argv: Sequence[str]) -> int:
+    """Print the refusal as argparse would (usage, then the error), with the hint; the exit code."""
+    error.parser.print_usage(sys.stderr)
+    print(
+        f"{error.parser.prog}: error: {error.message}{hint(root, error.parser, error.message, argv)}", file=sys.stderr
+    )
+    return EXIT_USAGE
