@@ -6,7 +6,8 @@ a database never run one at the same time (a daemon that finds it taken skips it
 batch is one transaction of the store (`Assignments.assign_changed`), so after a tick every
 changed pair has a canonical row and, where the chain tied, its dispute. A failed tick is logged
 and the next one starts afresh: what it did not take is still marked changed. `tick()` asks for
-a tick now through the actor's mailbox and waits for it.
+a tick now through the actor's mailbox and waits for it; `next_tick_in_s()` says when the next
+tick on the interval is due.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from anyio.abc import TaskStatus
 from actors.canonical.ports import Assignments, AssignReport, Observer, TickLocks, Unobserved
 from actors.canonical.strategy import choose
 from actors.kernel.mailbox import Envelope, Mailbox
-from actors.kernel.ticker import run_ticker
+from actors.kernel.ticker import WakeSchedule, run_ticker
 
 log = logging.getLogger("recalld.assignments")
 
@@ -43,7 +44,14 @@ class AssignmentTicker:
         self.settings = settings
         self._observer = observer or Unobserved()
         self._requests = Mailbox[None, AssignReport | None](capacity=16, name="assignments")
+        self._schedule = WakeSchedule()
         self.last: AssignReport | None = None
+
+    def next_tick_in_s(self) -> float | None:
+        """Seconds until this daemon's next tick on the interval (0.0 while one is under way;
+        None while the ticker is not running). Call it from the ticker's event loop. A daemon
+        that finds the lock taken then skips its tick: another daemon's tick assigns instead."""
+        return self._schedule.due_in_s()
 
     async def tick(self) -> AssignReport | None:
         """Run a tick now (after one in progress); None when another daemon holds the lock."""
@@ -81,7 +89,9 @@ class AssignmentTicker:
             return None
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        await run_ticker(self._requests, self.settings.interval_s, self._wake, task_status=task_status)
+        await run_ticker(
+            self._requests, self.settings.interval_s, self._wake, schedule=self._schedule, task_status=task_status
+        )
 
     async def _wake(self, envelope: Envelope[None, AssignReport | None] | None) -> None:
         report = await self._safe_tick()  # asked for or not, a wake is a tick

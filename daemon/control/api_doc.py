@@ -17,7 +17,7 @@ import msgspec
 from daemon.control.errors import ErrorCode
 from daemon.control.evals import EvalRunIn
 from daemon.control.health import Readiness
-from daemon.wire.assignments import DecisionIn, ForceIn, ManualIn, ObservationsIn
+from daemon.wire.assignments import AssignmentsOut, DecisionIn, ForceIn, ManualIn, ObservationsIn
 from daemon.wire.duplicates import DuplicateAuditRequest, DuplicateCheck, DuplicateCheckRequest
 from daemon.wire.recall import Feedback, RecallRequest, RecallResponse
 from daemon.wire.records import (
@@ -211,8 +211,9 @@ ROUTES: dict[tuple[str, str], RouteDoc] = {
         status=202,
     ),
     ("GET", "/v1/assignments/{entity}"): RouteDoc(
-        "An entity's canonical values, with their candidates and open disputes.",
-        returns='{"entity": str, "assignments": [...]}',
+        "An entity's canonical values with their candidates and open disputes, the characteristics"
+        " observed but not assigned yet, and when the next assignment tick is due.",
+        response=AssignmentsOut,
         errors=(400, 404),
     ),
     ("PUT", "/v1/assignments/{entity}/{characteristic}"): RouteDoc(

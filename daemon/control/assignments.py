@@ -13,6 +13,7 @@ import math
 import uuid
 from typing import Any
 
+import msgspec
 from aiohttp import web
 
 from actors.canonical.disputes import FINISHED, DisputeState, Event, Tier, transition
@@ -105,13 +106,17 @@ async def observe(request: web.Request) -> web.Response:
 
 
 async def assignments(request: web.Request) -> web.Response:
+    """An entity's canonical values, the characteristics still waiting for their first tick, and
+    when this daemon's next tick is due (`AssignmentsOut`); 404 when it has neither."""
     request.app[SERVICES].access.require_read(peer(request), SCOPE)
     entity = request.match_info["entity"]
     _name("entity", entity)
-    found = await _canonical(request).assignments.assignments(entity)
+    canonical = _canonical(request)
+    found = await canonical.assignments.assignments(entity)
     if found is None:
         raise not_found(f"entity {entity[:80]!r}")
-    return ok({"entity": entity, "assignments": found})
+    due = canonical.ticker.next_tick_in_s()
+    return ok(msgspec.structs.replace(found, next_tick_in_s=None if due is None else round(due, 3)))
 
 
 def _key(request: web.Request) -> tuple[str, str]:

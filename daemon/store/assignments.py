@@ -18,12 +18,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
+import msgspec
 
 from actors.canonical.disputes import DisputeState, Event, candidates_hash, transition
 from actors.canonical.ports import AssignReport
 from actors.canonical.strategy import Candidate, Choice, Source, Vote, candidates
 from actors.canonical.values import normalise
 from daemon.store import db
+from daemon.wire import assignments as wire
 
 log = logging.getLogger("recalld.store.assignments")
 
@@ -101,8 +103,18 @@ async def write_canonical(
     return current
 
 
+def wire_candidates(found: Sequence[Candidate]) -> list[wire.Candidate]:
+    return [wire.Candidate(value=c.value, trust=c.trust, suppliers=list(c.suppliers), raws=list(c.raws)) for c in found]
+
+
 def candidates_json(found: Sequence[Candidate]) -> list[dict[str, Any]]:
-    return [{"value": c.value, "trust": c.trust, "suppliers": list(c.suppliers), "raws": list(c.raws)} for c in found]
+    """As a dispute stores them (and `GET /admin/disputes` answers them)."""
+    as_json: list[dict[str, Any]] = msgspec.to_builtins(wire_candidates(found))
+    return as_json
+
+
+def _dispute_ref(row: asyncpg.Record | None) -> wire.DisputeRef | None:
+    return None if row is None else wire.DisputeRef(id=row["id"], state=row["state"], tier=row["tier"])
 
 
 def _vote(row: asyncpg.Record) -> Vote:
@@ -243,10 +255,13 @@ class AssignmentStore:
             )
         return {(r["state"], r["tier"]): int(r["n"]) for r in rows}
 
-    async def assignments(self, entity: str) -> list[dict[str, Any]] | None:
-        """Each characteristic's canonical row with its candidates and open dispute; None when the
-        entity has neither observations nor assignments."""
-        async with db.connection(self._pool) as conn:
+    async def assignments(self, entity: str) -> wire.AssignmentsOut | None:
+        """Each characteristic's canonical row with its candidates and open dispute, and each
+        characteristic observed but not assigned yet with its candidates (`next_tick_in_s` is
+        the ticker's to say: left null); None when the entity has neither observations nor
+        assignments."""
+        # one snapshot: a characteristic is either assigned or waiting, never both nor neither
+        async with db.connection(self._pool) as conn, db.transaction(conn, isolation="repeatable_read", readonly=True):
             canon = await conn.fetch(
                 "SELECT characteristic, value, source FROM canonical_assignments WHERE entity = $1 ORDER BY 1", entity
             )
@@ -262,21 +277,23 @@ class AssignmentStore:
         for row in observed:
             votes.setdefault(row["characteristic"], []).append(_vote(row))
         by_key = {d["characteristic"]: d for d in disputes}
-        out: list[dict[str, Any]] = []
-        for row in canon:
-            entry: dict[str, Any] = {
-                "characteristic": row["characteristic"],
-                "value": row["value"],
-                "source": row["source"],
-                "candidates": candidates_json(candidates(votes.get(row["characteristic"], []))),
-            }
-            dispute = by_key.get(row["characteristic"])
-            if dispute is not None:
-                entry["dispute"] = {"id": str(dispute["id"]), "state": dispute["state"]}
-                if dispute["tier"] is not None:
-                    entry["dispute"]["tier"] = dispute["tier"]
-            out.append(entry)
-        return out
+        assigned = [
+            wire.Assignment(
+                characteristic=row["characteristic"],
+                value=row["value"],
+                source=row["source"],
+                candidates=wire_candidates(candidates(votes.get(row["characteristic"], []))),
+                dispute=_dispute_ref(by_key.get(row["characteristic"])),
+            )
+            for row in canon
+        ]
+        named = {row["characteristic"] for row in canon}
+        waiting = [
+            wire.Unassigned(characteristic=characteristic, candidates=wire_candidates(candidates(found)))
+            for characteristic, found in sorted(votes.items())
+            if characteristic not in named
+        ]
+        return wire.AssignmentsOut(entity=entity, assignments=assigned, unassigned=waiting, next_tick_in_s=None)
 
     async def assign_manually(self, entity: str, characteristic: str, value: str) -> None:
         """A manual assignment: kept over anything automatic until it is removed."""

@@ -1,12 +1,17 @@
-"""Observations, manual assignments and moderation: what `POST /v1/observations` and the
-`/admin/disputes` routes take."""
+"""Canonical assignments and disputes: what `POST /v1/observations`, `/v1/assignments/...` and
+the `/admin/disputes` and `/admin/moderation` routes take and answer."""
 
 from __future__ import annotations
 
 import datetime as dt
+import uuid
 from typing import Literal
 
+import msgspec
+
 from daemon.wire.base import Request
+
+# -- requests
 
 
 class ObservationIn(Request):
@@ -33,3 +38,54 @@ class ForceIn(Request):
 class DecisionIn(Request):
     action: Literal["approve", "override", "reject", "escalate"]
     value: str | None = None
+
+
+# -- answers
+
+
+class Candidate(msgspec.Struct, kw_only=True):
+    """A distinct value (after normalisation) and who backs it."""
+
+    value: str
+    """The normalised value the suppliers agree on."""
+    trust: float
+    """The sum of its suppliers' trust."""
+    suppliers: list[str]
+    raws: list[str]
+    """The value as the suppliers wrote it."""
+
+
+class DisputeRef(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """The dispute of an assignment, unless superseded (`GET /admin/disputes/{id}` shows it whole)."""
+
+    id: uuid.UUID
+    state: str
+    tier: str | None = None
+
+
+class Assignment(msgspec.Struct, kw_only=True, omit_defaults=True):
+    characteristic: str
+    value: str
+    source: str
+    """auto:trust_weighted, auto:mode, auto:latest, auto:llm_resolved or manual."""
+    candidates: list[Candidate]
+    dispute: DisputeRef | None = None
+
+
+class Unassigned(msgspec.Struct, kw_only=True):
+    """A characteristic observed and not assigned yet: the next assignment tick assigns it."""
+
+    characteristic: str
+    candidates: list[Candidate]
+
+
+class AssignmentsOut(msgspec.Struct, kw_only=True):
+    """`GET /v1/assignments/{entity}`: each canonical value, each characteristic still waiting
+    for its first, and when this daemon's assignment ticker runs next."""
+
+    entity: str
+    assignments: list[Assignment]
+    unassigned: list[Unassigned]
+    next_tick_in_s: float | None
+    """Seconds until this daemon's next assignment tick (0 while one is under way); null while its
+    ticker is not running. Where daemons share a database, whichever takes the tick's lock runs it."""

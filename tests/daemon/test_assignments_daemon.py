@@ -12,6 +12,9 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
+
+from daemon.wire.assignments import AssignmentsOut
 from tests.support import RECALLD, ROOT, Daemon, create_database
 from tests.support.fake_llm import ChatService, Reply, threaded_chat_server
 
@@ -390,3 +393,35 @@ def test_an_approve_applies_only_to_the_values_it_answered(make_daemon: Any) -> 
         status, body = daemon.call("POST", f"/admin/moderation/{colour}/decide", {"action": "approve"})
         assert (status, body["error"]["code"], body["state"]) == (409, "no_answer_to_approve", "manual_review")
         assert (assignment(daemon, key, "colour") or {})["source"] == "auto:latest"
+
+
+SLOW_TICKS = {"RECALLD_EMBEDDING_PROVIDER": "none", "RECALLD_ASSIGNMENTS_INTERVAL_S": "3600"}
+"""Ticks an hour apart: what a test observes stays unassigned while it looks."""
+
+
+def test_an_observed_characteristic_shows_before_its_first_tick_with_when_that_tick_is(make_daemon: Any) -> None:
+    daemon = make_daemon(env=SLOW_TICKS)
+    key = entity()
+    tie(daemon, key, "voltage", "230 V", "220 V")
+    status, raw = daemon.call("GET", f"/v1/assignments/{key}")
+    assert status == 200, raw
+    assert raw["assignments"] == []  # no tick yet
+    [waiting] = raw["unassigned"]
+    assert waiting["characteristic"] == "voltage"
+    assert sorted(waiting["candidates"], key=lambda c: c["value"]) == [
+        {"value": "220 V", "trust": 0.5, "suppliers": ["globex"], "raws": ["220 V"]},
+        {"value": "230 V", "trust": 0.5, "suppliers": ["acme"], "raws": ["230 V"]},
+    ]
+    assert 0 < raw["next_tick_in_s"] <= 3600
+    # the answer is exactly its wire type: nothing the type lacks, nothing it names missing
+    typed = msgspec.json.decode(json.dumps(raw), type=AssignmentsOut)
+    assert msgspec.to_builtins(typed) == raw
+    # once set by hand, it is assigned (before any tick) and no longer waiting
+    assert daemon.call("PUT", f"/v1/assignments/{key}/voltage", {"value": "230 V"})[0] == 200
+    status, raw = daemon.call("GET", f"/v1/assignments/{key}")
+    assert [(a["characteristic"], a["value"], a["source"]) for a in raw["assignments"]] == [
+        ("voltage", "230 V", "manual")
+    ]
+    assert raw["unassigned"] == []
+    assert msgspec.to_builtins(msgspec.json.decode(json.dumps(raw), type=AssignmentsOut)) == raw
+    assert daemon.call("GET", f"/v1/assignments/{entity()}")[0] == 404  # neither observed nor assigned

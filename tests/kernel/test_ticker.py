@@ -4,13 +4,15 @@ without waiting for the wake in progress. Trio's mock clock: the times asserted 
 
 from __future__ import annotations
 
+from functools import partial
+
 import anyio
 import pytest
 from anyio.abc import TaskStatus
 
 from actors.kernel.mailbox import Envelope, Mailbox
 from actors.kernel.supervisor import ChildSpec, Supervisor
-from actors.kernel.ticker import run_ticker
+from actors.kernel.ticker import WakeSchedule, run_ticker
 
 pytestmark = [pytest.mark.anyio, pytest.mark.anyio_backends("trio")]
 
@@ -65,3 +67,25 @@ async def test_a_stop_cancels_the_wake_in_progress() -> None:
         tasks.cancel_scope.cancel()
     assert len(wakes.at) == 1 and wakes.finished == 0
     assert anyio.current_time() - stopping < 100.0, "it returned when asked, not at the grace's end"
+
+
+async def test_the_schedule_says_when_the_next_wake_on_the_interval_is() -> None:
+    mailbox = Mailbox[str, str](capacity=4, name="ticker")
+    schedule = WakeSchedule()
+    wakes = Wakes(busy_s=2.0)
+    assert schedule.due_in_s() is None, "not running: no wake to come"
+    async with anyio.create_task_group() as tasks:
+        await tasks.start(partial(run_ticker, mailbox, INTERVAL_S, wakes, schedule=schedule))
+        await anyio.sleep(3.0)
+        assert schedule.due_in_s() == 7.0
+        await anyio.sleep(8.0)  # the wake at 10 is busy until 12
+        assert schedule.due_in_s() == 0.0, "a wake is under way"
+        await anyio.sleep(2.0)  # 13: the wake ended at 12, the next one is due at 22
+        assert schedule.due_in_s() == 9.0
+        tasks.start_soon(mailbox.call, "now")  # woken at 13, busy until 15
+        await anyio.sleep(1.0)
+        assert wakes.at[-1][1] == "now" and schedule.due_in_s() == 0.0, "a wake asked for is under way"
+        await anyio.sleep(1.5)  # 15.5: the interval started again when the wake ended, at 15
+        assert wakes.finished == 2 and schedule.due_in_s() == 9.5
+        tasks.cancel_scope.cancel()
+    assert schedule.due_in_s() is None, "stopped: no wake to come"

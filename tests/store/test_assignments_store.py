@@ -20,6 +20,7 @@ from daemon.store.assignments import AssignmentStore, Observation, PgTickLocks
 from daemon.store.disputes import DisputeStore
 from daemon.store.search import SearchLog
 from daemon.store.vectors import PgVectorStore
+from daemon.wire import assignments as wire
 
 pytestmark = pytest.mark.anyio
 
@@ -59,9 +60,9 @@ async def test_normalised_values_agree_instead_of_disputing(pool: asyncpg.Pool, 
     await ticker(pool).tick_once()
     assert await state(pool, key) == (None, value, "auto:trust_weighted")
     found = await store.assignments(key)
-    assert found is not None
-    assert found[0]["candidates"] == [
-        {"value": value, "trust": 1.0, "suppliers": ["acme", "globex"], "raws": sorted([a, b])}
+    assert found is not None and found.unassigned == []
+    assert found.assignments[0].candidates == [
+        wire.Candidate(value=value, trust=1.0, suppliers=["acme", "globex"], raws=sorted([a, b]))
     ]
 
 
@@ -180,7 +181,11 @@ async def test_concurrent_batches_over_the_same_keys_never_deadlock(pool: asyncp
         tasks.start_soon(write, batch)
         tasks.start_soon(write, batch[::-1])
     found = await store.assignments(key)
-    assert found == []  # observed, not yet assigned: nothing failed, nothing half written
+    assert found is not None and found.assignments == []  # observed, not yet assigned
+    # nothing failed, nothing half written: each of the 40, once, with its one value
+    assert [(u.characteristic, [c.value for c in u.candidates]) for u in found.unassigned] == [
+        (f"c{i:02d}", [str(i)]) for i in range(40)
+    ]
 
 
 async def test_the_sweeper_deletes_finished_disputes_past_their_retention_only(
@@ -326,3 +331,33 @@ async def test_a_dispute_reopened_on_new_values_keeps_nothing_of_its_earlier_ans
     cleared = ("tier", "confidence", "confidence_source", "model_confidence", "selected_value", "reason", "decision")
     assert {name: row[name] for name in cleared} == dict.fromkeys(cleared)
     assert row["attempts"] == 0
+
+
+async def test_an_entity_lists_what_is_assigned_and_what_waits_for_its_first_tick(pool: asyncpg.Pool) -> None:
+    store, key = AssignmentStore(pool), entity()
+    assert await store.assignments(key) is None, "neither observed nor assigned"
+    await observe(store, key, ("acme", "1 W", 0.5))
+    found = await store.assignments(key)
+    assert found is not None and found.assignments == []
+    assert found.unassigned == [
+        wire.Unassigned(
+            characteristic="power",
+            candidates=[wire.Candidate(value="1 W", trust=0.5, suppliers=["acme"], raws=["1 W"])],
+        )
+    ]
+    await ticker(pool).tick_once()
+    await store.observe([Observation(key, "colour", "acme", "red", 0.5, None)])
+    found = await store.assignments(key)
+    assert found is not None
+    assert [(a.characteristic, a.value, a.source) for a in found.assignments] == [
+        ("power", "1 W", "auto:trust_weighted")
+    ]
+    assert [u.characteristic for u in found.unassigned] == ["colour"], "assigned power no longer waits"
+    await store.assign_manually(key, "colour", "blue")
+    found = await store.assignments(key)
+    assert found is not None and [a.characteristic for a in found.assignments] == ["colour", "power"]
+    assert found.unassigned == []
+    other = entity()
+    await store.assign_manually(other, "size", "M")  # assigned, never observed: no candidates, nothing waits
+    found = await store.assignments(other)
+    assert found is not None and found.unassigned == [] and found.assignments[0].candidates == []
