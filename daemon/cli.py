@@ -13,7 +13,17 @@ from pathlib import Path
 from typing import Any, cast
 from urllib.parse import quote
 
-from daemon import backup_cli, cli_text, cli_usage, disputes_cli, duplicates_cli, ingest_cli, mcp_cli, paths
+from daemon import (
+    assignments_cli,
+    backup_cli,
+    cli_text,
+    cli_usage,
+    disputes_cli,
+    duplicates_cli,
+    ingest_cli,
+    mcp_cli,
+    paths,
+)
 from daemon.client import Client, ClientError
 from daemon.eval.command import add_parser as add_eval_parser
 from daemon.eval.command import cmd_eval
@@ -231,7 +241,7 @@ def cmd_disputes(client: Client, args: argparse.Namespace) -> int:
 
 
 def cmd_assignments(client: Client, args: argparse.Namespace) -> int:
-    return disputes_cli.cmd_assignments(client, args, shown=shown, print_json=print_json)
+    return assignments_cli.cmd_assignments(client, args, shown=shown, print_json=print_json)
 
 
 def cmd_dupes(client: Client, args: argparse.Namespace) -> int:
@@ -304,6 +314,7 @@ def build_parser() -> argparse.ArgumentParser:
     backup_cli.add_commands(sub)
     duplicates_cli.add_commands(sub)
     add_eval_parser(sub)
+    assignments_cli.add_commands(sub)
     disputes_cli.add_commands(sub)
     cli_text.add_feedback_parser(sub)
     mcp_cli.add_parser(sub)

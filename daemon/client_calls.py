@@ -11,9 +11,11 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
+from urllib.parse import quote
 
 import msgspec
 
+from daemon.wire.assignments import AssignmentsOut
 from daemon.wire.duplicates import DuplicateCheck, DuplicateCheckRequest
 from daemon.wire.recall import Feedback, RecallRequest, RecallResponse, Route
 from daemon.wire.records import BatchResult, RecordCreated, RecordIn, RecordOut, RecordUpdate, RecordUpdated
@@ -45,6 +47,11 @@ def _json(body: bytes) -> JSON:
 def _params(**values: object) -> dict[str, str] | None:
     chosen = {name: str(value) for name, value in values.items() if value is not None}
     return chosen or None
+
+
+def _segment(name: str) -> str:
+    """A name as one path segment: `/` and the rest percent-encoded (entities take any text)."""
+    return quote(name, safe="")
 
 
 def _record(
@@ -171,6 +178,10 @@ class build:
         return Call("GET", "/v1/capabilities", None, None, _typed(Capabilities))
 
     @staticmethod
+    def assignments(entity: str) -> Call[AssignmentsOut]:
+        return Call("GET", f"/v1/assignments/{_segment(entity)}", None, None, _typed(AssignmentsOut))
+
+    @staticmethod
     def ready() -> Call[JSON]:
         return Call("GET", "/readyz", None, None, _json)
 
@@ -228,6 +239,11 @@ class Calls:
         """What the daemon offers now, and the limits its requests must keep to."""
         return self.call(build.capabilities())
 
+    def assignments(self, entity: str) -> AssignmentsOut:
+        """An entity's canonical values, the characteristics observed but not assigned yet, and
+        when the next assignment tick is due; a 404 ClientError when it has neither."""
+        return self.call(build.assignments(entity))
+
 
 class AsyncCalls:
     """The same methods for the async client, awaited."""
@@ -275,3 +291,6 @@ class AsyncCalls:
 
     async def capabilities(self) -> Capabilities:
         return await self.call(build.capabilities())
+
+    async def assignments(self, entity: str) -> AssignmentsOut:
+        return await self.call(build.assignments(entity))

@@ -1,5 +1,5 @@
-"""`recalld disputes ...`: the dispute queue and moderation over the socket (admin only), and
-`recalld assignments ENTITY`. Text for people, `--json` for programs (the daemon's answer as is)."""
+"""`recalld disputes ...`: the dispute queue and moderation over the socket (admin only). Text
+for people, `--json` for programs (the daemon's answer as is)."""
 
 from __future__ import annotations
 
@@ -31,9 +31,6 @@ class _EitherOrder(argparse.Action):
 
 
 def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    assignments = sub.add_parser("assignments", help="an entity's canonical values, their sources and disputes")
-    assignments.add_argument("entity")
-    assignments.add_argument("--json", action="store_true")
     disputes = sub.add_parser("disputes", help="the dispute queue and moderation (administrators)")
     verbs = disputes.add_subparsers(dest="verb", required=True)
     listing = verbs.add_parser("list", help="disputes, oldest id first")
@@ -61,20 +58,6 @@ def _line(dispute: dict[str, Any], shown: Shown) -> str:
         f"  {shown(dispute['characteristic'])} = {shown(dispute['winning_value'])}"
         f"  ({', '.join(shown(str(c['value'])) for c in dispute['candidates'])})"
     )
-
-
-def cmd_assignments(
-    client: Client, args: argparse.Namespace, *, shown: Shown, print_json: Callable[[Any], None]
-) -> int:
-    answer = client.request("GET", f"/v1/assignments/{quote(args.entity, safe='')}")
-    if args.json:
-        print_json(answer)
-        return EXIT_OK
-    for item in answer["assignments"]:
-        dispute = item.get("dispute")
-        note = f"  [dispute {dispute['state']}]" if dispute else ""
-        print(f"{shown(item['characteristic'])} = {shown(item['value'])}  {item['source']}{note}")
-    return EXIT_OK
 
 
 def cmd_disputes(client: Client, args: argparse.Namespace, *, shown: Shown, print_json: Callable[[Any], None]) -> int:

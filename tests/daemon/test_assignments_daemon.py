@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -425,3 +426,22 @@ def test_an_observed_characteristic_shows_before_its_first_tick_with_when_that_t
     assert raw["unassigned"] == []
     assert msgspec.to_builtins(msgspec.json.decode(json.dumps(raw), type=AssignmentsOut)) == raw
     assert daemon.call("GET", f"/v1/assignments/{entity()}")[0] == 404  # neither observed nor assigned
+
+
+def test_the_assignments_command_says_what_waits_for_the_next_tick_and_when_it_is(make_daemon: Any) -> None:
+    daemon = make_daemon(env=SLOW_TICKS)
+    key = entity()
+    tie(daemon, key, "voltage", "230 V", "220 V")
+    assert daemon.call("PUT", f"/v1/assignments/{key}/colour", {"value": "red"})[0] == 200
+    shown = cli(daemon, "assignments", key)
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert lines[0] == "colour = red  manual"
+    waiting = re.fullmatch(r"voltage: no canonical value yet; the next assignment tick is in (\d+) s", lines[1])
+    assert waiting and 0 < int(waiting.group(1)) <= 3600 and len(lines) == 2, shown.stdout
+    as_json = cli(daemon, "assignments", key, "--json")
+    assert as_json.returncode == 0, as_json.stderr
+    answer = json.loads(as_json.stdout)
+    assert [u["characteristic"] for u in answer["unassigned"]] == ["voltage"] and answer["next_tick_in_s"] > 0
+    missing = cli(daemon, "assignments", entity())
+    assert missing.returncode == 1 and "not_found" in missing.stderr

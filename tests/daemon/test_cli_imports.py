@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support import Daemon
+from daemon.store.embedded import EmbeddedPostgres
+from tests.support import Daemon, create_database, scratch_dir
 
 SERVER_SIDE = (
     "aiohttp",
@@ -53,6 +56,19 @@ def run(daemon: Daemon, tmp_path: Path, *args: str) -> tuple[subprocess.Complete
         [sys.executable, "-c", program, *args], capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path
     )
     return done, json.loads(report.read_text())
+
+
+@pytest.fixture(scope="module")
+def daemon(postgres: EmbeddedPostgres) -> Iterator[Daemon]:
+    """This module's daemon, its assignment ticks an hour apart: what `written` observes is still
+    waiting for its first tick when `recalld assignments` shows it."""
+    home = scratch_dir("recalld-test-")
+    env = {"RECALLD_STORE_DSN": create_database(postgres), "RECALLD_ASSIGNMENTS_INTERVAL_S": "3600"}
+    instance = Daemon(home, env).start()
+    yield instance
+    code = instance.stop()
+    shutil.rmtree(home, ignore_errors=True)
+    assert code == 0, f"daemon did not exit cleanly ({code})"
 
 
 @pytest.fixture(scope="module")
