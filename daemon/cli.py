@@ -240,6 +240,10 @@ def cmd_disputes(client: Client, args: argparse.Namespace) -> int:
     return disputes_cli.cmd_disputes(client, args, shown=shown, print_json=print_json)
 
 
+def cmd_observe(client: Client, args: argparse.Namespace) -> int:
+    return assignments_cli.cmd_observe(client, args, shown=shown, print_json=print_json)
+
+
 def cmd_assignments(client: Client, args: argparse.Namespace) -> int:
     return assignments_cli.cmd_assignments(client, args, shown=shown, print_json=print_json)
 
@@ -336,6 +340,7 @@ _CLIENT_COMMANDS = {
     "eval": lambda client, args: cmd_eval(client, args, show=lambda text: shown(text, keep="\n")),
     "backup": backup_cli.cmd_backup,
     "disputes": cmd_disputes,
+    "observe": cmd_observe,
     "assignments": cmd_assignments,
     "dupes": cmd_dupes,
 }

@@ -8,14 +8,14 @@ clients the same named methods over them. docs/API.md describes each route.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 from urllib.parse import quote
 
 import msgspec
 
-from daemon.wire.assignments import AssignmentsOut
+from daemon.wire.assignments import MAX_OBSERVATIONS, AssignmentsOut, ObservationIn, ObservationsIn, Observed
 from daemon.wire.duplicates import DuplicateCheck, DuplicateCheckRequest
 from daemon.wire.recall import Feedback, RecallRequest, RecallResponse, Route
 from daemon.wire.records import BatchResult, RecordCreated, RecordIn, RecordOut, RecordUpdate, RecordUpdated
@@ -178,6 +178,13 @@ class build:
         return Call("GET", "/v1/capabilities", None, None, _typed(Capabilities))
 
     @staticmethod
+    def observe(observations: Sequence[ObservationIn]) -> Call[Observed]:
+        if not 1 <= len(observations) <= MAX_OBSERVATIONS:
+            raise ValueError(f"one request takes 1 to {MAX_OBSERVATIONS} observations, not {len(observations)}")
+        body = msgspec.json.encode(ObservationsIn(observations=list(observations)))
+        return Call("POST", "/v1/observations", body, None, _typed(Observed))
+
+    @staticmethod
     def assignments(entity: str) -> Call[AssignmentsOut]:
         return Call("GET", f"/v1/assignments/{_segment(entity)}", None, None, _typed(AssignmentsOut))
 
@@ -239,6 +246,11 @@ class Calls:
         """What the daemon offers now, and the limits its requests must keep to."""
         return self.call(build.capabilities())
 
+    def observe(self, observations: Sequence[ObservationIn]) -> Observed:
+        """Report suppliers' observations, 1 to `MAX_OBSERVATIONS` in one call, stored all or none:
+        a refusal (ClientError 400) names the observation refused by its position in `body["index"]`."""
+        return self.call(build.observe(observations))
+
     def assignments(self, entity: str) -> AssignmentsOut:
         """An entity's canonical values, the characteristics observed but not assigned yet, and
         when the next assignment tick is due; a 404 ClientError when it has neither."""
@@ -291,6 +303,9 @@ class AsyncCalls:
 
     async def capabilities(self) -> Capabilities:
         return await self.call(build.capabilities())
+
+    async def observe(self, observations: Sequence[ObservationIn]) -> Observed:
+        return await self.call(build.observe(observations))
 
     async def assignments(self, entity: str) -> AssignmentsOut:
         return await self.call(build.assignments(entity))

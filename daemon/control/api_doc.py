@@ -17,7 +17,7 @@ import msgspec
 from daemon.control.errors import ErrorCode
 from daemon.control.evals import EvalRunIn
 from daemon.control.health import Readiness
-from daemon.wire.assignments import AssignmentsOut, DecisionIn, ForceIn, ManualIn, ObservationsIn
+from daemon.wire.assignments import AssignmentsOut, DecisionIn, ForceIn, ManualIn, ObservationsIn, Observed
 from daemon.wire.duplicates import DuplicateAuditRequest, DuplicateCheck, DuplicateCheckRequest
 from daemon.wire.recall import Feedback, RecallRequest, RecallResponse
 from daemon.wire.records import (
@@ -43,7 +43,8 @@ class ErrorBody(msgspec.Struct, kw_only=True):
     """Every 4xx and 5xx answer (5xx only for faults of the daemon itself). Some carry more
     fields beside `error`: a 409 `exact_duplicate` names the record it duplicates in
     `existing_id`, and a 409 `source_path_taken` the record that has the path; a 409 refusing
-    a dispute decision names the dispute's `state`."""
+    a dispute decision names the dispute's `state`; a 400 refusing one observation of a batch
+    names its position in `observations` in `index`."""
 
     error: ErrorDetail
 
@@ -207,7 +208,7 @@ ROUTES: dict[tuple[str, str], RouteDoc] = {
     ("POST", "/v1/observations"): RouteDoc(
         "Report what suppliers say about entities' characteristics.",
         request=ObservationsIn,
-        returns='{"accepted": int, "stored": int}',
+        response=Observed,
         status=202,
     ),
     ("GET", "/v1/assignments/{entity}"): RouteDoc(

@@ -26,11 +26,18 @@ from daemon.control.decoding import check_text, decode
 from daemon.control.errors import ApiError, ErrorCode, bad_value, not_found
 from daemon.control.routes import _body, ok
 from daemon.store.assignments import Observation
-from daemon.wire.assignments import DecisionIn, ForceIn, ManualIn, ObservationIn, ObservationsIn
+from daemon.wire.assignments import (
+    MAX_OBSERVATIONS,
+    DecisionIn,
+    ForceIn,
+    ManualIn,
+    ObservationIn,
+    ObservationsIn,
+    Observed,
+)
 
 SCOPE = "assignments"
 """The namespace name access to observations and assignments is configured under."""
-MAX_BATCH = 1000
 NAME_CHARS, NAME_BYTES = 200, 800  # three names share one btree entry of at most 2,704 bytes
 VALUE_CHARS = 4000
 
@@ -80,15 +87,20 @@ def _require_admin(request: web.Request) -> None:
 
 
 async def observe(request: web.Request) -> web.Response:
-    """`{"observations": [...]}` -> 202 `{"accepted", "stored"}` (an observation older than the
-    supplier's stored one of the same characteristic is accepted but not stored)."""
+    """`{"observations": [...]}` -> 202 `Observed` (an observation older than the supplier's
+    stored one of the same characteristic is accepted but not stored); all or nothing: a 400
+    refusing one observation names its position in `index`."""
     services = request.app[SERVICES]
     services.access.require_write(peer(request), SCOPE)
     batch = decode(await _body(request), ObservationsIn).observations
-    if not 1 <= len(batch) <= MAX_BATCH:
-        raise bad_value(f"observations must hold 1 to {MAX_BATCH} items")
+    if not 1 <= len(batch) <= MAX_OBSERVATIONS:
+        raise bad_value(f"observations must hold 1 to {MAX_OBSERVATIONS} items")
     for index, item in enumerate(batch):
-        _check_observation(index, item)
+        try:
+            _check_observation(index, item)
+        except ApiError as exc:
+            exc.extra["index"] = index  # which one: a client sending a file can name its line
+            raise
     stored = await _canonical(request).assignments.observe(
         [
             Observation(
@@ -102,7 +114,7 @@ async def observe(request: web.Request) -> web.Response:
             for item in batch
         ]
     )
-    return ok({"accepted": len(batch), "stored": stored}, 202)
+    return ok(Observed(accepted=len(batch), stored=stored), 202)
 
 
 async def assignments(request: web.Request) -> web.Response:

@@ -11,6 +11,9 @@ import msgspec
 
 from daemon.wire.base import Request
 
+MAX_OBSERVATIONS = 1000
+"""Observations in one `POST /v1/observations` (a client sends more in several)."""
+
 # -- requests
 
 
@@ -41,6 +44,15 @@ class DecisionIn(Request):
 
 
 # -- answers
+
+
+class Observed(msgspec.Struct, kw_only=True):
+    """`POST /v1/observations` (202): all of the batch was accepted, in one transaction; an
+    observation older than the supplier's stored one of the same characteristic is accepted
+    but not stored."""
+
+    accepted: int
+    stored: int
 
 
 class Candidate(msgspec.Struct, kw_only=True):

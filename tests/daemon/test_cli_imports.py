@@ -83,7 +83,9 @@ def written(daemon: Daemon, tmp_path_factory: pytest.TempPathFactory) -> dict[st
     assert daemon.call("POST", "/v1/observations", {"observations": [observed]})[0] == 202
     folder = tmp_path_factory.mktemp("corpus")
     (folder / "notes.md").write_text("# Pager rota\n\nOne engineer carries the pager each week.\n")
-    return {"ns": ns, "id": created["id"], "folder": str(folder)}
+    observations = tmp_path_factory.mktemp("observations") / "kettles.jsonl"
+    observations.write_text(json.dumps({**observed, "characteristic": "colour", "value": "white"}) + "\n")
+    return {"ns": ns, "id": created["id"], "folder": str(folder), "observations": str(observations)}
 
 
 COMMANDS = [
@@ -97,7 +99,9 @@ COMMANDS = [
     ["stats", "-n", "{ns}"],
     ["generations"],
     ["dupes", "-n", "{ns}"],
-    ["assignments", "kettle"],
+    ["observe", "kettle", "height", "acme", "24 cm", "--trust", "0.7"],
+    ["observe", "--file", "{observations}"],
+    ["assignments", "kettle"],  # wattage and more, each waiting for the first tick
     ["disputes", "list"],
     ["ingest", "{folder}", "-n", "{ns}"],
 ]
