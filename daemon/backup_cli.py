@@ -1,111 +1,29 @@
-"""`recalld backup DEST` (a client of the running daemon) and `recalld restore SRC` (the daemon
-stopped): the commands; the format and the checks are daemon/backup.py's."""
+"""`recalld backup DEST` (a client of the running daemon: `Client.backup` streams and checks
+it) and `recalld restore SRC` (the daemon stopped): the commands; the format and the checks
+are daemon/backup.py's."""
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import sys
 from pathlib import Path
 
-import httpx
-import msgspec
-
-from daemon.backup import DUMP_FILE, MANIFEST_FILE, BackupError, DumpFile, Manifest
-from daemon.client import Client, ClientError
+from daemon.backup import BackupError
+from daemon.client import Client
+from daemon.client_backup import DirectoryNotEmpty
 
 EXIT_OK, EXIT_FAIL = 0, 1
-MANIFEST_LINE_MAX = 16 << 20
-"""The manifest line is a few kilobytes (one count per table, one entry per vector space)."""
-READ_TIMEOUT_S = 600.0
-"""The longest pause in the dump's stream before the client gives up (a stalled daemon)."""
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-class BackupClient(Client):
-    """The socket client, reading one streamed answer into files instead of JSON."""
-
-    def download(self, dest: Path) -> Manifest:
-        """Write the dump to `dest`/database.dump and return the manifest that came with it,
-        its `dump` entry filled in; nothing is left under `dest` when the stream breaks off."""
-        self._check_directory()
-        partial = dest / (DUMP_FILE + ".partial")
-        digest = hashlib.sha256()
-        size = 0
-        timeout = httpx.Timeout(self._http.timeout.connect, read=READ_TIMEOUT_S)
-        try:
-            with self._http.stream("GET", "/admin/backup", timeout=timeout) as response:
-                if response.status_code >= 400:
-                    body = response.read()
-                    try:
-                        payload = msgspec.json.decode(body)
-                    except msgspec.DecodeError:
-                        payload = body.decode(errors="replace")
-                    raise ClientError(response.status_code, payload)
-                stream = response.iter_bytes()
-                head = bytearray()
-                for chunk in stream:
-                    head.extend(chunk)
-                    if b"\n" in head or len(head) > MANIFEST_LINE_MAX:
-                        break
-                line, newline, rest = bytes(head).partition(b"\n")
-                if not newline:
-                    raise BackupError("the daemon's answer did not begin with a manifest")
-                manifest = msgspec.json.decode(line, type=Manifest)
-                with open(partial, "xb") as out:
-                    out.write(rest)
-                    digest.update(rest)
-                    size += len(rest)
-                    for chunk in stream:
-                        out.write(chunk)
-                        digest.update(chunk)
-                        size += len(chunk)
-                    out.flush()
-                    os.fsync(out.fileno())
-        except httpx.TransportError as exc:
-            partial.unlink(missing_ok=True)
-            raise BackupError(f"the dump broke off after {size} bytes: {exc}") from exc
-        except BaseException:
-            partial.unlink(missing_ok=True)
-            raise
-        if size == 0:
-            partial.unlink(missing_ok=True)
-            raise BackupError("the daemon sent an empty dump")
-        partial.rename(dest / DUMP_FILE)
-        return msgspec.structs.replace(manifest, dump=DumpFile(file=DUMP_FILE, bytes=size, sha256=digest.hexdigest()))
 
 
 def cmd_backup(client: Client, args: argparse.Namespace) -> int:
     dest = Path(args.dest).absolute()
-    made = not dest.exists()
     try:
-        if not made and any(dest.iterdir()):
-            print(f"recalld: {dest} is not empty: back up into a new or empty directory", file=sys.stderr)
-            return EXIT_FAIL
-        dest.mkdir(mode=0o700, parents=True, exist_ok=True)  # records are in it: the owner's alone
-        downloader = BackupClient(client.socket_path)
-        try:
-            manifest = downloader.download(dest)
-        finally:
-            downloader.close()
-        # the manifest last, once the dump is whole on disk: a directory without one is no backup
-        scratch = dest / (MANIFEST_FILE + ".partial")
-        scratch.write_bytes(msgspec.json.format(msgspec.json.encode(manifest), indent=2) + b"\n")
-        scratch.rename(dest / MANIFEST_FILE)
-        _fsync_dir(dest)
-    except (BackupError, OSError, msgspec.DecodeError) as exc:
-        if made:
-            for leftover in dest.iterdir() if dest.exists() else ():
-                leftover.unlink()
-            dest.rmdir()
+        manifest = client.backup(dest)
+    except DirectoryNotEmpty as exc:
+        print(f"recalld: {exc}", file=sys.stderr)
+        return EXIT_FAIL
+    except (BackupError, OSError) as exc:  # OSError: ConnectionError too, nothing was written
         print(f"recalld: backup failed: {exc}", file=sys.stderr)
         return EXIT_FAIL
     assert manifest.dump is not None

@@ -8,7 +8,8 @@ anyio backend), shared by the CLI, `recalld ingest` and the benches.
         print(answer.results[0].title, answer.degraded_routes)
 
 The typed methods send and answer the daemon's own msgspec wire types (daemon/wire/;
-docs/API.md lists the routes); `request` sends any route and answers its JSON as plain data.
+docs/API.md lists the routes); `request` sends any route and answers its JSON as plain data;
+`backup(directory)` streams a backup of the store into a directory, checked as it arrives.
 A refusal by the daemon (any 4xx or 5xx) raises `ClientError` with its `{"error": ...}` body
 (`code`, and `existing_id` on a 409 `exact_duplicate`); no answer at all (nobody listening, a
 queue that stays full, a socket directory another user could control) raises `ConnectionError`.
@@ -23,13 +24,15 @@ import time
 import uuid
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import anyio
 import httpx
 import msgspec
 
 from daemon import paths
+from daemon.backup import BackupError, Manifest
+from daemon.client_backup import READ_TIMEOUT_S, BackupWriter
 from daemon.client_calls import AsyncCalls, Call, Calls
 
 T = TypeVar("T")
@@ -105,6 +108,31 @@ class Client(Calls):
                 raise ConnectionError(f"recalld is not reachable at {self.socket_path}: {exc}") from exc
         raise AssertionError("unreachable: the last pause raises")
 
+    def backup(self, directory: Path | str) -> Manifest:
+        """A consistent backup of the daemon's store (`GET /admin/backup`, administrators only)
+        into `directory`, new or empty: `database.dump`, then `manifest.json` (daemon/backup.py);
+        the manifest, its `dump` entry (size, SHA-256) filled in. A stream that breaks off, an
+        answer without a manifest line and an empty dump raise BackupError (`DirectoryNotEmpty`
+        when the directory is not); a refusal ClientError; then nothing is left in the
+        directory, and a directory made here is removed (`daemon.client_backup`)."""
+        self._check_directory()
+        writer = BackupWriter(Path(directory))
+        writer.prepare()
+        try:
+            try:
+                timeout = httpx.Timeout(self._http.timeout.connect, read=READ_TIMEOUT_S)
+                with self._http.stream("GET", "/admin/backup", timeout=timeout) as response:
+                    if response.status_code >= 400:
+                        _refused(response.status_code, response.read())
+                    for chunk in response.iter_bytes():
+                        writer.take(chunk)
+            except httpx.TransportError as exc:
+                raise _broken(self.socket_path, writer, exc) from exc
+            return writer.finish()
+        except BaseException:
+            writer.abandon()
+            raise
+
     def __enter__(self) -> Client:
         return self
 
@@ -159,6 +187,27 @@ class AsyncClient(AsyncCalls):
                 raise ConnectionError(f"recalld is not reachable at {self.socket_path}: {exc}") from exc
         raise AssertionError("unreachable: the last pause raises")
 
+    async def backup(self, directory: Path | str) -> Manifest:
+        """As `Client.backup`; the files are written in worker threads."""
+        self._check_directory()
+        writer = BackupWriter(Path(directory))
+        await anyio.to_thread.run_sync(writer.prepare)
+        try:
+            timeout = httpx.Timeout(self._http.timeout.connect, read=READ_TIMEOUT_S)
+            try:
+                async with self._http.stream("GET", "/admin/backup", timeout=timeout) as response:
+                    if response.status_code >= 400:
+                        _refused(response.status_code, await response.aread())
+                    async for chunk in response.aiter_bytes():
+                        await anyio.to_thread.run_sync(writer.take, chunk)
+            except httpx.TransportError as exc:
+                raise _broken(self.socket_path, writer, exc) from exc
+            return await anyio.to_thread.run_sync(writer.finish)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(writer.abandon)
+            raise
+
     async def aclose(self) -> None:
         await self._http.aclose()
 
@@ -206,6 +255,21 @@ def _payload(response: httpx.Response) -> Any:
     if response.status_code >= 400:
         raise ClientError(response.status_code, payload)
     return payload
+
+
+def _refused(status: int, body: bytes) -> NoReturn:
+    try:
+        payload = msgspec.json.decode(body)
+    except msgspec.DecodeError:
+        payload = body.decode(errors="replace")
+    raise ClientError(status, payload)
+
+
+def _broken(socket_path: Path, writer: BackupWriter, exc: httpx.TransportError) -> Exception:
+    """What a transport failure during a backup means: no daemon, or a dump that broke off."""
+    if isinstance(exc, httpx.ConnectError):
+        return ConnectionError(f"recalld is not reachable at {socket_path}: {exc}")
+    return BackupError(f"the dump broke off after {writer.size} bytes: {exc}")
 
 
 def _checked(response: httpx.Response) -> httpx.Response:

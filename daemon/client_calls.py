@@ -15,7 +15,21 @@ from urllib.parse import quote
 
 import msgspec
 
-from daemon.wire.assignments import MAX_OBSERVATIONS, AssignmentsOut, ObservationIn, ObservationsIn, Observed
+from daemon.wire.assignments import (
+    MAX_OBSERVATIONS,
+    Action,
+    AssignmentsOut,
+    DecisionIn,
+    Dispute,
+    DisputePage,
+    ForceIn,
+    ManualAssignment,
+    ManualIn,
+    ManualRemoved,
+    ObservationIn,
+    ObservationsIn,
+    Observed,
+)
 from daemon.wire.duplicates import DuplicateCheck, DuplicateCheckRequest
 from daemon.wire.recall import Feedback, RecallRequest, RecallResponse, Route
 from daemon.wire.records import BatchResult, RecordCreated, RecordIn, RecordOut, RecordUpdate, RecordUpdated
@@ -52,6 +66,11 @@ def _params(**values: object) -> dict[str, str] | None:
 def _segment(name: str) -> str:
     """A name as one path segment: `/` and the rest percent-encoded (entities take any text)."""
     return quote(name, safe="")
+
+
+def _dispute_path(dispute_id: uuid.UUID | str) -> str:
+    # the daemon checks the id (a 400 `invalid_id` names what is wrong with it)
+    return f"/admin/disputes/{_segment(str(dispute_id))}"
 
 
 def _record(
@@ -189,6 +208,42 @@ class build:
         return Call("GET", f"/v1/assignments/{_segment(entity)}", None, None, _typed(AssignmentsOut))
 
     @staticmethod
+    def assign(entity: str, characteristic: str, value: str) -> Call[ManualAssignment]:
+        path = f"/v1/assignments/{_segment(entity)}/{_segment(characteristic)}"
+        return Call("PUT", path, msgspec.json.encode(ManualIn(value=value)), None, _typed(ManualAssignment))
+
+    @staticmethod
+    def unassign(entity: str, characteristic: str) -> Call[ManualRemoved]:
+        path = f"/v1/assignments/{_segment(entity)}/{_segment(characteristic)}"
+        return Call("DELETE", path, None, None, _typed(ManualRemoved))
+
+    @staticmethod
+    def disputes(
+        *, state: str | None = None, tier: str | None = None, limit: int | None = None, after: uuid.UUID | None = None
+    ) -> Call[DisputePage]:
+        params = _params(state=state, tier=tier, limit=limit, after=after)
+        return Call("GET", "/admin/disputes", None, params, _typed(DisputePage))
+
+    @staticmethod
+    def dispute(dispute_id: uuid.UUID | str) -> Call[Dispute]:
+        return Call("GET", _dispute_path(dispute_id), None, None, _typed(Dispute))
+
+    @staticmethod
+    def force_resolve(dispute_id: uuid.UUID | str, *, value: str | None = None) -> Call[Dispute]:
+        body = None if value is None else msgspec.json.encode(ForceIn(value=value))
+        return Call("POST", f"{_dispute_path(dispute_id)}/force-resolve", body, None, _typed(Dispute))
+
+    @staticmethod
+    def supersede(dispute_id: uuid.UUID | str) -> Call[Dispute]:
+        return Call("DELETE", _dispute_path(dispute_id), None, None, _typed(Dispute))
+
+    @staticmethod
+    def decide(dispute_id: uuid.UUID | str, action: Action, *, value: str | None = None) -> Call[Dispute]:
+        body = msgspec.json.encode(DecisionIn(action=action, value=value))
+        path = f"/admin/moderation/{_segment(str(dispute_id))}/decide"
+        return Call("POST", path, body, None, _typed(Dispute))
+
+    @staticmethod
     def ready() -> Call[JSON]:
         return Call("GET", "/readyz", None, None, _json)
 
@@ -256,6 +311,36 @@ class Calls:
         when the next assignment tick is due; a 404 ClientError when it has neither."""
         return self.call(build.assignments(entity))
 
+    def assign(self, entity: str, characteristic: str, value: str) -> ManualAssignment:
+        """Set a value by hand: kept over anything automatic until `unassign`."""
+        return self.call(build.assign(entity, characteristic, value))
+
+    def unassign(self, entity: str, characteristic: str) -> ManualRemoved:
+        """Remove a value set by hand (a 404 ClientError when there is none): the next tick
+        assigns the characteristic from its observations."""
+        return self.call(build.unassign(entity, characteristic))
+
+    def disputes(self, **options: Any) -> DisputePage:
+        """A page of disputes in id order (`state`, `tier`, `limit` 1..1000, `after`: the page's
+        `next`), administrators only."""
+        return self.call(build.disputes(**options))
+
+    def dispute(self, dispute_id: uuid.UUID | str) -> Dispute:
+        return self.call(build.dispute(dispute_id))
+
+    def force_resolve(self, dispute_id: uuid.UUID | str, *, value: str | None = None) -> Dispute:
+        """Resolve now: with `value`, as a manual assignment; without, by the resolver."""
+        return self.call(build.force_resolve(dispute_id, value=value))
+
+    def supersede(self, dispute_id: uuid.UUID | str) -> Dispute:
+        """Withdraw a dispute (terminal until its values change)."""
+        return self.call(build.supersede(dispute_id))
+
+    def decide(self, dispute_id: uuid.UUID | str, action: Action, *, value: str | None = None) -> Dispute:
+        """A moderation decision: approve, override (with `value`), reject or escalate; a
+        decision the dispute's state does not allow is a 409 ClientError naming the state."""
+        return self.call(build.decide(dispute_id, action, value=value))
+
 
 class AsyncCalls:
     """The same methods for the async client, awaited."""
@@ -309,3 +394,24 @@ class AsyncCalls:
 
     async def assignments(self, entity: str) -> AssignmentsOut:
         return await self.call(build.assignments(entity))
+
+    async def assign(self, entity: str, characteristic: str, value: str) -> ManualAssignment:
+        return await self.call(build.assign(entity, characteristic, value))
+
+    async def unassign(self, entity: str, characteristic: str) -> ManualRemoved:
+        return await self.call(build.unassign(entity, characteristic))
+
+    async def disputes(self, **options: Any) -> DisputePage:
+        return await self.call(build.disputes(**options))
+
+    async def dispute(self, dispute_id: uuid.UUID | str) -> Dispute:
+        return await self.call(build.dispute(dispute_id))
+
+    async def force_resolve(self, dispute_id: uuid.UUID | str, *, value: str | None = None) -> Dispute:
+        return await self.call(build.force_resolve(dispute_id, value=value))
+
+    async def supersede(self, dispute_id: uuid.UUID | str) -> Dispute:
+        return await self.call(build.supersede(dispute_id))
+
+    async def decide(self, dispute_id: uuid.UUID | str, action: Action, *, value: str | None = None) -> Dispute:
+        return await self.call(build.decide(dispute_id, action, value=value))

@@ -4,11 +4,14 @@ for people, `--json` for programs (the daemon's answer as is)."""
 from __future__ import annotations
 
 import argparse
+import uuid
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import quote
+
+import msgspec
 
 from daemon.client import Client
+from daemon.wire.assignments import Dispute
 
 EXIT_OK = 0
 Shown = Callable[[str], str]
@@ -51,47 +54,42 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         verb.add_argument("--json", action="store_true")
 
 
-def _line(dispute: dict[str, Any], shown: Shown) -> str:
-    tier = dispute.get("tier", "-")
+def _line(dispute: Dispute, shown: Shown) -> str:
     return (
-        f"{dispute['id']}  {dispute['state']:<17} {tier:<6}  {shown(dispute['entity'])}"
-        f"  {shown(dispute['characteristic'])} = {shown(dispute['winning_value'])}"
-        f"  ({', '.join(shown(str(c['value'])) for c in dispute['candidates'])})"
+        f"{dispute.id}  {dispute.state:<17} {dispute.tier or '-':<6}  {shown(dispute.entity)}"
+        f"  {shown(dispute.characteristic)} = {shown(dispute.winning_value)}"
+        f"  ({', '.join(shown(c.value) for c in dispute.candidates)})"
     )
 
 
 def cmd_disputes(client: Client, args: argparse.Namespace, *, shown: Shown, print_json: Callable[[Any], None]) -> int:
     if args.verb == "list":
-        found: list[dict[str, Any]] = []
-        params = {key: value for key, value in (("state", args.state), ("tier", args.tier)) if value}
-        after: str | None = None
+        found: list[Dispute] = []
+        after: uuid.UUID | None = None
         while len(found) < args.limit:
-            page_params = {**params, "limit": str(min(1000, args.limit - len(found)))}
-            if after:
-                page_params["after"] = after
-            answer = client.request("GET", "/admin/disputes", params=page_params)
-            found += answer["disputes"]
-            after = answer["next"]
+            page = client.disputes(
+                state=args.state or None, tier=args.tier or None, limit=min(1000, args.limit - len(found)), after=after
+            )
+            found += page.disputes
+            after = page.next
             if after is None:
                 break
         if args.json:
-            print_json({"disputes": found})
+            print_json({"disputes": msgspec.to_builtins(found)})
         else:
             for dispute in found:
                 print(_line(dispute, shown))
         return EXIT_OK
-    target = f"/admin/disputes/{quote(args.id, safe='')}"
     if args.verb == "show":
-        answer = client.request("GET", target)
+        answer = client.dispute(args.id)
     elif args.verb == "force-resolve":
-        answer = client.request("POST", f"{target}/force-resolve", {"value": args.value} if args.value else None)
+        answer = client.force_resolve(args.id, value=args.value or None)
     elif args.verb == "supersede":
-        answer = client.request("DELETE", target)
+        answer = client.supersede(args.id)
     else:
-        body = {"action": args.action, **({"value": args.value} if args.value is not None else {})}
-        answer = client.request("POST", f"/admin/moderation/{quote(args.id, safe='')}/decide", body)
+        answer = client.decide(args.id, args.action, value=args.value)
     if args.json or args.verb == "show":
-        print_json(answer)
+        print_json(msgspec.to_builtins(answer))
     else:
         print(_line(answer, shown))
     return EXIT_OK

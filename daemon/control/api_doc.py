@@ -17,7 +17,18 @@ import msgspec
 from daemon.control.errors import ErrorCode
 from daemon.control.evals import EvalRunIn
 from daemon.control.health import Readiness
-from daemon.wire.assignments import AssignmentsOut, DecisionIn, ForceIn, ManualIn, ObservationsIn, Observed
+from daemon.wire.assignments import (
+    AssignmentsOut,
+    DecisionIn,
+    Dispute,
+    DisputePage,
+    ForceIn,
+    ManualAssignment,
+    ManualIn,
+    ManualRemoved,
+    ObservationsIn,
+    Observed,
+)
 from daemon.wire.duplicates import DuplicateAuditRequest, DuplicateCheck, DuplicateCheckRequest
 from daemon.wire.recall import Feedback, RecallRequest, RecallResponse
 from daemon.wire.records import (
@@ -220,33 +231,33 @@ ROUTES: dict[tuple[str, str], RouteDoc] = {
     ("PUT", "/v1/assignments/{entity}/{characteristic}"): RouteDoc(
         "Set a value by hand (it wins over suppliers).",
         request=ManualIn,
-        returns='{"entity", "characteristic", "value", "source"}',
+        response=ManualAssignment,
     ),
     ("DELETE", "/v1/assignments/{entity}/{characteristic}"): RouteDoc(
-        "Remove a value set by hand.", returns='{"entity", "characteristic", "deleted": true}', errors=(400, 404)
+        "Remove a value set by hand.", response=ManualRemoved, errors=(400, 404)
     ),
     ("GET", "/admin/disputes"): RouteDoc(
         "Disputes, filtered by state and tier, a page at a time.",
-        returns='{"disputes": [...], "next": uuid | null}',
+        response=DisputePage,
         query={"state": "only this state", "tier": "only this tier", "limit": "per page", "after": "the last id seen"},
         admin=True,
         errors=(400, 403),
     ),
-    ("GET", "/admin/disputes/{id}"): RouteDoc("One dispute.", returns="a dispute", admin=True, errors=(400, 403, 404)),
+    ("GET", "/admin/disputes/{id}"): RouteDoc("One dispute.", response=Dispute, admin=True, errors=(400, 403, 404)),
     ("DELETE", "/admin/disputes/{id}"): RouteDoc(
-        "Supersede a dispute.", returns="the dispute", admin=True, errors=(400, 403, 404, 409)
+        "Supersede a dispute.", response=Dispute, admin=True, errors=(400, 403, 404, 409)
     ),
     ("POST", "/admin/disputes/{id}/force-resolve"): RouteDoc(
         "Resolve a dispute now, with a value or the best candidate.",
         request=ForceIn,
-        returns="the dispute",
+        response=Dispute,
         admin=True,
         errors=(400, 403, 404, 409),
     ),
     ("POST", "/admin/moderation/{id}/decide"): RouteDoc(
         "A moderator's decision on an escalated dispute.",
         request=DecisionIn,
-        returns="the dispute",
+        response=Dispute,
         admin=True,
         errors=(400, 403, 404, 409),
     ),

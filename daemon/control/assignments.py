@@ -29,8 +29,12 @@ from daemon.store.assignments import Observation
 from daemon.wire.assignments import (
     MAX_OBSERVATIONS,
     DecisionIn,
+    Dispute,
+    DisputePage,
     ForceIn,
+    ManualAssignment,
     ManualIn,
+    ManualRemoved,
     ObservationIn,
     ObservationsIn,
     Observed,
@@ -73,10 +77,9 @@ def _dispute_id(request: web.Request) -> uuid.UUID:
         raise ApiError(400, ErrorCode.INVALID_ID, f"{raw[:60]!r} is not a UUID") from None
 
 
-def _dispute_out(row: dict[str, Any]) -> dict[str, Any]:
-    out = {key: value for key, value in row.items() if value is not None}
-    out["id"] = str(row["id"])
-    return out
+def _dispute_out(row: dict[str, Any]) -> Dispute:
+    """A dispute row as the routes answer it: the wire type states every field."""
+    return msgspec.convert(row, Dispute)
 
 
 def _require_admin(request: web.Request) -> None:
@@ -145,7 +148,7 @@ async def assign_manually(request: web.Request) -> web.Response:
     value = decode(await _body(request), ManualIn).value
     check_text("value", value, max_chars=VALUE_CHARS)
     await _canonical(request).assignments.assign_manually(entity, characteristic, value)
-    return ok({"entity": entity, "characteristic": characteristic, "value": value, "source": str(Source.MANUAL)})
+    return ok(ManualAssignment(entity=entity, characteristic=characteristic, value=value, source=str(Source.MANUAL)))
 
 
 async def unassign_manually(request: web.Request) -> web.Response:
@@ -154,7 +157,7 @@ async def unassign_manually(request: web.Request) -> web.Response:
     entity, characteristic = _key(request)
     if not await _canonical(request).assignments.unassign_manually(entity, characteristic):
         raise not_found(f"manual assignment of {characteristic[:80]!r}")
-    return ok({"entity": entity, "characteristic": characteristic, "deleted": True})
+    return ok(ManualRemoved(entity=entity, characteristic=characteristic, deleted=True))
 
 
 # -- disputes (admin)
@@ -182,8 +185,8 @@ async def list_disputes(request: web.Request) -> web.Response:
     if not 1 <= limit <= 1000:
         raise bad_value("limit must be between 1 and 1000")
     rows = await _canonical(request).disputes.page(state=state, tier=level, limit=limit, after=after)
-    following = str(rows[-1]["id"]) if len(rows) == limit else None
-    return ok({"disputes": [_dispute_out(r) for r in rows], "next": following})
+    following = rows[-1]["id"] if len(rows) == limit else None
+    return ok(DisputePage(disputes=[_dispute_out(r) for r in rows], next=following))
 
 
 async def _shown(canonical: Canonical, dispute_id: uuid.UUID) -> web.Response:

@@ -38,8 +38,11 @@ class ForceIn(Request):
     value: str | None = None
 
 
+Action = Literal["approve", "override", "reject", "escalate"]
+
+
 class DecisionIn(Request):
-    action: Literal["approve", "override", "reject", "escalate"]
+    action: Action
     value: str | None = None
 
 
@@ -101,3 +104,63 @@ class AssignmentsOut(msgspec.Struct, kw_only=True):
     next_tick_in_s: float | None
     """Seconds until this daemon's next assignment tick (0 while one is under way); null while its
     ticker is not running. Where daemons share a database, whichever takes the tick's lock runs it."""
+
+
+class ManualAssignment(msgspec.Struct, kw_only=True):
+    """`PUT /v1/assignments/{entity}/{characteristic}`: the value set by hand."""
+
+    entity: str
+    characteristic: str
+    value: str
+    source: str
+
+
+class ManualRemoved(msgspec.Struct, kw_only=True):
+    """`DELETE /v1/assignments/{entity}/{characteristic}`."""
+
+    entity: str
+    characteristic: str
+    deleted: bool
+
+
+class Dispute(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A dispute whole: the tie, the resolver's last answer and the decision taken (fields the
+    dispute has no value for are left out)."""
+
+    id: uuid.UUID
+    entity: str
+    characteristic: str
+    state: str
+    """pending, in_progress, resolved, manual_review, superseded or skipped_unchanged."""
+    tier: str | None = None
+    """Of the resolver's confidence: high, medium or low."""
+    confidence: float | None = None
+    confidence_source: str | None = None
+    """model or logprobs."""
+    model_confidence: float | None = None
+    """What the model wrote, beside a confidence derived from logprobs."""
+    value_set_hash: str
+    candidates: list[Candidate]
+    tied: list[str]
+    """The strategies that tied, in chain order."""
+    winning_value: str
+    """The canonical value now."""
+    selected_value: str | None = None
+    """The resolver's answer."""
+    reason: str | None = None
+    """Why it went to moderation."""
+    attempts: int
+    resolved_hash: str | None = None
+    resolved_value: str | None = None
+    decision: str | None = None
+    """approve, override, reject, escalate or force."""
+    created_at: dt.datetime
+    updated_at: dt.datetime
+
+
+class DisputePage(msgspec.Struct, kw_only=True):
+    """`GET /admin/disputes`: disputes in id order; `next` is the `after` of the following page
+    (null on the last)."""
+
+    disputes: list[Dispute]
+    next: uuid.UUID | None

@@ -85,7 +85,14 @@ def written(daemon: Daemon, tmp_path_factory: pytest.TempPathFactory) -> dict[st
     (folder / "notes.md").write_text("# Pager rota\n\nOne engineer carries the pager each week.\n")
     observations = tmp_path_factory.mktemp("observations") / "kettles.jsonl"
     observations.write_text(json.dumps({**observed, "characteristic": "colour", "value": "white"}) + "\n")
-    return {"ns": ns, "id": created["id"], "folder": str(folder), "observations": str(observations)}
+    backup = tmp_path_factory.mktemp("backups") / "first"
+    return {
+        "ns": ns,
+        "id": created["id"],
+        "folder": str(folder),
+        "observations": str(observations),
+        "backup": str(backup),
+    }
 
 
 COMMANDS = [
@@ -103,6 +110,7 @@ COMMANDS = [
     ["observe", "--file", "{observations}"],
     ["assignments", "kettle"],  # wattage and more, each waiting for the first tick
     ["disputes", "list"],
+    ["backup", "{backup}"],
     ["ingest", "{folder}", "-n", "{ns}"],
 ]
 

@@ -4,14 +4,26 @@ wire types, sync and async on both anyio backends (issue 22 item 5)."""
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import anyio
+import msgspec
 import pytest
 
 from daemon.client import AsyncClient, Client, ClientError
+from daemon.wire.assignments import (
+    AssignmentsOut,
+    Dispute,
+    DisputePage,
+    ManualAssignment,
+    ManualRemoved,
+    ObservationIn,
+    Observed,
+)
 from daemon.wire.duplicates import DuplicateCheck
 from daemon.wire.recall import RecallResponse
 from daemon.wire.records import RecordCreated, RecordOut
+from tests.daemon.test_assignments_daemon import FAST, SLOW_TICKS, entity, until
 from tests.support import Daemon
 
 
@@ -99,3 +111,98 @@ async def test_the_async_client_on_both_backends(daemon: Daemon, ns: str) -> Non
         raw = await recalld.request("GET", "/livez")
         assert raw == {"status": "pass"}
         assert (await recalld.forget_record(created.id))["deleted"] is True
+
+
+def exactly(typed: object, raw: object) -> bool:
+    """Whether a typed answer holds the raw JSON of the same route exactly: no field the type
+    lacks, none it names missing."""
+    return bool(msgspec.to_builtins(typed) == raw)
+
+
+def test_observations_assignments_and_disputes_in_their_wire_types(make_daemon: Any) -> None:
+    daemon = make_daemon(env=FAST)  # ticks every 0.2 s, the resolver off: a tie waits as a pending dispute
+    key = entity()
+    with Client(daemon.socket) as recalld:
+        observed = recalld.observe(
+            [
+                ObservationIn(entity=key, characteristic=name, supplier=supplier, value=value, trust=0.5)
+                for name in ("voltage", "colour", "size")
+                for supplier, value in (("acme", f"{name} a"), ("globex", f"{name} b"))
+            ]
+        )
+        assert observed == Observed(accepted=6, stored=6)
+        with pytest.raises(ValueError):
+            recalld.observe([])  # refused here, nothing sent
+        assigned = until(lambda: len((found := recalld.assignments(key)).assignments) == 3 and found)
+        assert isinstance(assigned, AssignmentsOut) and assigned.unassigned == []
+        raw = daemon.call("GET", f"/v1/assignments/{key}")[1]
+        assert exactly(msgspec.structs.replace(assigned, next_tick_in_s=raw["next_tick_in_s"]), raw)
+        ids = {a.characteristic: a.dispute.id for a in assigned.assignments if a.dispute is not None}
+        assert sorted(ids) == ["colour", "size", "voltage"]
+
+        page = recalld.disputes(state="pending", limit=2)
+        assert isinstance(page, DisputePage) and len(page.disputes) == 2 and page.next is not None
+        assert exactly(page, daemon.call("GET", "/admin/disputes?state=pending&limit=2")[1])
+        rest = recalld.disputes(state="pending", after=page.next)
+        assert {d.id for d in page.disputes + rest.disputes} >= set(ids.values())
+        voltage = recalld.dispute(ids["voltage"])
+        assert isinstance(voltage, Dispute) and voltage.state == "pending" and len(voltage.candidates) == 2
+        assert exactly(voltage, daemon.call("GET", f"/admin/disputes/{ids['voltage']}")[1])
+
+        decided = recalld.decide(ids["voltage"], "override", value="voltage a")
+        assert (decided.state, decided.decision) == ("resolved", "override")
+        assert exactly(decided, daemon.call("GET", f"/admin/disputes/{ids['voltage']}")[1])
+        assert recalld.decide(ids["colour"], "escalate").state == "manual_review"
+        assert recalld.force_resolve(ids["colour"], value="colour b").decision == "force"
+        assert recalld.supersede(ids["size"]).state == "superseded"
+        with pytest.raises(ClientError) as closed:
+            recalld.decide(ids["size"], "reject")
+        assert (closed.value.status, closed.value.code, closed.value.body["state"]) == (
+            409,
+            "dispute_closed",
+            "superseded",
+        )
+        with pytest.raises(ClientError) as bad:
+            recalld.dispute("nope")  # the daemon checks ids
+        assert (bad.value.status, bad.value.code) == (400, "invalid_id")
+
+        manual = recalld.assign(key, "size", "M")
+        assert manual == ManualAssignment(entity=key, characteristic="size", value="M", source="manual")
+        assert {a.characteristic: a.value for a in recalld.assignments(key).assignments}["size"] == "M"
+        assert recalld.unassign(key, "size") == ManualRemoved(entity=key, characteristic="size", deleted=True)
+        with pytest.raises(ClientError) as gone:
+            recalld.unassign(key, "size")
+        assert gone.value.status == 404
+        with pytest.raises(ClientError) as missing:
+            recalld.assignments(entity())
+        assert missing.value.status == 404
+
+
+@pytest.fixture
+def slow_ticks(make_daemon: Any) -> Daemon:
+    """A daemon whose assignment ticks are an hour apart (started before the test's event loop)."""
+    started: Daemon = make_daemon(env=SLOW_TICKS)
+    return started
+
+
+@pytest.mark.anyio
+@pytest.mark.anyio_backends("asyncio", "trio", real_clock=True)
+async def test_the_async_client_observes_assigns_and_moderates(slow_ticks: Daemon) -> None:
+    daemon, key = slow_ticks, entity()
+    async with AsyncClient(daemon.socket) as recalld:
+        observation = ObservationIn(entity=key, characteristic="voltage", supplier="acme", value="230 V", trust=0.5)
+        assert await recalld.observe([observation]) == Observed(accepted=1, stored=1)
+        waiting = await recalld.assignments(key)
+        assert [u.characteristic for u in waiting.unassigned] == ["voltage"] and waiting.next_tick_in_s
+        assert (await recalld.assign(key, "voltage", "230 V")).source == "manual"
+        assert (await recalld.unassign(key, "voltage")).deleted
+        assert (await recalld.disputes()).disputes == []
+        for call in (
+            recalld.dispute(uuid.uuid4()),
+            recalld.force_resolve(uuid.uuid4()),
+            recalld.supersede(uuid.uuid4()),
+            recalld.decide(uuid.uuid4(), "reject"),
+        ):
+            with pytest.raises(ClientError) as missing:
+                await call
+            assert missing.value.status == 404
