@@ -48,12 +48,13 @@ def finish_parser(parser: argparse.ArgumentParser, sub: argparse._SubParsersActi
 
 def written_line(answer: dict[str, Any], *, created: bool) -> str:
     """`recalld put`'s answer in one line: what was written, and its duplicate check."""
+    revision = answer.get("revision")
     if created:
-        line = f"created {answer['id']} (revision {answer['revision']})"
+        line = f"created {answer.get('id')} (revision {revision})"
     elif answer.get("changed", True):
-        line = f"updated {answer['id']} to revision {answer['revision']}"
+        line = f"updated {answer.get('id')} to revision {revision}"
     else:
-        line = f"unchanged {answer['id']} (revision {answer['revision']})"
+        line = f"unchanged {answer.get('id')} (revision {revision})"
     check = answer.get("duplicate_check")
     if check is None:
         return line

@@ -144,6 +144,15 @@ def actors_check(supervisor: Supervisor) -> CheckFn:
     return check
 
 
+async def _nothing_to_index(index: IndexManager) -> bool:
+    """Whether the store holds no record at all; a store that does not answer says nothing (the
+    `store` check fails for it), so the missing generation counts."""
+    try:
+        return await index.nothing_to_index()
+    except db.STORE_DOWN_ERRORS:
+        return False
+
+
 def vector_check(index: IndexManager | None) -> CheckFn:
     """The index manager serves a verified generation, or there is nothing to index yet (a fresh
     daemon, no records: a pass that says so); else its problem's code and message."""
@@ -162,7 +171,7 @@ def vector_check(index: IndexManager | None) -> CheckFn:
         if problem is None:
             return Check(status="pass", detail=detail)
         reason, message = problem
-        if reason == IndexReason.NO_VERIFIED_GENERATION and await index.nothing_to_index():
+        if reason == IndexReason.NO_VERIFIED_GENERATION and await _nothing_to_index(index):
             return Check(status="pass", detail={**detail, "note": EMPTY_NOTE})
         return Check(status="fail", reason=reason, detail={"message": message, **detail})
 
