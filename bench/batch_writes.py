@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 from bench.harness import load_average, machine, progress, publish  # noqa: E402
 from bench.ingest_recall import start  # noqa: E402
 from bench.recall import build_corpus  # noqa: E402
-from daemon.client import Client, ClientError  # noqa: E402
+from recalld.client import Client, ClientError  # noqa: E402
 
 CHECKS_SECTION = "batch_writes.py checks"
 HEADING = "Batch writes with duplicate checks (issues 22, 19)"
@@ -52,7 +52,7 @@ def start_tree(tree: Path, work: Path) -> tuple[subprocess.Popen[bytes], Path]:
     socket = work / "recalld.sock"
     env = {k: v for k, v in os.environ.items() if not k.startswith("RECALLD_")}
     env["PYTHONPATH"] = str(tree)
-    command = [sys.executable, "-m", "daemon", "serve", "--data-dir", str(work / "data"), "--socket", str(socket)]
+    command = [sys.executable, "-m", "recalld", "serve", "--data-dir", str(work / "data"), "--socket", str(socket)]
     log = (work / "serve.log").open("ab")
     daemon = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=tree)
     try:

@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.harness import ROOT, load_average, machine, progress, publish, start_daemon, stop_daemon
-from daemon.client import Client
+from recalld.client import Client
 
 PYTHON = str(ROOT / ".venv/bin/python")
 RECALLD = str(ROOT / ".venv/bin/recalld")
@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> None:
         home = Path(work)
         home.chmod(0o755)  # as root, the embedded PostgreSQL runs as the user recalld: it must get in
         socket = home / "recalld.sock"
-        daemon = start_daemon(home / "data", socket, home / "daemon.log")
+        daemon = start_daemon(home / "data", socket, home / "recalld.log")
         try:
             with Client(socket) as client:
                 client.create_record("bench", "note", "Refunds need two approvals", "Above 500 EUR.")

@@ -37,7 +37,6 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from actors.records import content_hash, normalise_title
 from bench.harness import (
     ROOT,
     embedded_dsn,
@@ -49,7 +48,8 @@ from bench.harness import (
     start_daemon,
     stop_daemon,
 )
-from daemon.client import Client
+from recalld.actors.records import content_hash, normalise_title
+from recalld.client import Client
 
 WORK = ROOT / "var/bench-dedupe"
 VERBS = "Export Import Show Hide Validate Archive Sync Notify Approve Reject Schedule Cancel Print Refund".split()
@@ -75,7 +75,7 @@ def titles(count: int, salt: int) -> list[str]:
 
 
 DIMENSION = 512
-"""The title model's (daemon/providers/titles.py)."""
+"""The title model's (daemon/providers/duplicates_model.py)."""
 
 
 def random_vectors(count: int, seed: int) -> np.ndarray:

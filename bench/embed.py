@@ -29,10 +29,10 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from actors.embedder import Embedder, EmbedderSettings
-from actors.kernel.ports import UsageRow
 from bench.harness import load_average, machine, write_section
-from daemon.providers.local import MAX_TOKENS, LocalProvider
+from recalld.actors.embedding.embedder import Embedder, EmbedderSettings
+from recalld.actors.kernel.ports import UsageRow
+from recalld.providers.local import MAX_TOKENS, LocalProvider
 
 SOURCE_MODULES = (
     "argparse asyncio collections contextlib csv datetime decimal email enum functools http.client "

@@ -31,12 +31,12 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from actors.index.generation import load_generation, manifest_sha256  # noqa: E402
-from actors.index.handle import Handle  # noqa: E402
-from actors.index.manifest import MANIFEST_FILE, Expected, Manifest  # noqa: E402
 from bench.harness import daemon_on_recall_data, embedded_dsn, machine, progress, publish, write_option  # noqa: E402
 from bench.recall import NAMESPACE  # noqa: E402
-from daemon.store.search import Filters, filtered_records  # noqa: E402
+from recalld.actors.index.generation import load_generation, manifest_sha256  # noqa: E402
+from recalld.actors.index.handle import Handle  # noqa: E402
+from recalld.actors.index.manifest import MANIFEST_FILE, Expected, Manifest  # noqa: E402
+from recalld.store.search import Filters, filtered_records  # noqa: E402
 
 RUNS = 15
 READ_LIMITS = (100, 1000, 4000, 10000)

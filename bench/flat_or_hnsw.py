@@ -30,11 +30,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from actors.index.generation import HNSW_EF_CONSTRUCTION, new_index
-from actors.index.settings import HNSW_EF_SEARCH
-from actors.index.vectors import BUILD_THREADS, one_thread_per_search, search_parameters
 from bench.harness import load_average, machine, progress, publish
 from bench.recall_1m import RANK, synthetic
+from recalld.actors.index.generation import HNSW_EF_CONSTRUCTION, new_index
+from recalld.actors.index.settings import HNSW_EF_SEARCH
+from recalld.actors.index.vectors import BUILD_THREADS, one_thread_per_search, search_parameters
 
 DIMENSION = 384
 FETCH = 60
@@ -79,9 +79,9 @@ def real_vectors(work: Path, count: int) -> tuple[np.ndarray, np.ndarray]:
     """The chunk vectors bench/recall.py stored in WORK, and `count` of its queries embedded."""
     import json
 
-    from actors.embedding.template import render_query
     from bench.harness import start_daemon, stop_daemon
     from bench.recall import served_raw_parts
+    from recalld.actors.embedding.template import render_query
 
     socket = work / "flat-or-hnsw.sock"
     daemon = start_daemon(work / "data", socket, work / "flat-or-hnsw.log")

@@ -24,7 +24,6 @@ import asyncpg
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from actors.query import MAX_READINGS, QUERY_BUILDER_VERSION, build_text_query  # noqa: E402
 from bench.harness import (  # noqa: E402
     daemon_on_recall_data,
     embedded_dsn,
@@ -35,7 +34,8 @@ from bench.harness import (  # noqa: E402
     write_option,
 )
 from bench.recall import NAMESPACE  # noqa: E402
-from daemon.store.search import Filters, full_text  # noqa: E402
+from recalld.actors.recall.query import MAX_READINGS, QUERY_BUILDER_VERSION, build_text_query  # noqa: E402
+from recalld.store.search import Filters, full_text  # noqa: E402
 
 CAP = 30  # [recall] fts_candidates
 RUNS = 3

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from daemon.client import Client  # noqa: E402
+from recalld.client import Client  # noqa: E402
 
 
 def progress(message: str) -> None:
@@ -273,7 +273,7 @@ def pgvector_works() -> bool:
     (SIGILL), and a crashing backend restarts every connection of its server."""
     import tempfile
 
-    from daemon.store.embedded import EmbeddedPostgres
+    from recalld.store.embedded import EmbeddedPostgres
 
     workdir = Path(tempfile.mkdtemp(prefix="recalld-pgvector-probe-"))
     os.chmod(workdir, 0o755)  # the server may run as the unprivileged `recalld` user

@@ -4,7 +4,7 @@ embeds what was just written (issue 22 item 1, "queries first").
     .venv/bin/python bench/ingest_recall.py --label after [--passages 2000] [--write docs/BENCHMARKS.md]
 
 For the figures before a change, run this same script against the older tree (its daemon is
-started from the tree the script lies in, `python -m daemon serve` with that tree first on
+started from the tree the script lies in, `python -m recalld serve` with that tree first on
 PYTHONPATH):
 
     git worktree add /tmp/before <commit>
@@ -59,7 +59,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.harness import load_average, machine, percentile, progress, publish, wait_caught_up  # noqa: E402
 from bench.recall import build_corpus  # noqa: E402
-from daemon.client import Client, ClientError  # noqa: E402
+from recalld.client import Client, ClientError  # noqa: E402
 
 NAMESPACE = "bench-ingest"
 WRITERS = 4
@@ -74,7 +74,7 @@ def start(work: Path, env: dict[str, str] | None = None) -> tuple[subprocess.Pop
     socket = work / "recalld.sock"
     log = (work / "serve.log").open("ab")
     env = {**os.environ, **(env or {}), "PYTHONPATH": str(ROOT)}
-    command = [sys.executable, "-m", "daemon", "serve", "--data-dir", str(work / "data"), "--socket", str(socket)]
+    command = [sys.executable, "-m", "recalld", "serve", "--data-dir", str(work / "data"), "--socket", str(socket)]
     daemon = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
     client = Client(socket)
     try:

@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.harness import machine, publish
-from daemon.providers.local import LocalProvider, default_threads
+from recalld.providers.local import LocalProvider, default_threads
 
 SIZES = ((1, 8), (1, 12), (1, 16), (1, 24), (1, 32), (1, 64), (2, 64), (1, 256), (8, 256))
 """(rows, tokens) per run: query lengths first, then a chunk and a batch of chunks."""

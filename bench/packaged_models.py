@@ -19,11 +19,11 @@ could take: the vector route of recall (issue 20 item 6) and the duplicate check
     python bench/packaged_models.py quantize --mpnet-dir DIR [--out DIR]
 
 `routes`: every `*.txt` page of CORPUS_DIR chunked and rendered as the daemon does
-(actors/chunking.py, the document template), embedded by MiniLM (daemon/providers/local.py)
+(actors/index/chunking.py, the document template), embedded by MiniLM (daemon/providers/local.py)
 and by the other model (e5: its `passage:` side, questions on its `query:` side); one ranked
 list of pages per question and model (exact search over every chunk, best chunk per page), and
 a third from the two models' cosines averaged per chunk. hit@5 and MRR@10 per kind, tuning
-(odd ids) and held-out (even ids and fresh questions) apart, by actors/retrieval_metrics.py.
+(odd ids) and held-out (even ids and fresh questions) apart, by actors/recall/metrics.py.
 The vectors are cached in var/packaged-models/ (both models embed 3 to 5 passages a second on
 2 cores, MiniLM 25).
 
@@ -50,15 +50,15 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from actors import retrieval_metrics
-from actors.chunking import chunk_text
-from actors.embedding.settings import EmbedderSettings
-from actors.embedding.template import render_document, render_query
 from bench.dedupe_alternatives import Row, cell, figures, judged
 from bench.harness import progress
 from bench.retrieval import load_questions
-from daemon.ingest import title_of
-from daemon.providers.local import LocalProvider
+from recalld.actors.embedding.settings import EmbedderSettings
+from recalld.actors.embedding.template import render_document, render_query
+from recalld.actors.index.chunking import chunk_text
+from recalld.actors.recall import metrics as retrieval_metrics
+from recalld.client.ingest import title_of
+from recalld.providers.local import LocalProvider
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / "var" / "packaged-models"

@@ -52,9 +52,6 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from actors.embedding.template import render_title  # noqa: E402
-from actors.fusion import reciprocal_rank, settle_ties  # noqa: E402
-from actors.query import build_text_query, evidence_of  # noqa: E402
 from bench import second_model  # noqa: E402
 from bench.harness import (  # noqa: E402
     embedded_dsn,
@@ -82,9 +79,12 @@ from bench.retrieval import (  # noqa: E402
     readiness_space,
     score,
 )
-from daemon.client import Client  # noqa: E402
-from daemon.config import Config  # noqa: E402
-from daemon.store.search import Filters, full_text  # noqa: E402
+from recalld.actors.embedding.template import render_title  # noqa: E402
+from recalld.actors.recall.fusion import reciprocal_rank, settle_ties  # noqa: E402
+from recalld.actors.recall.query import build_text_query, evidence_of  # noqa: E402
+from recalld.client import Client  # noqa: E402
+from recalld.config import Config  # noqa: E402
+from recalld.store.search import Filters, full_text  # noqa: E402
 
 SECOND_MODELS = ("use", "mpnet")
 """The `--options` that are a second embedding model (bench/second_model.py)."""
@@ -182,7 +182,7 @@ def meaning_lists(
 ) -> tuple[Lists, dict[str, float]]:
     """The heading's vector (the local model, the title template) against the query's: exact
     inner product over every page. Embedding the headings is ingest's cost, not recall's."""
-    from daemon.providers.local import LocalProvider
+    from recalld.providers.local import LocalProvider
 
     model = LocalProvider()
     ids = sorted(heading.texts, key=str)
@@ -463,7 +463,7 @@ async def measure(
         "",
         f"Command: `.venv/bin/python bench/quality_step.py {command_line(args)}`",
         "",
-        "Cells: hit@5 (questions) · MRR@10, page level (actors/retrieval_metrics.py). Latency: per question,"
+        "Cells: hit@5 (questions) · MRR@10, page level (actors/recall/metrics.py). Latency: per question,"
         " the default recall through the daemon's socket (embedding included), plus the option's extra step"
         " timed on its own (a second model as the vector route: its query embedding and search, less"
         " MiniLM's query embedding, which it replaces)."

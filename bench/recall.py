@@ -68,9 +68,6 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from actors.embedding.template import render_query
-from actors.index.settings import HNSW_EF_SEARCH
-from actors.index.vectors import one_thread_per_search
 from bench.harness import (
     PGVECTOR_K,
     PGVECTOR_SESSION,
@@ -94,8 +91,11 @@ from bench.harness import (
     vector_text,
     wait_caught_up,
 )
-from daemon.client import Client
-from daemon.config import Config
+from recalld.actors.embedding.template import render_query
+from recalld.actors.index.settings import HNSW_EF_SEARCH
+from recalld.actors.index.vectors import one_thread_per_search
+from recalld.client import Client
+from recalld.config import Config
 
 MAN_DIRS = [Path(f"/usr/share/man/man{section}") for section in (1, 8, 5, 7, 3)]
 NAMESPACE = "bench-recall"
@@ -437,7 +437,7 @@ class RawParts:
     model: Any = field(init=False)
 
     def __post_init__(self) -> None:
-        from daemon.providers.local import LocalProvider
+        from recalld.providers.local import LocalProvider
 
         # FAISS searches on one thread, as the daemon's do (`one_thread_per_search`): with its
         # default OpenMP team of two, the idle member spins after each search beside the model

@@ -47,8 +47,6 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from actors.index.settings import defaults
-from actors.records import content_hash, normalise_title
 from bench.harness import (
     RECALL_WORK,
     embedded_dsn,
@@ -62,7 +60,9 @@ from bench.harness import (
 )
 from bench.recall import NAMESPACE, STAGES, Load, load_corpus, socket_load
 from bench.recall_sweep import wait_ready
-from daemon.client import Client
+from recalld.actors.index.settings import defaults
+from recalld.actors.records import content_hash, normalise_title
+from recalld.client import Client
 
 BATCH = 5_000
 CONFIG = """\

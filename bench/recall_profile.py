@@ -28,13 +28,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.harness import RECALL_QUICK_WORK, ROOT, progress
 from bench.recall import NAMESPACE, socket_load
 from bench.recall_sweep import wait_ready
-from daemon.client import Client
+from recalld.client import Client
 
 # Runs `recalld serve` with cProfile on the main thread; the stats are dumped as serve returns
 # (SIGTERM exits serve normally).
 WRAPPER = """
 import cProfile, sys
-from daemon.cli import main
+from recalld.cli.commands import main
 profile = cProfile.Profile()
 profile.enable()
 try:

@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.harness import RECALL_QUICK_WORK, cpu_seconds, embedded_dsn, postgres_cpu_seconds, start_daemon, stop_daemon
 from bench.recall import NAMESPACE, socket_load
-from daemon.store.search import TS_CONFIG
+from recalld.store.search import TS_CONFIG
 
 TABLES = ("records", "chunks", "indexed_records", "chunk_vectors", "title_vectors")
 """The tables a recall reads, whose statistics this may remove."""

@@ -52,7 +52,7 @@ from bench.recall import (
     recall_at_10,
     socket_load,
 )
-from daemon.client import Client, ClientError
+from recalld.client import Client, ClientError
 
 BEAMS = (20, 40, 100, 150, 250, 350, 500, 1000)
 """The beams swept on both sides. pgvector returns at most ef_search rows, so its hybrid's top 20

@@ -41,9 +41,9 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from actors.canonical.values import normalise
 from bench.harness import load_average, machine, progress, publish, start_daemon, stop_daemon
-from daemon.client import Client
+from recalld.actors.assignments.values import normalise
+from recalld.client import Client
 
 # (characteristic, right, wrong): the characteristic alone names the fact, as the resolver's
 # context carries only the characteristic, its unit and the candidates.
@@ -153,7 +153,7 @@ def main() -> int:
             "RECALLD_ASSIGNMENTS_INTERVAL_S": "1",
         }
         progress("starting recalld")
-        daemon = start_daemon(home / "data", sock, home / "daemon.log", env=env)
+        daemon = start_daemon(home / "data", sock, home / "recalld.log", env=env)
         client = Client(sock, timeout=120)
         run = uuid.uuid4().hex[:6]
         right: dict[str, str] = {}

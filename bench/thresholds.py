@@ -40,7 +40,7 @@ from bench.retrieval import (  # noqa: E402
     load_questions,
     readiness_space,
 )
-from daemon.client import Client  # noqa: E402
+from recalld.client import Client  # noqa: E402
 
 
 @dataclass

@@ -1,8 +1,8 @@
 """`recalld serve`: bring the store up, build the supervision tree, serve until SIGTERM.
 
 Start order: data-directory lock -> listening sockets -> PostgreSQL (embedded unless a DSN is
-configured) -> pool -> migrations (`daemon.bringup`) -> supervised actors, control server last
-(`daemon.assembly`) -> READY=1. Shutdown runs the same way backwards; SIGTERM exits 0, a
+configured) -> pool -> migrations (`recalld.bringup`) -> supervised actors, control server last
+(`recalld.assembly`) -> READY=1. Shutdown runs the same way backwards; SIGTERM exits 0, a
 supervisor that gave up exits 1 so that systemd restarts the daemon. This module owns only that
 order, the signals and the exit code.
 """
@@ -17,18 +17,18 @@ from pathlib import Path
 import anyio
 import httpx
 
-from actors.index.vectors import single_threaded_blas
-from actors.kernel.supervisor import Supervisor, SupervisorGaveUp
-from daemon.assembly import assemble
-from daemon.bringup import PRIVATE_UMASK as PRIVATE_UMASK  # re-exported: the CLI sets the umask before serving
-from daemon.bringup import data_dir_lock, listening, postgres
-from daemon.bringup import startup_error as startup_error  # re-exported: the CLI reports it in one line
-from daemon.config import Config
-from daemon.heap import settle_heap
-from daemon.metrics import Metrics
-from daemon.paths import default_cache_dir
-from daemon.providers.early import load_early
-from daemon.systemd import Notifier, listen_fds
+from recalld.actors.index.vectors import single_threaded_blas
+from recalld.actors.kernel.supervisor import Supervisor, SupervisorGaveUp
+from recalld.assembly import assemble
+from recalld.bringup import PRIVATE_UMASK as PRIVATE_UMASK  # re-exported: the CLI sets the umask before serving
+from recalld.bringup import data_dir_lock, listening, postgres
+from recalld.bringup import startup_error as startup_error  # re-exported: the CLI reports it in one line
+from recalld.config import Config
+from recalld.heap import settle_heap
+from recalld.metrics import Metrics
+from recalld.paths import default_cache_dir
+from recalld.providers.early import load_early
+from recalld.systemd import Notifier, listen_fds
 
 log = logging.getLogger("recalld")
 

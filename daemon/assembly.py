@@ -2,7 +2,7 @@
 
 `assemble` is the one place that knows which parts a daemon has and in which order they start
 (list order: the embedded PostgreSQL's keeper first, the control server last, so nothing is
-served before the parts behind it are up). It starts nothing itself: `daemon.app` runs what it
+served before the parts behind it are up). It starts nothing itself: `recalld.app` runs what it
 returns.
 """
 
@@ -16,10 +16,11 @@ from pathlib import Path
 import asyncpg
 import httpx
 
-from actors.embedder import Embedder, EmbedderSettings
-from actors.embedding.query_cache import QueryVectorCache
-from actors.index_manager import IndexManager, IndexSettings
-from actors.kernel.supervisor import (
+from recalld.actors.embedding.embedder import Embedder, EmbedderSettings
+from recalld.actors.embedding.query_cache import QueryVectorCache
+from recalld.actors.gc.sweeper import Sweeper, SweepSettings
+from recalld.actors.index.manager import IndexManager, IndexSettings
+from recalld.actors.kernel.supervisor import (
     ChildSpec,
     EventKind,
     Restart,
@@ -27,32 +28,31 @@ from actors.kernel.supervisor import (
     SupervisorEvent,
     SupervisorOptions,
 )
-from actors.sweeper import Sweeper, SweepSettings
-from daemon.bringup import heartbeat
-from daemon.canonical import Canonical
-from daemon.canonical import build as build_canonical
-from daemon.config import Config
-from daemon.control.access import AccessPolicy
-from daemon.control.context import Services
-from daemon.control.health import Health, actors_check, embedding_check, store_check, vector_check
-from daemon.control.server import Listener, run_control_server
-from daemon.duplicates import DuplicateChecker
-from daemon.indexing_status import IndexingStatus
-from daemon.metrics import Metrics
-from daemon.notifications import listen
-from daemon.providers import make_provider
-from daemon.providers.early import EarlyModels
-from daemon.providers.in_process import InProcessModel
-from daemon.recall import RecallService
-from daemon.store.embedded import EmbeddedPostgres, keep_running
-from daemon.store.evals import EvalStore
-from daemon.store.records import RecordRepository
-from daemon.store.search import FeedbackStore, SearchLog, SearchRecorder
-from daemon.store.titles import PgTitleStore
-from daemon.store.usage import UsageStore
-from daemon.store.vectors import PgBuilderLock, PgVectorStore, new_generation_id
-from daemon.systemd import Notifier
-from daemon.vector_route import VectorRoute
+from recalld.bringup import heartbeat
+from recalld.config import Config
+from recalld.control.access import AccessPolicy
+from recalld.control.context import Services
+from recalld.control.health import Health, actors_check, embedding_check, resolver_check, store_check, vector_check
+from recalld.control.server import Listener, run_control_server
+from recalld.metrics import Metrics
+from recalld.providers import make_provider
+from recalld.providers.early import EarlyModels
+from recalld.providers.in_process import InProcessModel
+from recalld.services.assignments import Canonical
+from recalld.services.assignments import build as build_canonical
+from recalld.services.duplicates import DuplicateChecker
+from recalld.services.recall import RecallService
+from recalld.services.recall_indexing import IndexingStatus
+from recalld.services.recall_vector import VectorRoute
+from recalld.store.duplicates import PgTitleStore
+from recalld.store.embedded import EmbeddedPostgres, keep_running
+from recalld.store.evals import EvalStore
+from recalld.store.notifications import listen
+from recalld.store.records import RecordRepository
+from recalld.store.search import FeedbackStore, SearchLog, SearchRecorder
+from recalld.store.usage import UsageStore
+from recalld.store.vectors import PgBuilderLock, PgVectorStore, new_generation_id
+from recalld.systemd import Notifier
 
 log = logging.getLogger("recalld")
 
@@ -204,7 +204,7 @@ def assemble(
     health.add("actors", actors_check(supervisor), required=True)
     health.add("embedding", embedding_check(embedder), required=config.recall.vector_required)
     health.add("vector", vector_check(index), required=config.recall.vector_required)
-    health.add("resolver", canonical.readiness(), required=False)
+    health.add("resolver", resolver_check(canonical), required=False)
     return Daemon(services, supervisor)
 
 

@@ -19,13 +19,13 @@ from pathlib import Path
 import anyio
 import asyncpg
 
-from daemon import paths
-from daemon.config import Config
-from daemon.control.server import Listener, SocketInUse
-from daemon.store import db
-from daemon.store.embedded import EmbeddedPostgres, EmbeddedPostgresError, max_connections_for
-from daemon.store.migrations import SchemaTooNew, migrate_database
-from daemon.systemd import Notifier, watchdog_interval
+from recalld import paths
+from recalld.config import Config
+from recalld.control.server import Listener, SocketInUse
+from recalld.store import db
+from recalld.store.embedded import EmbeddedPostgres, EmbeddedPostgresError, max_connections_for
+from recalld.store.migrations import SchemaTooNew, migrate_database
+from recalld.systemd import Notifier, watchdog_interval
 
 log = logging.getLogger("recalld")
 

@@ -19,10 +19,10 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 
-from actors.embedding.settings import EmbedderSettings
-from actors.embedding.template import TEMPLATES
-from actors.index.settings import defaults as index_defaults
-from daemon.resolver_env import resolver_aliases
+from recalld.actors.embedding.settings import EmbedderSettings
+from recalld.actors.embedding.template import TEMPLATES
+from recalld.actors.index.settings import defaults as index_defaults
+from recalld.resolver_env import resolver_aliases
 
 ENV_PREFIX = "RECALLD_"
 # Every RECALLD_ variable that is not a config key: the CLI's socket (daemon/paths.py) and the

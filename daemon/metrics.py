@@ -10,10 +10,10 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 if TYPE_CHECKING:
-    from actors.embedder import Embedder
-    from actors.embedding.query_cache import QueryVectorCache
-    from actors.index_manager import IndexManager
-    from daemon.store.search import SearchRecorder
+    from recalld.actors.embedding.embedder import Embedder
+    from recalld.actors.embedding.query_cache import QueryVectorCache
+    from recalld.actors.index.manager import IndexManager
+    from recalld.store.search import SearchRecorder
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 # Recall answers are expected in milliseconds; the upper buckets catch slow fallbacks.
@@ -190,7 +190,7 @@ class ActorCollector:
 
 
 def _row_outcomes(name: str, rows: str, written: int, failed: int, dropped: int) -> CounterMetricFamily:
-    """What became of the rows a write-behind batcher (`actors.kernel.batching`) was handed."""
+    """What became of the rows a write-behind batcher (`recalld.actors.kernel.batching`) was handed."""
     return _by_label(
         name,
         f"{rows}: written, failed (refused by the store) or dropped (store down too long)",

@@ -17,15 +17,15 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Final
 
-from actors.canonical.disputes import DisputeState, Tier
-from actors.canonical.strategy import Strategy
-from actors.canonical.verdict import ConfidenceSource, ResolverReason
-from actors.embedding.errors import Reason
-from actors.index.manifest import IndexReason
-from actors.recall_policy import DegradedReason
-from daemon.control.errors import ErrorCode
-from daemon.control.health import ReadinessReason
-from daemon.wire.duplicates import DuplicateSkipReason
+from recalld.actors.assignments.disputes import DisputeState, Tier
+from recalld.actors.assignments.strategy import Strategy
+from recalld.actors.assignments.verdict import ConfidenceSource, ResolverReason
+from recalld.actors.embedding.errors import Reason
+from recalld.actors.index.manifest import IndexReason
+from recalld.actors.recall.policy import DegradedReason
+from recalld.control.health import ReadinessReason
+from recalld.wire.duplicates import DuplicateSkipReason
+from recalld.wire.errors import ErrorCode
 
 REASON_ENUMS: Final[tuple[type[StrEnum], ...]] = (
     ErrorCode,  # error bodies of the control socket

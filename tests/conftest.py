@@ -19,7 +19,7 @@ import asyncpg
 import pytest
 from trio.testing import MockClock
 
-from daemon.store.embedded import EmbeddedPostgres
+from recalld.store.embedded import EmbeddedPostgres
 from tests.support import Daemon, create_database, namespace, remove_run_dir, scratch_dir, share_run_dir, sql
 from tests.support.fake_openai import FakeOpenAI
 
@@ -136,9 +136,9 @@ def make_daemon(postgres: EmbeddedPostgres) -> Iterator[Any]:
 @pytest.fixture
 async def pool(fresh_dsn: str) -> AsyncIterator[asyncpg.Pool]:
     """A migrated fresh database behind the daemon's own pool settings (async store tests)."""
-    from daemon.config import StoreConfig
-    from daemon.store import db
-    from daemon.store.migrations import migrate
+    from recalld.config import StoreConfig
+    from recalld.store import db
+    from recalld.store.migrations import migrate
 
     pool = await db.open_pool(fresh_dsn, StoreConfig())
     async with pool.acquire() as conn:

@@ -1,18 +1,23 @@
-"""The direction of imports: `actors` is anyio-only and never reaches into I/O libraries or
-`daemon`, no module of `actors` or `daemon` imports itself through others, and the scripts of
-`bench/` share code through public names only.
+"""The layers of `recalld` and the direction of imports between them.
+
+- `recalld.actors` (the actors/ folder) is anyio-only: no I/O library, nothing of the rest of
+  `recalld`; the rest of `recalld` (the daemon/ folder) may import it.
+- `recalld.wire` holds the control socket's msgspec types: msgspec and the standard library only.
+- `recalld.client` is what a program talking to the daemon loads: no server module.
+- `recalld.services` answer what the routes ask for and never import `recalld.control`.
+- No module of `recalld` imports itself through others, and no module imports another's private
+  (`_underscored`) names; the scripts of `bench/` share code through public names only.
 
 Two views, each catching what the other cannot. Statically, every import statement of every
 module, read with `ast`, function-local ones and `TYPE_CHECKING` ones included (a cycle hidden
 in a function body is still a cycle, one among types still ties the layers together); this is
-also the only way to see `asyncio`, which anyio itself loads. At run time, what importing all
-of `actors` actually loads, so a third-party package that drags in aiohttp is caught too.
+also the only way to see `asyncio`, which anyio itself loads. At run time, what importing a layer
+actually loads, so a third-party package that drags in aiohttp is caught too.
 """
 
 from __future__ import annotations
 
 import ast
-import pkgutil
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping
@@ -20,24 +25,35 @@ from pathlib import Path
 
 import pytest
 
-import actors
-
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("actors", "daemon")
-OURS = (*PACKAGES, "bench")
-OFF_LIMITS_TO_ACTORS = ("asyncio", "aiohttp", "asyncpg", "httpx", "daemon")
-"""What `actors` must not import: the event loop and I/O libraries are the daemon's, and the
-daemon depends on the actors, never the other way round."""
+FOLDERS = {"recalld": ROOT / "daemon", "recalld.actors": ROOT / "actors"}
+"""Installed package -> the folder it is (pyproject.toml's package-dir)."""
+OFF_LIMITS_TO_ACTORS = ("asyncio", "aiohttp", "asyncpg", "httpx")
+"""I/O libraries `recalld.actors` must not import: the event loop and I/O are the daemon's."""
 
 
-def module_files(root: Path, packages: Iterable[str]) -> dict[str, Path]:
-    """Dotted module name -> source file, for every module of `packages` under `root`."""
+def module_files() -> dict[str, Path]:
+    """Dotted module name -> source file, for every module of `recalld`."""
     found = {}
-    for package in packages:
-        for path in sorted((root / package).rglob("*.py")):
-            parts = path.relative_to(root).with_suffix("").parts
-            found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    for package, folder in FOLDERS.items():
+        for path in sorted(folder.rglob("*.py")):
+            parts = path.relative_to(folder).with_suffix("").parts
+            if package == "recalld" and parts[:1] == ("actors",):
+                continue
+            name = ".".join((package, *(parts[:-1] if parts[-1] == "__init__" else parts)))
+            found[name] = path
     return found
+
+
+def within(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+def imports_by_module(files: Mapping[str, Path]) -> dict[str, set[str]]:
+    return {
+        module: imports_of(module, path.read_text(encoding="utf-8"), is_package=path.name == "__init__.py")
+        for module, path in files.items()
+    }
 
 
 def imports_of(module: str, source: str, *, is_package: bool) -> set[str]:
@@ -133,38 +149,46 @@ def test_imports_of(module: str, is_package: bool, source: str, named: set[str])
 # -- the code base
 
 
-def test_no_import_cycle_among_the_modules_of_actors_and_daemon() -> None:
-    files = module_files(ROOT, PACKAGES)
-    assert "actors.kernel.supervisor" in files and "daemon.control.server" in files
+def test_no_import_cycle_among_the_modules_of_recalld() -> None:
+    files = module_files()
+    assert "recalld.actors.kernel.supervisor" in files and "recalld.control.server" in files
     cycle = find_cycle(import_graph(files))
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
 
 
-def test_actors_import_neither_io_libraries_nor_daemon() -> None:
-    files = module_files(ROOT, ["actors"])
+def test_actors_import_neither_io_libraries_nor_the_rest_of_recalld() -> None:
+    actors = {m: p for m, p in module_files().items() if within(m, "recalld.actors")}
     bad = sorted(
         f"{module} imports {name}"
-        for module, path in files.items()
-        for name in imports_of(module, path.read_text(encoding="utf-8"), is_package=path.name == "__init__.py")
+        for module, named in imports_by_module(actors).items()
+        for name in named
         if name.split(".")[0] in OFF_LIMITS_TO_ACTORS
+        or (within(name, "recalld") and not within(name, "recalld.actors"))
     )
     assert not bad, "; ".join(bad)
 
 
-def test_importing_actors_loads_no_io_library_nor_daemon() -> None:
-    """At run time, through whatever actors imports; asyncio is left to the static test above
-    (anyio loads it)."""
-    modules = [m.name for m in pkgutil.walk_packages(actors.__path__, "actors.")]
-    assert "actors.kernel.supervisor" in modules and "actors.fusion" in modules
-    off_limits = tuple(name for name in OFF_LIMITS_TO_ACTORS if name != "asyncio")
+def loaded_by(modules: Iterable[str], forbidden: Iterable[str]) -> list[str]:
+    """The modules of `forbidden` (and below them) that importing `modules` loads, in a fresh
+    interpreter."""
     program = (
         "import importlib, sys\n"
-        f"for name in {modules!r}: importlib.import_module(name)\n"
-        f"bad = sorted(m for m in sys.modules if m.split('.')[0] in {off_limits!r})\n"
+        f"for name in {sorted(modules)!r}: importlib.import_module(name)\n"
+        f"bad = sorted(m for m in sys.modules if any(m == f or m.startswith(f + '.') for f in {sorted(forbidden)!r}))\n"
         "print(','.join(bad))\n"
     )
-    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60, check=True)
-    assert done.stdout.strip() == "", f"actors pulled in: {done.stdout.strip()}"
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120, check=True)
+    return [name for name in done.stdout.strip().split(",") if name]
+
+
+def test_importing_actors_loads_no_io_library_nor_the_rest_of_recalld() -> None:
+    """At run time, through whatever actors imports; asyncio is left to the static test above
+    (anyio loads it)."""
+    modules = [m for m in module_files() if within(m, "recalld.actors")]
+    assert "recalld.actors.kernel.supervisor" in modules and "recalld.actors.recall.fusion" in modules
+    forbidden = [name for name in OFF_LIMITS_TO_ACTORS if name != "asyncio"]
+    forbidden += [m for m in module_files() if not within(m, "recalld.actors") and m != "recalld"]
+    assert loaded_by(modules, forbidden) == []
 
 
 def test_bench_scripts_import_no_private_name() -> None:
@@ -174,20 +198,41 @@ def test_bench_scripts_import_no_private_name() -> None:
         f"{path.name} imports {node.module}.{alias.name}"
         for path in (ROOT / "bench").glob("*.py")
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
-        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in OURS
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in ("recalld", "bench")
         for alias in node.names
         if alias.name.startswith("_")
     )
     assert not bad, "; ".join(bad)
 
 
-# -- the client side: what a client loads
+def test_no_module_imports_another_modules_private_names() -> None:
+    bad = sorted(
+        f"{path.relative_to(ROOT)} imports {node.module}.{alias.name}"
+        for module, path in module_files().items()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.ImportFrom) and within(node.module or "", "recalld") and node.module != module
+        for alias in node.names
+        if alias.name.startswith("_")
+    )
+    assert not bad, "; ".join(bad)
 
 
-WIRE_MAY_IMPORT = ("msgspec", "daemon.wire")
-CLIENT_MODULES = ("daemon.client", "daemon.client_calls", "daemon.paths")
-"""The client of the control socket: what a program talking to the daemon imports."""
-SERVER_SIDE = ("aiohttp.web", "asyncpg", "faiss", "numpy", "onnxruntime", "actors", "daemon.config", "daemon.control")
+# -- the layers inside recalld
+
+
+WIRE_MAY_IMPORT = ("msgspec", "recalld.wire")
+CLIENT_MAY_IMPORT = ("recalld.client", "recalld.wire", "recalld.paths")
+"""Besides third-party libraries: what the client side is built of."""
+SERVER_SIDE = (
+    "aiohttp.web",
+    "asyncpg",
+    "faiss",
+    "numpy",
+    "onnxruntime",
+    "recalld.actors",
+    "recalld.config",
+    "recalld.control",
+)
 """What only the server needs: a client that loads any of these pays for a server it never runs
 (0.9 s and 77 MB of imports before a command did anything)."""
 
@@ -197,26 +242,48 @@ def _third_party_or_ours(name: str) -> bool:
     return top not in sys.stdlib_module_names and top != "__future__"
 
 
+def layer(package: str) -> dict[str, set[str]]:
+    return imports_by_module({m: p for m, p in module_files().items() if within(m, package)})
+
+
 def test_wire_types_import_only_msgspec_and_each_other() -> None:
-    files = {
-        m: p for m, p in module_files(ROOT, ["daemon"]).items() if m == "daemon.wire" or m.startswith("daemon.wire.")
-    }
-    assert "daemon.wire.records" in files
+    named = layer("recalld.wire")
+    assert "recalld.wire.records" in named
     bad = sorted(
         f"{module} imports {name}"
-        for module, path in files.items()
-        for name in imports_of(module, path.read_text(encoding="utf-8"), is_package=path.name == "__init__.py")
-        if _third_party_or_ours(name) and not any(name == ok or name.startswith(f"{ok}.") for ok in WIRE_MAY_IMPORT)
+        for module, names in named.items()
+        for name in names
+        if _third_party_or_ours(name) and not any(within(name, ok) for ok in WIRE_MAY_IMPORT)
+    )
+    assert not bad, "; ".join(bad)
+
+
+def test_the_client_imports_no_server_module() -> None:
+    named = layer("recalld.client")
+    assert "recalld.client.calls" in named
+    bad = sorted(
+        f"{module} imports {name}"
+        for module, names in named.items()
+        for name in names
+        if within(name, "recalld") and name != "recalld" and not any(within(name, ok) for ok in CLIENT_MAY_IMPORT)
     )
     assert not bad, "; ".join(bad)
 
 
 def test_importing_the_client_loads_nothing_of_the_server() -> None:
-    program = (
-        "import importlib, sys\n"
-        f"for name in {CLIENT_MODULES!r}: importlib.import_module(name)\n"
-        f"bad = sorted(m for m in sys.modules if any(m == s or m.startswith(s + '.') for s in {SERVER_SIDE!r}))\n"
-        "print(','.join(bad))\n"
+    assert loaded_by(["recalld", "recalld.client", "recalld.client.calls"], SERVER_SIDE) == []
+    done = subprocess.run(
+        [sys.executable, "-c", "from recalld import AsyncClient, Client, ClientError; print(Client.__module__)"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
     )
-    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60, check=True)
-    assert done.stdout.strip() == "", f"the client pulled in: {done.stdout.strip()}"
+    assert done.stdout.strip() == "recalld.client"
+
+
+def test_services_never_import_control() -> None:
+    named = layer("recalld.services")
+    assert "recalld.services.recall" in named
+    bad = sorted(f"{m} imports {n}" for m, names in named.items() for n in names if within(n, "recalld.control"))
+    assert not bad, "; ".join(bad)

@@ -1,14 +1,14 @@
-"""The code stays as the house style asks: ruff clean and formatted, mypy --strict on actors/, daemon/ and bench/."""
+"""The code stays as the house style asks: ruff clean and formatted, mypy --strict on `recalld` and bench/."""
 
 from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 
 import pytest
 
 from tests.support import ROOT
+from tests.support.typecheck import run_mypy
 
 BIN = ROOT / ".venv" / "bin"
 
@@ -28,7 +28,6 @@ def test_ruff(command: list[str]) -> None:
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-1000:]
 
 
-def test_mypy_strict_on_actors_daemon_and_bench() -> None:
-    # the packages are pyproject.toml's [tool.mypy] packages
-    done = subprocess.run([sys.executable, "-m", "mypy"], capture_output=True, text=True, cwd=ROOT, timeout=600)
-    assert done.returncode == 0, done.stdout[-3000:]
+def test_mypy_strict_on_recalld_and_bench() -> None:
+    done = run_mypy()
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-1000:]

@@ -17,7 +17,7 @@ from enum import StrEnum
 
 import anyio
 
-from actors.embedding.errors import EmbeddingError, Reason
+from recalld.actors.embedding.errors import EmbeddingError, Reason
 
 
 class BreakerState(StrEnum):

@@ -10,16 +10,16 @@ import anyio
 import numpy as np
 from anyio.abc import TaskGroup
 
-from actors.embedding import template as templates
-from actors.embedding.breaker import CircuitBreaker, Permit
-from actors.embedding.errors import EmbeddingError, Reason
-from actors.embedding.meter import Meter
-from actors.embedding.pace import BULK_LANE, LANES, QUERY_LANE, BulkPace, lane_of
-from actors.embedding.ratelimit import TokenBucket
-from actors.embedding.settings import EmbedderSettings
-from actors.embedding.validation import Vectors, as_matrix, check_dimension, row_errors
-from actors.kernel.mailbox import Envelope, Inbox
-from actors.kernel.ports import EmbeddingProvider, ProviderInfo, Purpose, VectorSpace
+from recalld.actors.embedding import template as templates
+from recalld.actors.embedding.breaker import CircuitBreaker, Permit
+from recalld.actors.embedding.errors import EmbeddingError, Reason
+from recalld.actors.embedding.meter import Meter
+from recalld.actors.embedding.pace import BULK_LANE, LANES, QUERY_LANE, BulkPace, lane_of
+from recalld.actors.embedding.ratelimit import TokenBucket
+from recalld.actors.embedding.settings import EmbedderSettings
+from recalld.actors.embedding.validation import Vectors, as_matrix, check_dimension, row_errors
+from recalld.actors.kernel.mailbox import Envelope, Inbox
+from recalld.actors.kernel.ports import EmbeddingProvider, ProviderInfo, Purpose, VectorSpace
 
 log = logging.getLogger("recalld.embedder")
 
@@ -57,7 +57,7 @@ class Dispatcher:
     """Takes requests from the embedder's mailbox, merges them into provider calls and answers them.
 
     Guarantees:
-    - callers are served by priority (`actors.embedding.pace`: queries, then duplicate checks,
+    - callers are served by priority (`recalld.actors.embedding.pace`: queries, then duplicate checks,
       then indexing): a call carries requests of one lane only, so a query is never merged into
       indexing work, never shares its deadline and never fails because of it;
     - a batch is taken only when a provider slot is free, so a query waits behind at most the

@@ -1,7 +1,7 @@
 """What the embedder counts, and the usage rows each provider call produces.
 
 The arithmetic (apportioning a reported total, estimating a missing one) is pure and lives in
-`actors.embedding.metering`; this module applies it to calls and hands the rows to a write-behind
+`recalld.actors.embedding.metering`; this module applies it to calls and hands the rows to a write-behind
 writer.
 """
 
@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Protocol
 
-from actors.embedding.errors import EmbeddingError, Reason
-from actors.embedding.metering import apportion, estimate_tokens
-from actors.embedding.pricing import price
-from actors.embedding.settings import EmbedderSettings
-from actors.kernel.batching import WriteBehind
-from actors.kernel.ports import (
+from recalld.actors.embedding.errors import EmbeddingError, Reason
+from recalld.actors.embedding.metering import apportion, estimate_tokens
+from recalld.actors.embedding.pricing import price
+from recalld.actors.embedding.settings import EmbedderSettings
+from recalld.actors.kernel.batching import WriteBehind
+from recalld.actors.kernel.ports import (
     ProviderBatch,
     ProviderInfo,
     Purpose,

@@ -1,6 +1,6 @@
 """How many texts one provider call for bulk work carries. Pure: no I/O, no clock.
 
-A query waits behind at most the provider call in flight (`actors.embedding.dispatch`), so what
+A query waits behind at most the provider call in flight (`recalld.actors.embedding.dispatch`), so what
 one bulk call (indexing) costs is what indexing can add to a query's time. The provider's speed
 is not known in advance and changes with the machine's load, so it is measured: every bulk call
 reports its texts and seconds, and the next call carries as many texts as the provider took
@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Final
 
-from actors.kernel.ports import Purpose
+from recalld.actors.kernel.ports import Purpose
 
 QUERY_LANE: Final = 0
 """Queries (and the probe): a person or a program waits for the answer."""

@@ -8,11 +8,11 @@ from datetime import UTC, datetime
 
 import anyio
 
-from actors.embedding.errors import EmbeddingError, Reason
-from actors.embedding.meter import Meter
-from actors.embedding.settings import EmbedderSettings, ProbeResult
-from actors.embedding.validation import is_normalized, validate_batch
-from actors.kernel.ports import EmbeddingProvider, ProviderInfo, VectorSpace
+from recalld.actors.embedding.errors import EmbeddingError, Reason
+from recalld.actors.embedding.meter import Meter
+from recalld.actors.embedding.settings import EmbedderSettings, ProbeResult
+from recalld.actors.embedding.validation import is_normalized, validate_batch
+from recalld.actors.kernel.ports import EmbeddingProvider, ProviderInfo, VectorSpace
 
 log = logging.getLogger("recalld.embedder")
 

@@ -12,7 +12,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from actors.kernel.ports import VectorSpace
+from recalld.actors.kernel.ports import VectorSpace
 
 
 class QueryVectorCache:

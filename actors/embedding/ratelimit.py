@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import anyio
 
-from actors.embedding.errors import EmbeddingError, Reason
+from recalld.actors.embedding.errors import EmbeddingError, Reason
 
 
 class TokenBucket:

@@ -18,12 +18,12 @@ from typing import Literal, Protocol
 
 import msgspec
 
-from actors.embedding.validation import NORM_TOLERANCE
-from actors.kernel.ports import VectorSpace
+from recalld.actors.embedding.validation import NORM_TOLERANCE
+from recalld.actors.kernel.ports import VectorSpace
 
 
 class EmbeddingSettingsSource(Protocol):
-    """The fields of `daemon.config.EmbeddingConfig` the embedder reads (no import of daemon)."""
+    """The fields of `recalld.config.EmbeddingConfig` the embedder reads (no import of daemon)."""
 
     @property
     def timeout_s(self) -> float: ...

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from actors.embedding.errors import EmbeddingError, Reason
+from recalld.actors.embedding.errors import EmbeddingError, Reason
 
 Vectors = npt.NDArray[np.float32]
 

@@ -9,17 +9,17 @@ drives these; nothing here touches PostgreSQL.
 
 from __future__ import annotations
 
-from actors.index.generation import (
+from recalld.actors.index.generation import (
     Generation,
     GenerationBuildError,
     build_generation,
     load_generation,
     manifest_sha256,
 )
-from actors.index.handle import Handle, HandleCell, HandleClosed, HandleStats, Hit
-from actors.index.idmap import IdMap
-from actors.index.listing import list_generation_dirs, orphaned_temp_dirs
-from actors.index.manifest import Corruption, Expected, GenerationCorrupt, IndexReason, Manifest
+from recalld.actors.index.handle import Handle, HandleCell, HandleClosed, HandleStats, Hit
+from recalld.actors.index.idmap import IdMap
+from recalld.actors.index.listing import list_generation_dirs, orphaned_temp_dirs
+from recalld.actors.index.manifest import Corruption, Expected, GenerationCorrupt, IndexReason, Manifest
 
 __all__ = [
     "Corruption",

@@ -13,11 +13,11 @@ from typing import Literal, Protocol
 import anyio
 import msgspec
 
-from actors.index.generation import Generation, IdMap, build_generation, load_generation, manifest_sha256
-from actors.index.handle import Handle
-from actors.index.manifest import Expected
-from actors.index.settings import IndexSettings, factory_for
-from actors.kernel.ports import BuildSource, GenerationCatalogue, GenerationRow, VectorRows, VectorSpace
+from recalld.actors.index.generation import Generation, IdMap, build_generation, load_generation, manifest_sha256
+from recalld.actors.index.handle import Handle
+from recalld.actors.index.manifest import Expected
+from recalld.actors.index.settings import IndexSettings, factory_for
+from recalld.actors.kernel.ports import BuildSource, GenerationCatalogue, GenerationRow, VectorRows, VectorSpace
 
 log = logging.getLogger("recalld.index")
 

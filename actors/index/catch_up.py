@@ -14,11 +14,11 @@ from typing import Protocol
 import anyio
 import numpy as np
 
-from actors.chunking import chunk_text
-from actors.embedder import Embedder, EmbedResult
-from actors.embedding.errors import EmbeddingError, Reason
-from actors.index.settings import IndexSettings
-from actors.kernel.ports import IndexBacklog, IndexHolds, RecordToIndex, VectorSpace
+from recalld.actors.embedding.embedder import Embedder, EmbedResult
+from recalld.actors.embedding.errors import EmbeddingError, Reason
+from recalld.actors.index.chunking import chunk_text
+from recalld.actors.index.settings import IndexSettings
+from recalld.actors.kernel.ports import IndexBacklog, IndexHolds, RecordToIndex, VectorSpace
 
 log = logging.getLogger("recalld.index")
 

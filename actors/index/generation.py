@@ -2,7 +2,7 @@
 
 A generation is `root/<generation_id>/` with `index.faiss` (an `IndexIDMap2` over a flat or
 HNSW inner-product index whose ids are surrogates), `idmap.npz` (surrogate → record, revision,
-namespace) and `manifest.json` (see `actors.index.manifest`). It is built in a `.tmp-` sibling,
+namespace) and `manifest.json` (see `recalld.actors.index.manifest`). It is built in a `.tmp-` sibling,
 verified by reading it back, fsynced and renamed into place in one step, so a directory named
 after a generation is always complete. Loading accepts only what matches the pointer row.
 
@@ -24,10 +24,10 @@ from typing import Final
 import faiss
 import numpy as np
 
-from actors.embedding.validation import NORM_TOLERANCE, ZERO_NORM
-from actors.index.idmap import IdMap as IdMap  # re-exported: callers build id maps with the rest
-from actors.index.layout import inspect_index_file
-from actors.index.manifest import (
+from recalld.actors.embedding.validation import NORM_TOLERANCE, ZERO_NORM
+from recalld.actors.index.idmap import IdMap as IdMap  # re-exported: callers build id maps with the rest
+from recalld.actors.index.layout import inspect_index_file
+from recalld.actors.index.manifest import (
     FORMAT_VERSION,
     ID_MAP_FILE,
     INDEX_FILE,
@@ -49,9 +49,9 @@ from actors.index.manifest import (
     index_family,
     is_valid_generation_id,
 )
-from actors.index.settings import HNSW_EF_SEARCH
-from actors.index.vectors import BUILD_THREADS, Vectors, VectorSet, search_parameters
-from actors.kernel.ports import VectorSpace
+from recalld.actors.index.settings import HNSW_EF_SEARCH
+from recalld.actors.index.vectors import BUILD_THREADS, Vectors, VectorSet, search_parameters
+from recalld.actors.kernel.ports import VectorSpace
 
 BUILDER_VERSION: Final = f"recalld-index/{FORMAT_VERSION} faiss/{faiss.__version__}"
 HNSW_EF_CONSTRUCTION: Final = 80
@@ -329,7 +329,7 @@ def load_generation(root: Path, expected: Expected, *, mmap: bool = True) -> Gen
     `expected.manifest_sha256`, decodes, agrees with itself and with `expected` (id, count, space,
     watermarks); every listed file exists with the recorded size and SHA-256; the id map is sorted,
     unique and within the watermark; the index file's layout, ids and vectors (see
-    `actors.index.layout`). Then FAISS reads it, memory-mapped and read-only when `mmap` (falling
+    `recalld.actors.index.layout`). Then FAISS reads it, memory-mapped and read-only when `mmap` (falling
     back to a normal read if mapping fails), and ntotal/d/metric are checked once more.
 
     Any failure is `GenerationCorrupt` (reason `vector_index_corrupt`); nothing is half-loaded,

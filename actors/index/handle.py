@@ -23,11 +23,11 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
-from actors.embedding.validation import NORM_TOLERANCE, ZERO_NORM
-from actors.index.generation import Generation
-from actors.index.idmap import IdMap, RecordIds
-from actors.index.vectors import SurrogateSet, Vectors, VectorSet, new_flat_index
-from actors.kernel.ports import VectorSpace
+from recalld.actors.embedding.validation import NORM_TOLERANCE, ZERO_NORM
+from recalld.actors.index.generation import Generation
+from recalld.actors.index.idmap import IdMap, RecordIds
+from recalld.actors.index.vectors import SurrogateSet, Vectors, VectorSet, new_flat_index
+from recalld.actors.kernel.ports import VectorSpace
 
 Accept = Callable[[uuid.UUID, int], bool]
 """`accept(record_id, revision)`: False drops the candidate (stale revision, deleted, not allowed)."""

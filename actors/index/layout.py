@@ -21,8 +21,8 @@ from typing import Final, Literal
 import numpy as np
 import numpy.typing as npt
 
-from actors.embedding.validation import NORM_TOLERANCE, ZERO_NORM
-from actors.index.manifest import Corruption, GenerationCorrupt
+from recalld.actors.embedding.validation import NORM_TOLERANCE, ZERO_NORM
+from recalld.actors.index.manifest import Corruption, GenerationCorrupt
 
 METRIC_INNER_PRODUCT: Final = 0
 """faiss.METRIC_INNER_PRODUCT (stable across FAISS versions; the file stores this integer)."""

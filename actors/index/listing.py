@@ -1,7 +1,7 @@
 """Listing a generations directory for the GC sweeper: installed generations and leftovers.
 
 A name listed here only says the directory exists: whether it is a valid generation is decided
-by `actors.index.generation.load_generation` against its pointer row.
+by `recalld.actors.index.generation.load_generation` against its pointer row.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import time
 from collections.abc import Collection, Iterator
 from pathlib import Path
 
-from actors.index.manifest import TEMP_PREFIX, is_valid_generation_id
+from recalld.actors.index.manifest import TEMP_PREFIX, is_valid_generation_id
 
 
 def list_generation_dirs(root: Path) -> list[str]:

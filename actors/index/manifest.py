@@ -15,7 +15,7 @@ from typing import Final, Literal
 
 import msgspec
 
-from actors.kernel.ports import VectorSpace
+from recalld.actors.kernel.ports import VectorSpace
 
 FORMAT_VERSION: Final = 1
 MANIFEST_FILE: Final = "manifest.json"
@@ -158,7 +158,7 @@ def index_family(index_type: str) -> Literal["flat", "hnsw"]:
     """`flat` or `hnsw` for the factory strings a generation may use; ValueError for anything else.
 
     Only these two are accepted because their on-disk layout is checked field by field before
-    FAISS reads a file (see `actors.index.layout`).
+    FAISS reads a file (see `recalld.actors.index.layout`).
     """
     match = _FACTORY.fullmatch(index_type)
     if match is None:

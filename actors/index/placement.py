@@ -65,7 +65,7 @@ and a deployment that asks for more records still gets them, from a worker threa
 
 
 class VectorPart(Protocol):
-    """What `scored_exactly` reads of a handle's part (`actors.index.vectors.VectorSet`)."""
+    """What `scored_exactly` reads of a handle's part (`recalld.actors.index.vectors.VectorSet`)."""
 
     def first_fetch(self, namespace: str, k_records: int, *, exact: bool = False) -> int: ...
     def scored_exactly(self, namespace: str, k: int) -> bool: ...

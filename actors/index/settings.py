@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Final, Protocol
 
-from actors.index.placement import INLINE_MAX_S
+from recalld.actors.index.placement import INLINE_MAX_S
 
 HNSW_EF_SEARCH: Final = 200
 """The default beam width of an HNSW search (`[index] hnsw_ef_search`; wider when a search asks
@@ -45,7 +45,7 @@ def factory_for(factory: str, vectors: int, *, hnsw_from: int = AUTO_HNSW_FROM) 
 
 
 class IndexSettingsSource(Protocol):
-    """The fields of `daemon.config.IndexConfig` the index manager reads (no import of daemon)."""
+    """The fields of `recalld.config.IndexConfig` the index manager reads (no import of daemon)."""
 
     @property
     def chunk_chars(self) -> int: ...

@@ -17,8 +17,8 @@ import numpy as np
 import numpy.typing as npt
 from threadpoolctl import threadpool_limits
 
-from actors.index.idmap import IdMap, RecordIds, Surrogates, frozen_array
-from actors.index.settings import HNSW_EF_SEARCH
+from recalld.actors.index.idmap import IdMap, RecordIds, Surrogates, frozen_array
+from recalld.actors.index.settings import HNSW_EF_SEARCH
 
 Vectors = npt.NDArray[np.float32]
 

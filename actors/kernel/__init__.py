@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from actors.kernel.mailbox import ActorUnavailable, Envelope, Inbox, Mailbox, ReplyAlreadySent, serve
-from actors.kernel.supervisor import (
+from recalld.actors.kernel.mailbox import ActorUnavailable, Envelope, Inbox, Mailbox, ReplyAlreadySent, serve
+from recalld.actors.kernel.supervisor import (
     ChildSpec,
     ChildStart,
     ChildState,

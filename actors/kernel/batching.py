@@ -26,7 +26,7 @@ from typing import Generic, TypeVar
 import anyio
 from anyio.abc import TaskStatus
 
-from actors.kernel.supervisor import stop_requested
+from recalld.actors.kernel.supervisor import stop_requested
 
 log = logging.getLogger("recalld.kernel.batching")
 

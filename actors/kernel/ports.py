@@ -62,7 +62,7 @@ class EmbeddingProvider(Protocol):
     Enter it (`async with`) before the first `embed`; leaving it or `aclose()` releases what it
     holds (the local model's session; nothing for HTTP providers, whose client the daemon owns).
     A provider may be entered again after it was left (the supervisor restarts the embedder).
-    Failures raise `actors.embedding.EmbeddingError` with a provider reason code.
+    Failures raise `recalld.actors.embedding.EmbeddingError` with a provider reason code.
     """
 
     def describe(self) -> ProviderInfo: ...

@@ -13,8 +13,8 @@ from typing import TypeVar
 import anyio
 from anyio.abc import TaskStatus
 
-from actors.kernel.mailbox import Envelope, Mailbox
-from actors.kernel.supervisor import stop_requested
+from recalld.actors.kernel.mailbox import Envelope, Mailbox
+from recalld.actors.kernel.supervisor import stop_requested
 
 RequestT = TypeVar("RequestT")
 ReplyT = TypeVar("ReplyT")

@@ -3,7 +3,7 @@
 Loads the generated corpus (one row per page) into PostgreSQL, then answers every question with
 plain `websearch_to_tsquery('english', question)` and `ts_rank` over title + body, exactly as a
 developer would write it, and reports hit@5 and MRR@10 at page level per kind. By default it
-starts a throwaway embedded PostgreSQL (daemon.store.embedded, the server recalld itself uses)
+starts a throwaway embedded PostgreSQL (recalld.store.embedded, the server recalld itself uses)
 in a fresh directory under /tmp; `--dsn` uses an existing server instead (the table is created
 as a TEMP table, so nothing is left behind).
 
@@ -40,10 +40,10 @@ from check_questions import (  # noqa: E402  (sibling script, not a package)
     load_questions,
 )
 
-from actors.retrieval_metrics import first_rank  # noqa: E402
+from recalld.actors.recall.metrics import first_rank  # noqa: E402
 
 if TYPE_CHECKING:
-    from daemon.store.embedded import EmbeddedPostgres
+    from recalld.store.embedded import EmbeddedPostgres
 
 HIT_AT = 5
 MRR_AT = 10
@@ -77,7 +77,7 @@ def read_corpus(corpus: Path) -> list[tuple[str, str, str]]:
 
 def first_hit_rank(ranked: Sequence[str], expected: Sequence[str]) -> int | None:
     """1-based rank of the first result that is any expected page (within MRR@10), or None:
-    the criterion of `recalld eval`, actors/retrieval_metrics.py."""
+    the criterion of `recalld eval`, actors/recall/metrics.py."""
     return first_rank(ranked, expected, MRR_AT)
 
 
@@ -128,10 +128,10 @@ def report(questions: list[Question], results: dict[str, list[str]], misses: boo
 def start_embedded() -> tuple[EmbeddedPostgres, Path, str]:
     """A throwaway embedded server under /tmp: (server, its directory, DSN)."""
     try:
-        from daemon.store.embedded import EmbeddedPostgres
+        from recalld.store.embedded import EmbeddedPostgres
     except ImportError:
         sys.path.insert(0, str(REPO))
-        from daemon.store.embedded import EmbeddedPostgres
+        from recalld.store.embedded import EmbeddedPostgres
     workdir = Path(tempfile.mkdtemp(prefix="recalld-golden-"))
     os.chmod(workdir, 0o755)  # the server may run as the unprivileged `recalld` user
     server = EmbeddedPostgres(workdir)

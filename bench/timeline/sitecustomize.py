@@ -93,16 +93,16 @@ def _handler(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def install() -> None:
-    from actors.embedder import Embedder
-    from actors.index.handle import Handle
-    from actors.index.vectors import VectorSet
-    from actors.index_manager import IndexManager
-    from actors.recall_policy import RecallPolicy
-    from daemon.control import routes
-    from daemon.providers.local import LocalProvider
-    from daemon.recall import RecallService
-    from daemon.store import search
-    from daemon.vector_route import VectorRoute
+    from recalld.actors.embedding.embedder import Embedder
+    from recalld.actors.index.handle import Handle
+    from recalld.actors.index.manager import IndexManager
+    from recalld.actors.index.vectors import VectorSet
+    from recalld.actors.recall.policy import RecallPolicy
+    from recalld.control.routes import records as routes
+    from recalld.providers.local import LocalProvider
+    from recalld.services.recall import RecallService
+    from recalld.services.recall_vector import VectorRoute
+    from recalld.store import search
 
     # Replaced before the app is made: `routes.install` adds the handler by its global name.
     routes.recall = _handler(routes.recall)

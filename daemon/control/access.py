@@ -15,8 +15,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from daemon.config import AccessConfig
-from daemon.control.errors import ApiError, ErrorCode, not_found
+from recalld.config import AccessConfig
+from recalld.control.errors import not_found
+from recalld.wire.errors import ApiError, ErrorCode
 
 _UCRED = struct.Struct("3i")  # pid, uid, gid
 

@@ -4,7 +4,7 @@ One entry per route the server registers, in `ROUTES`: a route added to the serv
 entry here (or an entry whose route is gone) fails tests/daemon/test_openapi.py, which says
 what to add. The schemas come from the msgspec wire types named here (`request`, `response`);
 an answer that has no struct yet is described in words (`returns`). Regenerate the documents
-with `.venv/bin/python -m daemon.control.openapi`.
+with `.venv/bin/python -m recalld.control.openapi`.
 """
 
 from __future__ import annotations
@@ -14,10 +14,9 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from daemon.control.errors import ErrorCode
-from daemon.control.evals import EvalRunIn
-from daemon.control.health import Readiness
-from daemon.wire.assignments import (
+from recalld.control.health import Readiness
+from recalld.control.routes.evals import EvalRunIn
+from recalld.wire.assignments import (
     AssignmentsOut,
     DecisionIn,
     Dispute,
@@ -29,9 +28,10 @@ from daemon.wire.assignments import (
     ObservationsIn,
     Observed,
 )
-from daemon.wire.duplicates import DuplicateAuditRequest, DuplicateCheck, DuplicateCheckRequest
-from daemon.wire.recall import Feedback, RecallRequest, RecallResponse
-from daemon.wire.records import (
+from recalld.wire.duplicates import DuplicateAuditRequest, DuplicateCheck, DuplicateCheckRequest
+from recalld.wire.errors import ErrorCode
+from recalld.wire.recall import Feedback, RecallRequest, RecallResponse
+from recalld.wire.records import (
     BatchResult,
     RecordCreated,
     RecordIn,
@@ -40,7 +40,7 @@ from daemon.wire.records import (
     RecordUpdate,
     RecordUpdated,
 )
-from daemon.wire.service import Capabilities
+from recalld.wire.service import Capabilities
 
 
 class ErrorDetail(msgspec.Struct, kw_only=True):

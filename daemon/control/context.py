@@ -9,30 +9,32 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
+import anyio
 from aiohttp import web
 
-from actors.embedder import Embedder
-from actors.index_manager import IndexManager
-from daemon.canonical import Canonical
-from daemon.config import Config
-from daemon.control.access import AccessPolicy, Peer
-from daemon.control.decoding import encode
-from daemon.control.errors import ApiError
-from daemon.control.health import Health
-from daemon.duplicates import DuplicateChecker
-from daemon.indexing_status import IndexingStatus
-from daemon.metrics import Metrics
-from daemon.recall import RecallService
-from daemon.store.evals import EvalStore
-from daemon.store.records import RecordRepository
-from daemon.store.search import FeedbackStore
-from daemon.store.usage import UsageStore
+from recalld.actors.embedding.embedder import Embedder
+from recalld.actors.index.manager import IndexManager
+from recalld.config import Config
+from recalld.control.access import AccessPolicy, Peer
+from recalld.control.decoding import encode
+from recalld.control.health import Health
+from recalld.metrics import Metrics
+from recalld.services.assignments import Canonical
+from recalld.services.duplicates import DuplicateChecker
+from recalld.services.recall import RecallService
+from recalld.services.recall_indexing import IndexingStatus
+from recalld.store.evals import EvalStore
+from recalld.store.records import RecordRepository
+from recalld.store.search import FeedbackStore
+from recalld.store.usage import UsageStore
+from recalld.wire.errors import ApiError, ErrorCode
 
 
 @dataclass
 class Services:
-    """Everything a handler may reach; built once by daemon.app."""
+    """Everything a handler may reach; built once by recalld.app."""
 
     config: Config
     metrics: Metrics
@@ -47,13 +49,13 @@ class Services:
     alive: Callable[[], bool]
     capabilities: Callable[[], Awaitable[dict[str, bool]]]
     dsn: str = ""
-    """The store's address: `GET /admin/backup` runs pg_dump against it (daemon/control/backup.py)."""
+    """The store's address: `GET /admin/backup` runs pg_dump against it (daemon/control/routes/backup.py)."""
     duplicates: DuplicateChecker | None = None
-    """The semantic duplicate check (daemon/duplicates.py)."""
+    """The semantic duplicate check (daemon/services/duplicates.py)."""
     evals: EvalStore | None = None
-    """The history of `recalld eval` runs (daemon/control/evals.py)."""
+    """The history of `recalld eval` runs (daemon/control/routes/evals.py)."""
     canonical: Canonical | None = None
-    """Observations, assignments, disputes and the resolver (daemon/canonical.py)."""
+    """Observations, assignments, disputes and the resolver (daemon/services/assignments.py)."""
     indexing: IndexingStatus | None = None
     """How far the vector route is behind, per namespace (None: no vector route); told of
     every write."""
@@ -74,3 +76,24 @@ def error_response(error: ApiError) -> web.Response:
     if error.status == 408:
         response.force_close()  # the rest of the body may still come: the connection cannot be reused
     return response
+
+
+async def read_body(request: web.Request) -> bytes:
+    """The request body. One the client broke off, or sent in an encoding that does not decode
+    (`Content-Encoding: gzip` over bytes that are not gzip), is the client's fault: a 400. One
+    that stalls is a 408 after `[server] body_timeout_s`, so a stuck client does not hold its
+    handler (and, behind it, nothing else) for good."""
+    limit = request.app[SERVICES].config.server.body_timeout_s
+    try:
+        if request.content.is_eof():  # all here already (most requests): nothing to bound, no cancel scope
+            return await request.read()
+        with anyio.fail_after(limit):
+            return await request.read()
+    except TimeoutError:
+        raise ApiError(408, ErrorCode.BODY_TIMEOUT, f"the request body did not arrive within {limit:g}s") from None
+    except (web.RequestPayloadError, ConnectionResetError) as exc:
+        raise ApiError(400, ErrorCode.INVALID_REQUEST, f"the request body could not be read: {exc}") from None
+
+
+def ok(value: Any, status: int = 200) -> web.Response:
+    return web.Response(body=encode(value), status=status, content_type="application/json")

@@ -1,4 +1,4 @@
-"""Request bodies in, answers out: decoding into the wire types (`daemon.wire`) and checking
+"""Request bodies in, answers out: decoding into the wire types (`recalld.wire`) and checking
 them against the configured limits.
 
 Decoding is strict (unknown fields refused, types exact) so that a typo in a client is a 400
@@ -12,11 +12,12 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from daemon.config import Config
-from daemon.control.errors import ApiError, ErrorCode, bad_value
-from daemon.control.limits import check_attributes, check_query, over_limit
-from daemon.wire.recall import RecallRequest
-from daemon.wire.records import RecordIn, RecordUpdate
+from recalld.config import Config
+from recalld.control.errors import bad_value
+from recalld.control.limits import check_attributes, check_query, over_limit
+from recalld.wire.errors import ApiError, ErrorCode
+from recalld.wire.recall import RecallRequest
+from recalld.wire.records import RecordIn, RecordUpdate
 
 T = TypeVar("T")
 

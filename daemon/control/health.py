@@ -17,14 +17,16 @@ from typing import Literal
 import asyncpg
 import msgspec
 
-from actors.embedder import Embedder
-from actors.embedding.errors import Reason
-from actors.index.manifest import IndexReason
-from actors.index_manager import IndexManager
-from actors.kernel.supervisor import ChildState, Supervisor, SupervisorGaveUp
-from daemon.config import Config
-from daemon.metrics import Metrics
-from daemon.store import db
+from recalld.actors.assignments.verdict import ResolverReason
+from recalld.actors.embedding.embedder import Embedder
+from recalld.actors.embedding.errors import Reason
+from recalld.actors.index.manager import IndexManager
+from recalld.actors.index.manifest import IndexReason
+from recalld.actors.kernel.supervisor import ChildState, Supervisor, SupervisorGaveUp
+from recalld.config import Config
+from recalld.metrics import Metrics
+from recalld.services.assignments import Canonical
+from recalld.store import db
 
 Status = Literal["pass", "warn", "fail"]
 _ORDER: dict[Status, int] = {"pass": 0, "warn": 1, "fail": 2}
@@ -34,7 +36,7 @@ class ReadinessReason(StrEnum):
     """Why a check of the daemon's own parts fails (stable codes: /readyz bodies show them).
     The embedding and vector checks report their parts' codes instead: the embedding path's
     `Reason` (`no_provider` among them), the index's `IndexReason`, the index manager's problems.
-    All of them are listed in `daemon.reasons`."""
+    All of them are listed in `recalld.reasons`."""
 
     STORE_UNAVAILABLE = "store_unavailable"
     """PostgreSQL did not answer a ping within `[store] health_timeout_s`."""
@@ -174,5 +176,20 @@ def vector_check(index: IndexManager | None) -> CheckFn:
         if reason == IndexReason.NO_VERIFIED_GENERATION and await _nothing_to_index(index):
             return Check(status="pass", detail={**detail, "note": EMPTY_NOTE})
         return Check(status="fail", reason=reason, detail={"message": message, **detail})
+
+    return check
+
+
+def resolver_check(assignments: Canonical) -> CheckFn:
+    """Optional: an open circuit warns (disputes wait), the resolver switched off passes."""
+
+    async def check() -> Check:
+        state = assignments.resolver_state()
+        detail: dict[str, object] = {"state": state}
+        if assignments.resolver is not None and assignments.resolver.last_error:
+            detail["last_error"] = assignments.resolver.last_error
+        if state == "circuit_open":
+            return Check(status="warn", reason=ResolverReason.LLM_CIRCUIT_OPEN, detail=detail)
+        return Check(status="pass", detail=detail)
 
     return check

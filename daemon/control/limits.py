@@ -14,8 +14,8 @@ from typing import Any
 
 import msgspec
 
-from daemon.config import Config
-from daemon.control.errors import ApiError, ErrorCode
+from recalld.config import Config
+from recalld.wire.errors import ApiError, ErrorCode
 
 
 def over_limit(what: str, got: int | None, key: str, value: int, *, status: int = 400) -> ApiError:

@@ -19,14 +19,15 @@ from pathlib import Path
 import anyio
 from aiohttp import web
 
-from daemon import paths
-from daemon.control import assignments, backup, batch, duplicates, evals, routes
-from daemon.control.access import peer_of
-from daemon.control.context import PEER, SERVICES, Services, error_response
-from daemon.control.errors import ApiError, ErrorCode, not_indexable
-from daemon.control.limits import over_limit
-from daemon.log import rejected_requests_logged
-from daemon.store.db import STORE_DOWN_ERRORS, STORE_LIMIT_ERRORS
+from recalld import paths
+from recalld.control.access import peer_of
+from recalld.control.context import PEER, SERVICES, Services, error_response
+from recalld.control.errors import not_indexable
+from recalld.control.limits import over_limit
+from recalld.control.routes import assignments, backup, duplicates, evals, records, records_batch
+from recalld.log import rejected_requests_logged
+from recalld.store.db import STORE_DOWN_ERRORS, STORE_LIMIT_ERRORS
+from recalld.wire.errors import ApiError, ErrorCode
 
 log = logging.getLogger("recalld.control")
 
@@ -88,8 +89,8 @@ async def _credentials(request: web.Request, handler: Handler) -> web.StreamResp
 def make_app(services: Services) -> web.Application:
     app = web.Application(middlewares=[_errors, _credentials], client_max_size=services.config.server.max_body_bytes)
     app[SERVICES] = services
-    routes.install(app)
-    batch.install(app)
+    records.install(app)
+    records_batch.install(app)
     duplicates.install(app)
     evals.install(app)
     backup.install(app)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from daemon.ingest import SUFFIXES, readable_kind, walk
+from recalld.client.ingest import SUFFIXES, readable_kind, walk
 
 QUESTIONS_FILE = "questions.toml"
 CORPUS_DIR = "corpus"

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from actors.retrieval_metrics import ALL, Score
-from daemon.eval.floor import Judgement
-from daemon.eval.run import EvalRun
+from recalld.actors.recall.metrics import ALL, Score
+from recalld.eval.floor import Judgement
+from recalld.eval.run import EvalRun
 
 COLOURS = {"fts": "#8c8c8c", "vector": "#4c72b0", "fused": "#dd8452"}
 

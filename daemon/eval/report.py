@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from actors.retrieval_metrics import ALL, HIT_AT, RANK_AT
-from daemon.eval.floor import MEASURE, Acceptance, Judgement
-from daemon.eval.run import EvalRun
+from recalld.actors.recall.metrics import ALL, HIT_AT, RANK_AT
+from recalld.eval.floor import MEASURE, Acceptance, Judgement
+from recalld.eval.run import EvalRun
 
 JSON_VERSION = 1
 """Bumped when a field of `--json` changes meaning or goes; new fields do not bump it."""

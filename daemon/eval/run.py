@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from actors.progress import Estimate, advance, begin
-from actors.retrieval_metrics import ALL, Score, first_rank, is_hit, score
-from daemon.eval.floor import SpaceIdentity
-from daemon.eval.golden import GoldenSet, slug
-from daemon.ingest import JsonClient, Summary, ingest
+from recalld.actors.progress import Estimate, advance, begin
+from recalld.actors.recall.metrics import ALL, Score, first_rank, is_hit, score
+from recalld.client.ingest import JsonClient, Summary, ingest
+from recalld.eval.floor import SpaceIdentity
+from recalld.eval.golden import GoldenSet, slug
 
 ROUTES = ("fts", "vector", "fused")
 """`fused` is a recall that names no route: the daemon's default routes and fusion."""
@@ -126,7 +126,7 @@ def namespace_for(golden: GoldenSet, now: dt.datetime) -> str:
 def current_space(client: JsonClient) -> tuple[SpaceIdentity, str]:
     """The vector space the daemon embeds in now (its readiness detail); an eval without one
     would measure full text only, which is not what a floor per space is about."""
-    from daemon.client import ClientError
+    from recalld.client import ClientError
 
     try:
         checks = client.request("GET", "/readyz")["checks"]
@@ -176,7 +176,7 @@ def wait_for_vectors(
     handle to search); returns the seconds waited. The bar counts that namespace's chunks
     embedded (`pending_chunks`; records from a daemon that does not report chunks), the eval's
     corpus: writes to other namespaces do not hold the run. It never goes back and ends at
-    its total (`actors.progress`)."""
+    its total (`recalld.actors.progress`)."""
     started = clock()
     bar = Bar("embedding", progress)
     estimate: Estimate | None = None

@@ -1,4 +1,4 @@
-"""Adapters for the ports in `actors.kernel.ports`: embedding providers (local, Ollama, OpenAI)."""
+"""Adapters for the ports in `recalld.actors.kernel.ports`: embedding providers (local, Ollama, OpenAI)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # importing a provider module must not need the whole config
     import httpx
 
-    from actors.kernel.ports import EmbeddingProvider
-    from daemon.config import EmbeddingConfig
+    from recalld.actors.kernel.ports import EmbeddingProvider
+    from recalld.config import EmbeddingConfig
 
 
 def make_provider(config: EmbeddingConfig, http: httpx.AsyncClient) -> EmbeddingProvider | None:
@@ -21,10 +21,10 @@ def make_provider(config: EmbeddingConfig, http: httpx.AsyncClient) -> Embedding
     if config.provider == "none":
         return None
     if config.provider == "local":
-        from daemon.providers.local import LocalProvider
+        from recalld.providers.local import LocalProvider
 
         return LocalProvider(model=config.model)
-    from daemon.providers.http import OllamaProvider, OpenAIProvider
+    from recalld.providers.http import OllamaProvider, OpenAIProvider
 
     kind = OllamaProvider if config.provider == "ollama" else OpenAIProvider
     return kind(http, url=config.url, model=config.model, api_key=config.api_key)

@@ -13,9 +13,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from daemon.config import Config
-from daemon.providers.local import MODEL_ALIASES, LocalProvider
-from daemon.providers.titles import TitleModelProvider, uses_title_model
+from recalld.config import Config
+from recalld.providers.duplicates_model import TitleModelProvider, uses_title_model
+from recalld.providers.local import MODEL_ALIASES, LocalProvider
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,8 @@ from typing import Any, Self
 import anyio
 import httpx
 
-from actors.embedding.errors import EmbeddingError, Reason
-from actors.kernel.ports import ProviderBatch, ProviderInfo
+from recalld.actors.embedding.errors import EmbeddingError, Reason
+from recalld.actors.kernel.ports import ProviderBatch, ProviderInfo
 
 OLLAMA_DEFAULT_MODEL = "all-minilm"
 """Ollama's name for all-MiniLM-L6-v2, the same model the local provider runs."""

@@ -20,7 +20,7 @@ from typing import ClassVar, Self, TypeVar
 import anyio
 import anyio.to_thread
 
-from actors.embedding.errors import EmbeddingError, Reason
+from recalld.actors.embedding.errors import EmbeddingError, Reason
 
 T = TypeVar("T")
 

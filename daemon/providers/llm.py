@@ -2,15 +2,15 @@
 (OpenAI and its reasoning models, llama.cpp's server, Ollama's /v1, DeepSeek, vLLM), over the
 daemon's shared httpx client.
 
-Implements `actors.canonical.ports.ChatModel`. Each call has `[resolver] timeout_s` as its
+Implements `recalld.actors.assignments.ports.ChatModel`. Each call has `[resolver] timeout_s` as its
 deadline, both as the httpx timeout of every request and as a cancel scope over the whole call,
 retries included, so neither a server that trickles its answer nor a chain of refusals can
 stretch it. Every failure is an `LlmFailure` with a reason code; what the answer says is read by
-`actors.canonical.verdict.read_answer`.
+`recalld.actors.assignments.verdict.read_answer`.
 
 A server that refuses part of the request (a 400 naming `temperature`, `logprobs` or
 `response_format`) is asked again within the same call in the next smaller dialect
-(`actors.canonical.dialect`), and the dialect it took is remembered for the client's life: one
+(`recalld.actors.assignments.dialect`), and the dialect it took is remembered for the client's life: one
 client is one endpoint and one model, so the next dispute does not pay the refusal again.
 """
 
@@ -23,9 +23,9 @@ from typing import Any
 import anyio
 import httpx
 
-from actors.canonical.dialect import Dialect, after_refusal, read_refusal, request_body
-from actors.canonical.ports import ChatAnswer, LlmFailure
-from actors.canonical.verdict import Question, ResolverReason
+from recalld.actors.assignments.dialect import Dialect, after_refusal, read_refusal, request_body
+from recalld.actors.assignments.ports import ChatAnswer, LlmFailure
+from recalld.actors.assignments.verdict import Question, ResolverReason
 
 log = logging.getLogger("recalld.resolver")
 

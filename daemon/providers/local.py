@@ -23,9 +23,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from actors.embedding.errors import EmbeddingError, Reason
-from actors.kernel.ports import ProviderBatch, ProviderInfo
-from daemon.providers.in_process import InProcessModel
+from recalld.actors.embedding.errors import EmbeddingError, Reason
+from recalld.actors.kernel.ports import ProviderBatch, ProviderInfo
+from recalld.providers.in_process import InProcessModel
 
 MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
 """The space's model name: int8 vectors differ slightly from fp32 ones, so they get their own id."""

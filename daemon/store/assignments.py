@@ -4,7 +4,7 @@ The assignment ticker's batch (`assign_changed`) is one transaction: the changed
 the canonical rows it writes and the disputes it upserts commit together or not at all, so a
 canonical row and its dispute never disagree. Canonical rows are written by two functions only:
 `write_canonical` here (the chain's winners, and manual assignments) and the single writer of
-resolutions, `daemon.store.disputes.DisputeStore.apply`, which calls it.
+resolutions, `recalld.store.assignments_disputes.DisputeStore.apply`, which calls it.
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ from typing import Any
 import asyncpg
 import msgspec
 
-from actors.canonical.disputes import DisputeState, Event, candidates_hash, transition
-from actors.canonical.ports import AssignReport
-from actors.canonical.strategy import Candidate, Choice, Source, Vote, candidates
-from actors.canonical.values import normalise
-from daemon.store import db
-from daemon.wire import assignments as wire
+from recalld.actors.assignments.disputes import DisputeState, Event, candidates_hash, transition
+from recalld.actors.assignments.ports import AssignReport
+from recalld.actors.assignments.strategy import Candidate, Choice, Source, Vote, candidates
+from recalld.actors.assignments.values import normalise
+from recalld.store import db
+from recalld.wire import assignments as wire
 
 log = logging.getLogger("recalld.store.assignments")
 
@@ -38,7 +38,7 @@ def lock_key(name: str) -> int:
 
 
 class PgTickLocks:
-    """Implements `actors.canonical.ports.TickLocks`: a session-level advisory lock on a pooled
+    """Implements `recalld.actors.assignments.ports.TickLocks`: a session-level advisory lock on a pooled
     connection, held for the block and released (or the connection dropped) when it ends."""
 
     def __init__(self, pool: asyncpg.Pool) -> None:
@@ -136,7 +136,7 @@ async def mark_changed(conn: asyncpg.Connection, entity: str, characteristic: st
 
 
 class AssignmentStore:
-    """Implements `actors.canonical.ports.Assignments`; answers the observation and assignment routes."""
+    """Implements `recalld.actors.assignments.ports.Assignments`; answers the observation and assignment routes."""
 
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool

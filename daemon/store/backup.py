@@ -15,7 +15,7 @@ from typing import Any
 
 import asyncpg
 
-from daemon.store.migrations import current_version
+from recalld.store.migrations import current_version
 
 DUMP_FORMAT = "custom"
 """pg_dump's archive format: compressed, and read back selectively by pg_restore."""

@@ -11,7 +11,7 @@ import anyio
 import asyncpg
 import msgspec
 
-from daemon.config import StoreConfig
+from recalld.config import StoreConfig
 
 log = logging.getLogger("recalld.store")
 

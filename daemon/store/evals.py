@@ -8,7 +8,7 @@ from typing import Any
 
 import asyncpg
 
-from daemon.store import db
+from recalld.store import db
 
 _COLUMNS = (
     "id, recorded_at, started_at, duration_s, golden, source, namespace, space, space_id, questions, "

@@ -37,7 +37,7 @@ class Migration:
 def available() -> list[Migration]:
     """The migrations shipped with this code, in version order (gaps and duplicates refused)."""
     found: list[Migration] = []
-    for entry in resources.files("daemon.store").joinpath("migrations").iterdir():
+    for entry in resources.files("recalld.store").joinpath("migrations").iterdir():
         match = _NAME.match(entry.name)
         if match:
             found.append(Migration(int(match.group(1)), match.group(2), entry.read_text(encoding="utf-8")))

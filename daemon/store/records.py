@@ -14,8 +14,8 @@ from typing import Any
 
 import asyncpg
 
-from actors.records import content_hash, normalise_title
-from daemon.store import db
+from recalld.actors.records import content_hash, normalise_title
+from recalld.store import db
 
 _COLUMNS = "id, namespace, kind, title, body, attributes, source_path, revision, content_hash, created_at, updated_at"
 

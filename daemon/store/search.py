@@ -18,10 +18,10 @@ import asyncpg
 import msgspec
 from anyio.abc import TaskStatus
 
-from actors.kernel.batching import WriteBehind
-from actors.query import Evidence, TextQuery, build_text_query
-from daemon.store import db
-from daemon.store.db import FLUSH_WAIT_S, STORE_DOWN_ERRORS
+from recalld.actors.kernel.batching import WriteBehind
+from recalld.actors.recall.query import Evidence, TextQuery, build_text_query
+from recalld.store import db
+from recalld.store.db import FLUSH_WAIT_S, STORE_DOWN_ERRORS
 
 # Must match the configuration of the generated `records.search` column (migration 0001).
 TS_CONFIG = "english"
@@ -110,12 +110,12 @@ async def full_text(
 ) -> list[Candidate]:
     """Records matching `query`, best first, id as tie-break; at most `limit`.
 
-    The query is read by `actors.query.build_text_query`: options and identifiers are searched
+    The query is read by `recalld.actors.recall.query.build_text_query`: options and identifiers are searched
     as written (a leading `-` is never a NOT, `=` splits an option from its value). Records
     holding the query word for word come first (a query without identifiers), then records
     holding every term; when fewer than LOOSE_BELOW did, records holding any term follow, those
     holding more of them first. A score's integer part is its `Evidence` level
-    (`actors.query.evidence_of`): exact, every word, or some terms. Every query is served by the
+    (`recalld.actors.recall.query.evidence_of`): exact, every word, or some terms. Every query is served by the
     GIN index on `records.search`.
 
     `loose=False` skips the any-term step: it ranks every record holding any of the words (on a
@@ -243,7 +243,7 @@ class SearchRecorder:
     steady load of one client too). `flush` returns once every row handed over before it is
     written: feedback and statistics read them. While PostgreSQL is down rows wait, up to
     `max_pending`; beyond that the oldest are dropped and counted in `dropped`
-    (`actors.kernel.batching.WriteBehind`).
+    (`recalld.actors.kernel.batching.WriteBehind`).
     """
 
     def __init__(

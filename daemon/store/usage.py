@@ -8,13 +8,13 @@ from typing import Any
 
 import asyncpg
 
-from actors.kernel.ports import SYSTEM_PURPOSES, SinkUnavailable, UsageRow
-from daemon.store import db
-from daemon.store.db import STORE_DOWN_ERRORS
+from recalld.actors.kernel.ports import SYSTEM_PURPOSES, SinkUnavailable, UsageRow
+from recalld.store import db
+from recalld.store.db import STORE_DOWN_ERRORS
 
 
 class UsageStore:
-    """Implements `actors.kernel.ports.UsageSink` and answers `GET /v1/usage`."""
+    """Implements `recalld.actors.kernel.ports.UsageSink` and answers `GET /v1/usage`."""
 
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool

@@ -9,7 +9,7 @@ from typing import Literal
 
 import msgspec
 
-from daemon.wire.base import Request
+from recalld.wire.base import Request
 
 MAX_OBSERVATIONS = 1000
 """Observations in one `POST /v1/observations` (a client sends more in several)."""

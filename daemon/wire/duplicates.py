@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from daemon.wire.base import Request
+from recalld.wire.base import Request
 
 
 class DuplicateSkipReason(StrEnum):

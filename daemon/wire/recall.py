@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from daemon.wire.base import Request
+from recalld.wire.base import Request
 
 Route = Literal["fts", "vector", "structured"]
 Fusion = Literal["rrf", "weighted"]

@@ -8,8 +8,8 @@ from typing import Any, Literal
 
 import msgspec
 
-from daemon.wire.base import Request
-from daemon.wire.duplicates import DuplicateCheck
+from recalld.wire.base import Request
+from recalld.wire.duplicates import DuplicateCheck
 
 
 class RecordIn(Request):

@@ -1,4 +1,4 @@
-"""The resolver (actors/resolver.py) against real PostgreSQL and a scripted OpenAI-compatible
+"""The resolver (actors/assignments/resolver.py) against real PostgreSQL and a scripted OpenAI-compatible
 server on loopback: each kind of answer is routed as SPEC §7 says."""
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ import asyncpg
 import httpx
 import pytest
 
-from actors.assignment_ticker import AssignmentTicker, TickerSettings
-from actors.canonical.verdict import SYSTEM_PROMPT
-from actors.resolver import Resolver, ResolverSettings, ResolverStopped
-from daemon.providers.llm import OpenAIChat
-from daemon.store.assignments import AssignmentStore, Observation, PgTickLocks
-from daemon.store.disputes import DisputeStore
-from daemon.store.usage import UsageStore
+from recalld.actors.assignments.resolver import Resolver, ResolverSettings, ResolverStopped
+from recalld.actors.assignments.ticker import AssignmentTicker, TickerSettings
+from recalld.actors.assignments.verdict import SYSTEM_PROMPT
+from recalld.providers.llm import OpenAIChat
+from recalld.store.assignments import AssignmentStore, Observation, PgTickLocks
+from recalld.store.assignments_disputes import DisputeStore
+from recalld.store.usage import UsageStore
 from tests.support.fake_llm import REASONING, ChatService, Reply, chat_server
 
 pytestmark = pytest.mark.anyio

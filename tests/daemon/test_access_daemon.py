@@ -212,7 +212,7 @@ def test_generations_show_a_user_no_paths_and_an_administrator_everything(make_d
             "--clear-groups",
             sys.executable,
             "-m",
-            "daemon",
+            "recalld",
             "--socket",
             str(daemon.socket),
             "generations",

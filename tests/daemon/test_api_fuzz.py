@@ -45,7 +45,7 @@ from typing import Any
 import httpx
 import pytest
 
-from daemon.store.embedded import EmbeddedPostgres
+from recalld.store.embedded import EmbeddedPostgres
 from tests.support import ROOT, Daemon, create_database, scratch_dir
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.schema_fuzz import Generator, Request, quote

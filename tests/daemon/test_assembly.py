@@ -13,11 +13,11 @@ import asyncpg
 import httpx
 import pytest
 
-from daemon.assembly import assemble
-from daemon.config import build
-from daemon.metrics import Metrics
-from daemon.providers.early import EarlyModels
-from daemon.systemd import Notifier
+from recalld.assembly import assemble
+from recalld.config import build
+from recalld.metrics import Metrics
+from recalld.providers.early import EarlyModels
+from recalld.systemd import Notifier
 from tests.support import scratch_dir
 
 VECTOR_ACTORS = ["embedder", "index", "notifications"]

@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from daemon.wire.assignments import AssignmentsOut
+from recalld.wire.assignments import AssignmentsOut
 from tests.support import RECALLD, ROOT, Daemon, create_database
 from tests.support.fake_llm import ChatService, Reply, threaded_chat_server
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from daemon.client import Client
+from recalld.client import Client
 from tests.support import Daemon
 
 SOMAXCONN = Path("/proc/sys/net/core/somaxconn")
@@ -65,7 +65,7 @@ def test_a_burst_of_connections_waits_in_the_backlog_while_the_daemon_is_busy(ma
 
 
 def test_a_backlog_over_the_kernels_limit_is_clipped_and_says_so(caplog: pytest.LogCaptureFixture) -> None:
-    from daemon.control.server import listen_backlog
+    from recalld.control.server import listen_backlog
 
     limit = int(SOMAXCONN.read_text())
     with caplog.at_level(logging.INFO, logger="recalld.control"):

@@ -18,8 +18,8 @@ import anyio
 import msgspec
 import pytest
 
-from daemon.backup import DUMP_FILE, MANIFEST_FILE, BackupError, Manifest
-from daemon.client import AsyncClient, Client, ClientError
+from recalld.client import AsyncClient, Client, ClientError
+from recalld.wire.backup import DUMP_FILE, MANIFEST_FILE, BackupError, Manifest
 from tests.support import Daemon, namespace
 
 MANIFEST = {

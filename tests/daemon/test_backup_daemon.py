@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from daemon.store.embedded import EmbeddedPostgres
+from recalld.store.embedded import EmbeddedPostgres
 from tests.daemon.test_access_daemon import as_user
 from tests.support import RECALLD, ROOT, Daemon, create_database, namespace, scratch_dir, sql
 from tests.support.waits import wait_for_generation

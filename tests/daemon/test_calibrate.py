@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from actors.duplicates import title_text
-from actors.title_language import english
+from recalld.actors.duplicates.language import english
+from recalld.actors.duplicates.rules import title_text
 from tests.support import ROOT
 
 PAIRS = ROOT / "tests" / "fixtures" / "duplicates" / "pairs.json"
@@ -46,7 +46,7 @@ CROSS_LANGUAGE_PENALTIES = {"use-multilingual-v3": 0.18, "all-MiniLM-L6-v2-onnx-
 def calibrate(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     environment = {k: v for k, v in os.environ.items() if not k.startswith("RECALLD_")}
     return subprocess.run(
-        [sys.executable, "-m", "daemon", "calibrate", *args],
+        [sys.executable, "-m", "recalld", "calibrate", *args],
         capture_output=True,
         text=True,
         timeout=300,

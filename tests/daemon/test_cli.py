@@ -16,7 +16,7 @@ from tests.support import ROOT, Daemon
 def recalld(daemon: Daemon, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "RECALLD_SOCKET": str(daemon.socket)}
     return subprocess.run(
-        [sys.executable, "-m", "daemon", *args],
+        [sys.executable, "-m", "recalld", *args],
         capture_output=True,
         text=True,
         timeout=120,
@@ -30,7 +30,7 @@ def test_health_exit_codes(daemon: Daemon, tmp_path: Path) -> None:
     ready = recalld(daemon, "health", "--ready", "--json")
     assert ready.returncode == 0 and json.loads(ready.stdout)["status"] in ("pass", "warn")
     nowhere = subprocess.run(
-        [sys.executable, "-m", "daemon", "--socket", str(tmp_path / "none.sock"), "health"],
+        [sys.executable, "-m", "recalld", "--socket", str(tmp_path / "none.sock"), "health"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -124,7 +124,7 @@ def test_odd_arguments_get_one_line_and_never_reach_another_route(daemon: Daemon
     assert body.returncode == 2 and "cannot read --body-file" in body.stderr
     # an argument that is not UTF-8 (the shell passes bytes; Python keeps them as surrogates)
     done = subprocess.run(
-        [sys.executable.encode(), b"-m", b"daemon", b"recall", b"--namespace", ns.encode(), b"\xff"],
+        [sys.executable.encode(), b"-m", b"recalld", b"recall", b"--namespace", ns.encode(), b"\xff"],
         capture_output=True,
         text=True,
         timeout=120,
@@ -192,8 +192,8 @@ def test_usage_without_a_namespace_shows_the_daemons_own_work_as_system(daemon: 
 
 
 def test_a_printed_hit_shows_the_vector_cosine_that_min_similarity_compares() -> None:
-    from daemon.cli import shown
-    from daemon.cli_text import hit_lines
+    from recalld.cli.commands import shown
+    from recalld.cli.text import hit_lines
 
     hit = {
         "id": "8f0c2d7e-0000-4000-8000-000000000001",

@@ -19,14 +19,14 @@ from pathlib import Path
 
 import pytest
 
-from daemon.console import EXIT_INTERRUPTED
+from recalld.cli import EXIT_INTERRUPTED
 from tests.daemon.test_cli import recalld
 from tests.support import ROOT, Daemon, scratch_dir
 
 
 def no_daemon(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "daemon", *args], capture_output=True, text=True, timeout=60, cwd=ROOT, env=env
+        [sys.executable, "-m", "recalld", *args], capture_output=True, text=True, timeout=60, cwd=ROOT, env=env
     )
 
 
@@ -104,7 +104,7 @@ def test_output_cut_short_by_head_ends_quietly(daemon: Daemon, ns: str) -> None:
     )
     assert status == 201, created
     piped = subprocess.run(
-        f"{sys.executable} -m daemon get {created['id']} | head -n 2",
+        f"{sys.executable} -m recalld get {created['id']} | head -n 2",
         shell=True,
         capture_output=True,
         text=True,
@@ -118,7 +118,7 @@ def test_output_cut_short_by_head_ends_quietly(daemon: Daemon, ns: str) -> None:
 
 def python_started(pid: int) -> bool:
     """The child has become the Python process (exec done): it is importing the CLI now."""
-    return b"-m\0daemon" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    return b"-m\0recalld" in Path(f"/proc/{pid}/cmdline").read_bytes()
 
 
 # The moments a Ctrl-C can come while `recalld serve` starts, told by the process and what it has
@@ -154,7 +154,7 @@ def in_terminal(args: list[str], interrupt_when: Callable[[int, str], bool], tim
     pid, fd = pty.fork()
     if pid == 0:  # the child: a session of its own, the terminal its controlling one
         os.chdir(ROOT)
-        os.execv(sys.executable, [sys.executable, "-m", "daemon", *args])
+        os.execv(sys.executable, [sys.executable, "-m", "recalld", *args])
     output, typed = b"", False
     deadline = time.monotonic() + timeout_s
     try:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon.store.embedded import EmbeddedPostgres
+from recalld.store.embedded import EmbeddedPostgres
 from tests.support import Daemon, create_database, scratch_dir
 
 SERVER_SIDE = (
@@ -25,18 +25,18 @@ SERVER_SIDE = (
     "numpy",
     "onnxruntime",
     "tokenizers",
-    "daemon.config",
-    "daemon.control",
-    "daemon.store",
-    "daemon.providers",
-    "actors.embedder",
-    "actors.index_manager",
+    "recalld.config",
+    "recalld.control",
+    "recalld.store",
+    "recalld.providers",
+    "recalld.actors.embedding.embedder",
+    "recalld.actors.index.manager",
 )
 """What only `recalld serve` (or `restore`, `calibrate`, `mcp`) needs."""
 
 PROGRAM = """
 import json, os, sys
-from daemon.cli import main
+from recalld.cli.commands import main
 try:
     code = main(sys.argv[1:])
 except SystemExit as exit:

@@ -19,7 +19,7 @@ def bare(*args: str) -> subprocess.CompletedProcess[str]:
     """`recalld` with no RECALLD_SOCKET in its environment."""
     env = {k: v for k, v in os.environ.items() if k != "RECALLD_SOCKET"}
     return subprocess.run(
-        [sys.executable, "-m", "daemon", *args], capture_output=True, text=True, timeout=120, env=env, cwd=ROOT
+        [sys.executable, "-m", "recalld", *args], capture_output=True, text=True, timeout=120, env=env, cwd=ROOT
     )
 
 

@@ -1,4 +1,4 @@
-"""The Python client (daemon/client.py) against a real daemon: typed calls in the daemon's own
+"""The Python client (daemon/client/__init__.py) against a real daemon: typed calls in the daemon's own
 wire types, sync and async on both anyio backends (issue 22 item 5)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import anyio
 import msgspec
 import pytest
 
-from daemon.client import AsyncClient, Client, ClientError
-from daemon.wire.assignments import (
+from recalld.client import AsyncClient, Client, ClientError
+from recalld.wire.assignments import (
     AssignmentsOut,
     Dispute,
     DisputePage,
@@ -20,9 +20,9 @@ from daemon.wire.assignments import (
     ObservationIn,
     Observed,
 )
-from daemon.wire.duplicates import DuplicateCheck
-from daemon.wire.recall import RecallResponse
-from daemon.wire.records import RecordCreated, RecordOut
+from recalld.wire.duplicates import DuplicateCheck
+from recalld.wire.recall import RecallResponse
+from recalld.wire.records import RecordCreated, RecordOut
 from tests.daemon.test_assignments_daemon import FAST, SLOW_TICKS, entity, until
 from tests.support import Daemon
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon.config import Config, ConfigError, build, load, to_toml_defaults
+from recalld.config import Config, ConfigError, build, load, to_toml_defaults
 from tests.support import ROOT
 
 
@@ -109,7 +109,7 @@ def test_serve_reports_a_start_failure_in_one_line(tmp_path: Path) -> None:
     not_a_socket = tmp_path / "afile"
     not_a_socket.write_text("someone's file")
     done = subprocess.run(
-        [sys.executable, "-m", "daemon", "serve", "--data-dir", str(tmp_path / "data"), "--socket", str(not_a_socket)],
+        [sys.executable, "-m", "recalld", "serve", "--data-dir", str(tmp_path / "data"), "--socket", str(not_a_socket)],
         capture_output=True,
         text=True,
         timeout=120,
@@ -127,7 +127,7 @@ def test_serve_refuses_bad_config_at_start(tmp_path: Path) -> None:
     path = tmp_path / "c.toml"
     path.write_text("[store]\npool_max = 0\n")
     done = subprocess.run(
-        [sys.executable, "-m", "daemon", "serve", "--config", str(path)],
+        [sys.executable, "-m", "recalld", "serve", "--config", str(path)],
         capture_output=True,
         text=True,
         timeout=60,
@@ -138,7 +138,7 @@ def test_serve_refuses_bad_config_at_start(tmp_path: Path) -> None:
     import os
 
     by_env = subprocess.run(
-        [sys.executable, "-m", "daemon", "serve"],
+        [sys.executable, "-m", "recalld", "serve"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -155,7 +155,7 @@ def test_serve_refuses_a_misspelled_environment_variable(tmp_path: Path) -> None
     not_a_socket = tmp_path / "afile"  # a daemon that ignored the variable would stop here, with 1
     not_a_socket.write_text("")
     done = subprocess.run(
-        [sys.executable, "-m", "daemon", "serve", "--data-dir", str(tmp_path / "data"), "--socket", str(not_a_socket)],
+        [sys.executable, "-m", "recalld", "serve", "--data-dir", str(tmp_path / "data"), "--socket", str(not_a_socket)],
         capture_output=True,
         text=True,
         timeout=60,

@@ -25,10 +25,10 @@ import msgspec
 import numpy as np
 import pytest
 
-from actors.index.layout import inspect_index_file
-from actors.index.manifest import Corruption, Expected
-from daemon.store.embedded import binaries
-from daemon.store.vectors import BUILDER_LOCK_KEY
+from recalld.actors.index.layout import inspect_index_file
+from recalld.actors.index.manifest import Corruption, Expected
+from recalld.store.embedded import binaries
+from recalld.store.vectors import BUILDER_LOCK_KEY
 from tests.index.common import rebless, space
 from tests.support import Daemon, create_database, scratch_dir, sql
 from tests.support.fake_openai import FakeOpenAI
@@ -158,7 +158,7 @@ DAMAGES: dict[Corruption, Damage] = {
 
 def rebless_raw(directory: Path) -> Expected:
     """A manifest that is not one, recorded by its checksum: only the decoding can refuse it."""
-    from actors.index.generation import manifest_sha256
+    from recalld.actors.index.generation import manifest_sha256
 
     return Expected(
         generation_id=directory.name,

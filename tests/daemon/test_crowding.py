@@ -14,7 +14,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from actors.records import content_hash, normalise_title
+from recalld.actors.records import content_hash, normalise_title
 from tests.support import Daemon
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.waits import wait_for_generation

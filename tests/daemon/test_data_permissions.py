@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from daemon.store.embedded import SERVICE_HOME, SERVICE_USER, useradd_command
+from recalld.store.embedded import SERVICE_HOME, SERVICE_USER, useradd_command
 from tests.support import ROOT, Daemon, scratch_dir
 
 

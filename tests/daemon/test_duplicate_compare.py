@@ -1,5 +1,5 @@
-"""The duplicate check's comparisons (daemon/title_rows.py `KindTitles`, `top_hits`;
-daemon/duplicates.py `audit_pairs`) against a brute-force reference on random unit vectors."""
+"""The duplicate check's comparisons (daemon/services/duplicates_rows.py `KindTitles`, `top_hits`;
+daemon/services/duplicates.py `audit_pairs`) against a brute-force reference on random unit vectors."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from actors.duplicates import reported
-from daemon.duplicates import Checked, _exclusions, _named_never, audit_pairs
-from daemon.title_rows import BATCH_BLOCK, MIN_COMPACT, KindTitles, batch_hits, comparable, top_hits
+from recalld.actors.duplicates.rules import reported
+from recalld.services.duplicates import Checked, _exclusions, _named_never, audit_pairs
+from recalld.services.duplicates_rows import BATCH_BLOCK, MIN_COMPACT, KindTitles, batch_hits, comparable, top_hits
 
 Hit = tuple[uuid.UUID, str, float]
 

@@ -19,8 +19,8 @@ import httpx
 import numpy as np
 import pytest
 
-from actors.duplicates import title_text
-from daemon.config import DuplicatesConfig, EmbeddingConfig
+from recalld.actors.duplicates.rules import title_text
+from recalld.config import DuplicatesConfig, EmbeddingConfig
 from tests.support import ROOT, Daemon, sql
 from tests.support.fake_openai import FakeOpenAI, unit_vector
 
@@ -304,7 +304,7 @@ def test_dupes_lists_the_pairs_of_a_namespace(daemon: Daemon, backlog: str) -> N
     wait_comparable(daemon, ns, 3)
     env = {**os.environ, "RECALLD_SOCKET": str(daemon.socket)}
     done = subprocess.run(
-        [sys.executable, "-m", "daemon", "dupes", "-n", ns, "--json"],
+        [sys.executable, "-m", "recalld", "dupes", "-n", ns, "--json"],
         capture_output=True,
         text=True,
         timeout=120,
@@ -317,7 +317,7 @@ def test_dupes_lists_the_pairs_of_a_namespace(daemon: Daemon, backlog: str) -> N
     assert answer["of"] == 4 and answer["compared"] == 4
     assert "compared 4 of 4 records" in done.stderr
     done = subprocess.run(
-        [sys.executable, "-m", "daemon", "dupes", "-n", ns, "--kind", "story"],
+        [sys.executable, "-m", "recalld", "dupes", "-n", ns, "--kind", "story"],
         capture_output=True,
         text=True,
         timeout=120,
@@ -588,7 +588,7 @@ def documentation(root: Path) -> int:
 def cli(daemon: Daemon, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "RECALLD_SOCKET": str(daemon.socket)}
     done = subprocess.run(
-        [sys.executable, "-m", "daemon", *args], capture_output=True, text=True, timeout=300, env=env, cwd=ROOT
+        [sys.executable, "-m", "recalld", *args], capture_output=True, text=True, timeout=300, env=env, cwd=ROOT
     )
     assert done.returncode == 0, done.stderr
     return done

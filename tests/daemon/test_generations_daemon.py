@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from actors.embedding import template
-from actors.index.generation import load_generation
-from actors.index.manifest import Expected
+from recalld.actors.embedding import template
+from recalld.actors.index.generation import load_generation
+from recalld.actors.index.manifest import Expected
 from tests.support import Daemon, scratch_dir, sql
 from tests.support.fake_openai import FakeOpenAI, unit_vector
 from tests.support.waits import wait_for_generation

@@ -13,7 +13,7 @@ from pathlib import Path
 
 PROBE = """
 import gc, json, weakref
-from daemon.heap import YOUNG_THRESHOLD, settle_heap
+from recalld.heap import YOUNG_THRESHOLD, settle_heap
 class Node: pass
 start_up = [Node() for _ in range(1000)]
 dropped = Node()  # alive at start, dropped later (a swapped-out handle)

@@ -17,10 +17,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from actors.index.catch_up import index_chunks
-from actors.index.settings import IndexSettings
-from daemon.client import Client
-from daemon.ingest import ingest
+from recalld.actors.index.catch_up import index_chunks
+from recalld.actors.index.settings import IndexSettings
+from recalld.client import Client
+from recalld.client.ingest import ingest
 from tests.daemon.test_access_daemon import as_user
 from tests.daemon.test_cli import recalld
 from tests.support import ROOT, Daemon, namespace
@@ -175,7 +175,7 @@ def test_wait_follows_the_ingested_namespace_not_a_record_held_in_another(make_d
         (tmp_path / "a.md").write_text("# Alpha\n\nthe first file\n")
         env = {**os.environ, "RECALLD_SOCKET": str(daemon.socket)}
         waited = subprocess.run(
-            [sys.executable, "-m", "daemon", "ingest", str(tmp_path), "-n", ours, "--wait"],
+            [sys.executable, "-m", "recalld", "ingest", str(tmp_path), "-n", ours, "--wait"],
             capture_output=True,
             text=True,
             timeout=25,  # following the global `pending` would never end: the held record stays
@@ -220,7 +220,7 @@ def in_terminal(
     pid, fd = pty.fork()
     if pid == 0:  # the child: a session of its own with the terminal as its controlling one
         os.chdir(ROOT)
-        os.execve(sys.executable, [sys.executable, "-m", "daemon", *args], env)
+        os.execve(sys.executable, [sys.executable, "-m", "recalld", *args], env)
     output = b""
     typed = False
     deadline = time.monotonic() + timeout_s

@@ -10,9 +10,9 @@ from typing import Any
 import msgspec
 import pytest
 
-from daemon.config import Config, RecallConfig, RecordsConfig
-from daemon.control.errors import ApiError
-from daemon.control.limits import check_attributes, check_query, count_values
+from recalld.config import Config, RecallConfig, RecordsConfig
+from recalld.control.limits import check_attributes, check_query, count_values
+from recalld.wire.errors import ApiError
 from tests.support import Daemon, namespace
 from tests.support.snapshot import settled_snapshot, store_snapshot
 

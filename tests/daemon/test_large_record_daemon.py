@@ -11,8 +11,8 @@ from typing import Any
 import httpx
 import pytest
 
-from actors.chunking import chunk_text
-from daemon.config import RecordsConfig, ServerConfig
+from recalld.actors.index.chunking import chunk_text
+from recalld.config import RecordsConfig, ServerConfig
 from tests.support import Daemon
 from tests.support.waits import wait_for_generation
 

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from daemon.store.embedded import EmbeddedPostgres, binaries, default_shared_buffers_mb
-from daemon.store.migrations import MIGRATION_LOCK_KEY
+from recalld.store.embedded import EmbeddedPostgres, binaries, default_shared_buffers_mb
+from recalld.store.migrations import MIGRATION_LOCK_KEY
 from tests.support import RECALLD, ROOT, Daemon, create_database, scratch_dir, sql
 
 
@@ -268,9 +268,9 @@ def test_socket_activation_serves_on_the_inherited_fd(postgres: EmbeddedPostgres
         "os.environ['LISTEN_PID'] = str(os.getpid())\n"
         "os.execv(sys.executable, [sys.executable, *sys.argv[2:]])\n"
     )
-    command = [sys.executable, "-c", launcher, str(listening.fileno()), "-m", "daemon", "serve"]
+    command = [sys.executable, "-c", launcher, str(listening.fileno()), "-m", "recalld", "serve"]
     command += ["--data-dir", str(home / "data"), "--socket", str(home / "unused.sock")]
-    with open(home / "daemon.log", "wb") as log:
+    with open(home / "recalld.log", "wb") as log:
         proc = subprocess.Popen(
             command, env=env, cwd=ROOT, pass_fds=(listening.fileno(),), stdout=log, stderr=subprocess.STDOUT
         )

@@ -17,7 +17,7 @@ import pytest
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from daemon.config import RecallConfig
+from recalld.config import RecallConfig
 from tests.support import ROOT, Daemon, namespace
 
 pytestmark = [pytest.mark.anyio]
@@ -48,7 +48,7 @@ def mcp_server(daemon: Daemon, ns: str, env: dict[str, str] | None = None) -> St
     """`recalld mcp -n ns` for `daemon`, as an agent's config starts it."""
     return StdioServerParameters(
         command=sys.executable,
-        args=["-m", "daemon", "mcp", "-n", ns, "--socket", str(daemon.socket)],
+        args=["-m", "recalld", "mcp", "-n", ns, "--socket", str(daemon.socket)],
         cwd=str(ROOT),
         env={k: v for k, v in os.environ.items() if k != "RECALLD_SOCKET"} | (env or {}),
     )
@@ -253,7 +253,7 @@ async def test_malformed_json_rpc_is_answered_with_its_error(
     """JSON-RPC 2.0: what is not JSON is a parse error (-32700), JSON that is no request an
     invalid request (-32600), each answered with the request's id where one can be read (null
     otherwise); the server then goes on serving."""
-    command = [sys.executable, "-m", "daemon", "mcp", "-n", namespace(), "--socket", str(daemon.socket)]
+    command = [sys.executable, "-m", "recalld", "mcp", "-n", namespace(), "--socket", str(daemon.socket)]
     env = {k: v for k, v in os.environ.items() if k != "RECALLD_SOCKET"}
     initialize = {
         "jsonrpc": "2.0",

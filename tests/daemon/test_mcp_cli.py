@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-import daemon
-from daemon.mcp_cli import checkout_of, missing_sdk_hint
+import recalld
+from recalld.cli.mcp import checkout_of, missing_sdk_hint
 from tests.support import ROOT
 
 RECALLD = '[project]\nname = "recalld"\nversion = "0.1.0"\n'
@@ -45,7 +45,7 @@ def test_a_checkout_is_told_from_an_installed_package(
 
 def test_the_code_that_runs_here_is_this_checkout() -> None:
     """The suite runs the checkout's own code (editable install or not): it is found as one."""
-    assert checkout_of(Path(daemon.__file__).parent) == ROOT
+    assert checkout_of(Path(recalld.__file__).parent) == ROOT
 
 
 def test_an_installed_package_is_told_to_install_the_extra_by_name() -> None:
@@ -65,7 +65,7 @@ def test_a_config_it_cannot_read_stops_it_before_serving(tmp_path: Path) -> None
     missing = tmp_path / "absent.toml"
     env = {k: v for k, v in os.environ.items() if not k.startswith("RECALLD_")}
     done = subprocess.run(
-        [sys.executable, "-m", "daemon", "mcp", "-n", "notes", "--config", str(missing)],
+        [sys.executable, "-m", "recalld", "mcp", "-n", "notes", "--config", str(missing)],
         cwd=ROOT,
         env=env,
         stdin=subprocess.DEVNULL,

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from daemon.store.embedded import EmbeddedPostgres
-from daemon.wire.assignments import MAX_OBSERVATIONS
+from recalld.store.embedded import EmbeddedPostgres
+from recalld.wire.assignments import MAX_OBSERVATIONS
 from tests.daemon.test_assignments_daemon import SLOW_TICKS, cli, entity, until
 from tests.support import RECALLD, ROOT, Daemon, create_database, scratch_dir
 

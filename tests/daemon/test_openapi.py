@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from daemon.control.api_doc import ROUTES, RouteDoc
-from daemon.control.openapi import MARKDOWN_PATH, OPENAPI_PATH, openapi, problems, registered_routes, render
+from recalld.control.api_doc import ROUTES, RouteDoc
+from recalld.control.openapi import MARKDOWN_PATH, OPENAPI_PATH, openapi, problems, registered_routes, render
 
 
 def test_every_registered_route_is_described_and_nothing_else() -> None:
@@ -21,7 +21,7 @@ def test_a_route_missing_from_the_description_is_named_with_what_to_add() -> Non
     [missing] = problems(registered, ROUTES)
     assert "POST /v1/new/{id}/thing is registered by the control server but not described" in missing
     assert '("POST", "/v1/new/{id}/thing"): RouteDoc(' in missing and "daemon/control/api_doc.py" in missing
-    assert ".venv/bin/python -m daemon.control.openapi" in missing
+    assert ".venv/bin/python -m recalld.control.openapi" in missing
 
 
 def test_a_description_of_a_route_the_server_lacks_is_named() -> None:
@@ -32,7 +32,7 @@ def test_a_description_of_a_route_the_server_lacks_is_named() -> None:
 
 def test_the_committed_documents_are_the_generated_ones() -> None:
     spec_text, api_text = render(openapi())
-    hint = "run .venv/bin/python -m daemon.control.openapi and commit docs/openapi.json and docs/API.md"
+    hint = "run .venv/bin/python -m recalld.control.openapi and commit docs/openapi.json and docs/API.md"
     assert OPENAPI_PATH.read_text() == spec_text, hint
     assert MARKDOWN_PATH.read_text() == api_text, hint
 

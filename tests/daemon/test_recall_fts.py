@@ -6,8 +6,8 @@ import json
 import uuid
 from typing import Any
 
-from actors.fusion import RRF_VERSION
-from actors.records import query_hash
+from recalld.actors.recall.fusion import RRF_VERSION
+from recalld.actors.records import query_hash
 from tests.support import Daemon, search_rows
 
 DOCS = [

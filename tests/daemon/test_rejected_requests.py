@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from aiohttp.http_exceptions import BadHttpMethod
 
-from daemon.config import ServerConfig
-from daemon.log import rejected_requests_logged
+from recalld.config import ServerConfig
+from recalld.log import rejected_requests_logged
 from tests.support import Daemon
 
 LINE_BYTES = 1000

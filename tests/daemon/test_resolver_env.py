@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from daemon.config import ConfigError, build
-from daemon.resolver_env import seconds
+from recalld.config import ConfigError, build
+from recalld.resolver_env import seconds
 
 
 @pytest.mark.parametrize(

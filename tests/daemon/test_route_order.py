@@ -14,8 +14,8 @@ from typing import Any
 
 import httpx
 
-from actors.embedding.template import render_query
-from daemon.config import Config
+from recalld.actors.embedding.template import render_query
+from recalld.config import Config
 from tests.support import Daemon, namespace
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.waits import wait_for_generation

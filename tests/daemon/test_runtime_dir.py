@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from daemon.control.server import bind_unix_socket
-from daemon.paths import SOCKET_NAME, UnsafeRuntimeDirectory
+from recalld.control.server import bind_unix_socket
+from recalld.paths import SOCKET_NAME, UnsafeRuntimeDirectory
 from tests.support import ROOT, scratch_dir
 
 PUT = ["put", "-n", "notes", "--title", "salary review", "--body", "SECRET-BODY"]
@@ -228,7 +228,7 @@ def test_a_socket_another_user_made_in_a_sticky_dir_is_refused(users: Users) -> 
 
 
 def test_parents_made_for_the_daemons_socket_are_ordinary_directories() -> None:
-    from daemon.paths import make_socket_dir
+    from recalld.paths import make_socket_dir
 
     home = scratch_dir("recalld-run-")
     try:

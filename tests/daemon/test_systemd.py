@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon.systemd import Notifier, listen_fds, watchdog_interval
+from recalld.systemd import Notifier, listen_fds, watchdog_interval
 from tests.support import ROOT
 
 UNITS = ROOT / "systemd"
@@ -134,7 +134,7 @@ def test_unset_environment_false_leaves_the_variable(notify_socket: socket.socke
 
 
 def test_without_notify_socket_everything_is_a_quiet_no_op(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.DEBUG, logger="daemon.systemd")
+    caplog.set_level(logging.DEBUG, logger="recalld.systemd")
     notifier = Notifier.from_environ()
     assert not notifier.enabled
     notifier.ready("serving")
@@ -150,7 +150,7 @@ def test_without_notify_socket_everything_is_a_quiet_no_op(caplog: pytest.LogCap
 def test_systemd_gone_is_logged_at_debug_and_never_raises(
     notify_socket: socket.socket, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.DEBUG, logger="daemon.systemd")
+    caplog.set_level(logging.DEBUG, logger="recalld.systemd")
     notifier = Notifier.from_environ()
     notifier.ready()
     assert notify_socket.recv(4096) == b"READY=1"
@@ -173,7 +173,7 @@ def test_systemd_gone_is_logged_at_debug_and_never_raises(
 def test_malformed_notify_socket_is_reported_once(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, value: str
 ) -> None:
-    caplog.set_level(logging.DEBUG, logger="daemon.systemd")
+    caplog.set_level(logging.DEBUG, logger="recalld.systemd")
     monkeypatch.setenv("NOTIFY_SOCKET", value)
     notifier = Notifier.from_environ()
     assert not notifier.enabled
@@ -254,7 +254,7 @@ os.dup2(int(sys.argv[1]), 3)
 os.environ["LISTEN_PID"] = str(os.getpid())
 os.environ["LISTEN_FDS"] = "1"
 os.environ["LISTEN_FDNAMES"] = "recalld.socket"
-from daemon.systemd import listen_fds
+from recalld.systemd import listen_fds
 fds = listen_fds()
 sock = socket.socket(fileno=fds[0]) if fds else None
 conn = sock.accept()[0] if sock else None

@@ -529,8 +529,8 @@ def test_once_all_is_indexed_only_changed_records_are_read_and_a_change_counts_a
 def record_cosines(daemon: Daemon, ns: str, query: str) -> dict[str, float]:
     """Record id -> cosine of `query` and the record's best chunk, from the stored vectors and the
     same local model and query template the daemon uses."""
-    from actors.embedding.template import render_query
-    from daemon.providers.local import LocalProvider
+    from recalld.actors.embedding.template import render_query
+    from recalld.providers.local import LocalProvider
 
     _, ready = daemon.call("GET", "/readyz")
     detail = ready["checks"]["embedding"]["detail"]

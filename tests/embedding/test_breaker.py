@@ -4,8 +4,8 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from actors.embedding.breaker import BreakerState, CircuitBreaker
-from actors.embedding.errors import EmbeddingError, Reason
+from recalld.actors.embedding.breaker import BreakerState, CircuitBreaker
+from recalld.actors.embedding.errors import EmbeddingError, Reason
 
 from .clock import FakeClock
 

@@ -14,13 +14,13 @@ import anyio
 import numpy as np
 import pytest
 
-from actors.embedder import Embedder, EmbedderSettings, EmbedResult
-from actors.embedding.breaker import BreakerState
-from actors.embedding.errors import EmbeddingError, Reason
-from actors.kernel.ports import EmbeddingProvider, SinkUnavailable, UsageRow, UsageSink
-from actors.kernel.supervisor import ChildSpec, Supervisor
-from daemon.providers.http import HTTP_MAX_CONCURRENCY, OllamaProvider, OpenAIProvider
-from daemon.providers.local import LocalProvider
+from recalld.actors.embedding.breaker import BreakerState
+from recalld.actors.embedding.embedder import Embedder, EmbedderSettings, EmbedResult
+from recalld.actors.embedding.errors import EmbeddingError, Reason
+from recalld.actors.kernel.ports import EmbeddingProvider, SinkUnavailable, UsageRow, UsageSink
+from recalld.actors.kernel.supervisor import ChildSpec, Supervisor
+from recalld.providers.http import HTTP_MAX_CONCURRENCY, OllamaProvider, OpenAIProvider
+from recalld.providers.local import LocalProvider
 from tests.providers.loopback import EmbeddingService, serve, tokens
 
 pytestmark = [pytest.mark.anyio, pytest.mark.anyio_backends("asyncio", "trio")]

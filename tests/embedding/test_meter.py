@@ -8,10 +8,10 @@ from dataclasses import dataclass
 import anyio
 import pytest
 
-from actors.embedding.meter import BATCH_BUCKETS, Counters, Meter
-from actors.embedding.metering import estimate_tokens
-from actors.embedding.settings import EmbedderSettings
-from actors.kernel.ports import ProviderBatch, ProviderInfo, Purpose, UsageRow
+from recalld.actors.embedding.meter import BATCH_BUCKETS, Counters, Meter
+from recalld.actors.embedding.metering import estimate_tokens
+from recalld.actors.embedding.settings import EmbedderSettings
+from recalld.actors.kernel.ports import ProviderBatch, ProviderInfo, Purpose, UsageRow
 
 pytestmark = [pytest.mark.anyio, pytest.mark.anyio_backends("asyncio", "trio")]
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from actors.embedding.metering import apportion, estimate_tokens
+from recalld.actors.embedding.metering import apportion, estimate_tokens
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from actors.embedding.pace import BULK_LANE, CHECK_LANE, QUERY_LANE, BulkPace, lane_of
+from recalld.actors.embedding.pace import BULK_LANE, CHECK_LANE, QUERY_LANE, BulkPace, lane_of
 
 # (observed calls as (texts, seconds), target_s, max_batch, expected batch)
 CASES = [

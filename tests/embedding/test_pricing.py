@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from actors.embedding.pricing import Priced, price
+from recalld.actors.embedding.pricing import Priced, price
 
 PRICES = {"text-embedding-3-small": 20.0, "all-minilm": 0.0, "pricey": 130.5}
 

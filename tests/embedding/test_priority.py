@@ -13,10 +13,10 @@ from typing import Any
 import anyio
 import pytest
 
-from actors.embedder import Embedder, EmbedderSettings, EmbedResult
-from actors.embedding.errors import EmbeddingError, Reason
-from actors.kernel.ports import UsageRow
-from daemon.providers.http import HTTP_MAX_CONCURRENCY, OpenAIProvider
+from recalld.actors.embedding.embedder import Embedder, EmbedderSettings, EmbedResult
+from recalld.actors.embedding.errors import EmbeddingError, Reason
+from recalld.actors.kernel.ports import UsageRow
+from recalld.providers.http import HTTP_MAX_CONCURRENCY, OpenAIProvider
 from tests.providers.loopback import EmbeddingService, serve
 
 pytestmark = [pytest.mark.anyio, pytest.mark.anyio_backends("asyncio", "trio")]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from actors.embedding.query_cache import QueryVectorCache
-from actors.kernel.ports import VectorSpace
+from recalld.actors.embedding.query_cache import QueryVectorCache
+from recalld.actors.kernel.ports import VectorSpace
 
 SPACE = VectorSpace(provider="local", model="m", dimension=3, normalized=True, template_version=1)
 

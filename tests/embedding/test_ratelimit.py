@@ -3,8 +3,8 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from actors.embedding.errors import EmbeddingError, Reason
-from actors.embedding.ratelimit import TokenBucket
+from recalld.actors.embedding.errors import EmbeddingError, Reason
+from recalld.actors.embedding.ratelimit import TokenBucket
 
 from .clock import FakeClock
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from actors.embedding.template import (
+from recalld.actors.embedding.template import (
     LATEST_VERSION,
     InputKind,
     UnknownTemplateVersion,

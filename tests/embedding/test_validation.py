@@ -6,8 +6,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from actors.embedding.errors import EmbeddingError, Reason
-from actors.embedding.validation import is_normalized, row_errors, validate_batch
+from recalld.actors.embedding.errors import EmbeddingError, Reason
+from recalld.actors.embedding.validation import is_normalized, row_errors, validate_batch
 
 
 def unit(d: int, axis: int = 0) -> list[float]:

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from daemon.eval.golden import load
-from daemon.store.embedded import EmbeddedPostgres
+from recalld.eval.golden import load
+from recalld.store.embedded import EmbeddedPostgres
 from tests.support import ROOT, Daemon, create_database, scratch_dir
 
 CI_SET = ROOT / "bench/golden/pgdocs-ci"
@@ -30,7 +30,7 @@ BROKEN_FUSION = {"RECALLD_RECALL_FTS_EVIDENCE_WEIGHTS": "{exact = 0, all_terms =
 def evaluate(daemon: Daemon) -> tuple[int, dict[str, Any], str]:
     env = {**os.environ, "RECALLD_SOCKET": str(daemon.socket)}
     done = subprocess.run(
-        [sys.executable, "-m", "daemon", "eval", str(CI_SET), "--namespace", "ci", "--json", "--quiet"],
+        [sys.executable, "-m", "recalld", "eval", str(CI_SET), "--namespace", "ci", "--json", "--quiet"],
         capture_output=True,
         text=True,
         timeout=900,

@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from actors.index.catch_up import index_chunks
-from actors.index.settings import IndexSettings
-from daemon.eval import floor as floors
+from recalld.actors.index.catch_up import index_chunks
+from recalld.actors.index.settings import IndexSettings
+from recalld.eval import floor as floors
 from tests.daemon.test_ingest import in_terminal
 from tests.support import ROOT, Daemon
 
@@ -61,7 +61,7 @@ expected = "car/tyres.md"
 def recalld(daemon: Daemon, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "RECALLD_SOCKET": str(daemon.socket)}
     return subprocess.run(
-        [sys.executable, "-m", "daemon", *args], capture_output=True, text=True, timeout=300, env=env, cwd=ROOT
+        [sys.executable, "-m", "recalld", *args], capture_output=True, text=True, timeout=300, env=env, cwd=ROOT
     )
 
 

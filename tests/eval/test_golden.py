@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon.eval.golden import DEFAULT_KIND, GoldenSetError, load, slug
+from recalld.eval.golden import DEFAULT_KIND, GoldenSetError, load, slug
 
 
 def corpus(root: Path, *names: str) -> Path:

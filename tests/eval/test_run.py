@@ -5,10 +5,10 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
-from daemon.eval.floor import SpaceIdentity
-from daemon.eval.golden import GoldenQuestion, GoldenSet
-from daemon.eval.run import EvalRun, RouteRun, namespace_for
-from daemon.ingest import Summary
+from recalld.client.ingest import Summary
+from recalld.eval.floor import SpaceIdentity
+from recalld.eval.golden import GoldenQuestion, GoldenSet
+from recalld.eval.run import EvalRun, RouteRun, namespace_for
 
 NOW = dt.datetime(2026, 12, 2, 0, 30, 5, tzinfo=dt.UTC)
 

@@ -11,10 +11,10 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
-from actors.index.generation import build_generation, manifest_sha256
-from actors.index.idmap import IdMap
-from actors.index.manifest import MANIFEST_FILE, Expected, FileEntry, Manifest, encode_manifest
-from actors.kernel.ports import GenerationRow, VectorSpace
+from recalld.actors.index.generation import build_generation, manifest_sha256
+from recalld.actors.index.idmap import IdMap
+from recalld.actors.index.manifest import MANIFEST_FILE, Expected, FileEntry, Manifest, encode_manifest
+from recalld.actors.kernel.ports import GenerationRow, VectorSpace
 
 
 def space(dimension: int = 16, model: str = "test-model", template_version: int = 1) -> VectorSpace:

@@ -9,7 +9,7 @@ from types import FrameType
 
 import pytest
 
-from actors.chunking import DEFAULT_MAX_CHARS, DEFAULT_OVERLAP, chunk_spans, chunk_text
+from recalld.actors.index.chunking import DEFAULT_MAX_CHARS, DEFAULT_OVERLAP, chunk_spans, chunk_text
 
 PARAGRAPHS = "Alpha one. Alpha two.\n\nBeta one is longer. Beta two.\n\nGamma."
 WORDS = " ".join(f"w{i:03d}" for i in range(60))  # 60 words of 4 chars, 299 chars
@@ -188,7 +188,7 @@ def test_same_chunks_as_the_reference_for_a_long_body() -> None:
 
 def _chunking_lines_run(body: str) -> int:
     """Lines of chunking code executed for `body`: a measure of work that no machine load skews."""
-    import actors.chunking as module
+    import recalld.actors.index.chunking as module
 
     lines = 0
 

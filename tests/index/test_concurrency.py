@@ -17,10 +17,10 @@ import anyio.to_thread
 import numpy as np
 import pytest
 
-from actors.index.generation import Generation, build_generation, load_generation, manifest_sha256
-from actors.index.handle import Handle, HandleCell, Hit
-from actors.index.listing import list_generation_dirs
-from actors.index.manifest import Expected
+from recalld.actors.index.generation import Generation, build_generation, load_generation, manifest_sha256
+from recalld.actors.index.handle import Handle, HandleCell, Hit
+from recalld.actors.index.listing import list_generation_dirs
+from recalld.actors.index.manifest import Expected
 
 from .common import id_map_for, space, unit_vectors
 

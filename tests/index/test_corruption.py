@@ -17,11 +17,11 @@ import msgspec
 import numpy as np
 import pytest
 
-import actors.index.generation as generation_module
-from actors.index.generation import load_generation, manifest_sha256
-from actors.index.layout import inspect_index_file
-from actors.index.listing import list_generation_dirs
-from actors.index.manifest import Corruption, Expected, GenerationCorrupt
+import recalld.actors.index.generation as generation_module
+from recalld.actors.index.generation import load_generation, manifest_sha256
+from recalld.actors.index.layout import inspect_index_file
+from recalld.actors.index.listing import list_generation_dirs
+from recalld.actors.index.manifest import Corruption, Expected, GenerationCorrupt
 
 from .common import build, id_map_for, rebless, space, unit_vectors
 

@@ -29,9 +29,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from actors.index.handle import Handle, _search
-from actors.index.vectors import SurrogateSet, VectorSet
-from actors.index_manager import IndexManager
+from recalld.actors.index.handle import Handle, _search
+from recalld.actors.index.manager import IndexManager
+from recalld.actors.index.vectors import SurrogateSet, VectorSet
 from tests.index.test_index_manager import Cluster, cluster, current_generation, rendered, until, vector_of
 
 pytestmark = [pytest.mark.anyio, pytest.mark.anyio_backends("trio")]

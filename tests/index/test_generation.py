@@ -8,16 +8,16 @@ import faiss
 import numpy as np
 import pytest
 
-import actors.index.generation as generation_module
-from actors.index.generation import (
+import recalld.actors.index.generation as generation_module
+from recalld.actors.index.generation import (
     GenerationBuildError,
     build_generation,
     load_generation,
     manifest_sha256,
 )
-from actors.index.idmap import IdMap
-from actors.index.listing import list_generation_dirs, orphaned_temp_dirs
-from actors.index.manifest import Corruption, Expected, GenerationCorrupt
+from recalld.actors.index.idmap import IdMap
+from recalld.actors.index.listing import list_generation_dirs, orphaned_temp_dirs
+from recalld.actors.index.manifest import Corruption, Expected, GenerationCorrupt
 
 from .common import build, id_map_for, record_uuid, space, unit_vectors
 

@@ -11,10 +11,10 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from actors.index.generation import Generation, load_generation
-from actors.index.handle import Handle, HandleCell, HandleClosed, Hit
-from actors.index.idmap import IdMap, record_id_rows
-from actors.index.vectors import SurrogateSet, _record_keys
+from recalld.actors.index.generation import Generation, load_generation
+from recalld.actors.index.handle import Handle, HandleCell, HandleClosed, Hit
+from recalld.actors.index.idmap import IdMap, record_id_rows
+from recalld.actors.index.vectors import SurrogateSet, _record_keys
 
 from .common import build, id_map_for, record_uuid, space, unit_vectors
 
@@ -433,7 +433,7 @@ def test_a_search_runs_faiss_single_threaded_in_its_own_thread_only(tmp_path: Pa
 
     import faiss
 
-    from actors.index.vectors import BUILD_THREADS
+    from recalld.actors.index.vectors import BUILD_THREADS
 
     rng = np.random.default_rng(7)
     vectors = unit_vectors(rng, 50, 16)

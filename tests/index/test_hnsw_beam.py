@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from actors.index.generation import build_generation, load_generation, manifest_sha256
-from actors.index.handle import Handle
-from actors.index.manifest import Expected
-from actors.index.settings import HNSW_EF_SEARCH
+from recalld.actors.index.generation import build_generation, load_generation, manifest_sha256
+from recalld.actors.index.handle import Handle
+from recalld.actors.index.manifest import Expected
+from recalld.actors.index.settings import HNSW_EF_SEARCH
 
 from .common import id_map_for, space, unit_vectors
 

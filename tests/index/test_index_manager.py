@@ -26,14 +26,14 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from actors.chunking import chunk_text
-from actors.embedder import Embedder, EmbedderSettings
-from actors.embedding.errors import EmbeddingError, Reason
-from actors.embedding.template import render_document
-from actors.index.builds import GenerationNotFound
-from actors.index.manifest import GenerationCorrupt
-from actors.index_manager import IndexManager, IndexSettings
-from actors.kernel.ports import GenerationRow, ProviderBatch, ProviderInfo, UsageRow
+from recalld.actors.embedding.embedder import Embedder, EmbedderSettings
+from recalld.actors.embedding.errors import EmbeddingError, Reason
+from recalld.actors.embedding.template import render_document
+from recalld.actors.index.builds import GenerationNotFound
+from recalld.actors.index.chunking import chunk_text
+from recalld.actors.index.manager import IndexManager, IndexSettings
+from recalld.actors.index.manifest import GenerationCorrupt
+from recalld.actors.kernel.ports import GenerationRow, ProviderBatch, ProviderInfo, UsageRow
 from tests.kernel.fakes import FakeDatabase, FakeLockServer, FakeRecords, FakeVectorStore
 
 pytestmark = [pytest.mark.anyio, pytest.mark.anyio_backends("trio")]

@@ -5,7 +5,7 @@ from datetime import UTC, datetime
 import msgspec
 import pytest
 
-from actors.index.manifest import (
+from recalld.actors.index.manifest import (
     Corruption,
     Expected,
     FileEntry,

@@ -13,8 +13,8 @@ import shutil
 
 import pytest
 
-from actors.index.manifest import IndexReason
-from actors.index_manager import IndexUnavailable
+from recalld.actors.index.manager import IndexUnavailable
+from recalld.actors.index.manifest import IndexReason
 from tests.index.test_index_manager import Cluster, cluster, current_generation, find, rendered, until
 
 pytestmark = [pytest.mark.anyio, pytest.mark.anyio_backends("trio")]

@@ -14,17 +14,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from actors.index.generation import build_generation, load_generation, manifest_sha256
-from actors.index.handle import Handle
-from actors.index.manifest import Expected
-from actors.index.placement import (
+from recalld.actors.index.generation import build_generation, load_generation, manifest_sha256
+from recalld.actors.index.handle import Handle
+from recalld.actors.index.manifest import Expected
+from recalld.actors.index.placement import (
     INLINE_MAX_K_RECORDS,
     INLINE_MAX_S,
     SearchPlacement,
     placed,
     scored_exactly,
 )
-from actors.index.vectors import EXACT_NAMESPACE_MAX
+from recalld.actors.index.vectors import EXACT_NAMESPACE_MAX
 from tests.index.common import id_map_for, space, unit_vectors
 from tests.index.test_index_manager import Cluster, rendered, until, vector_of
 

@@ -21,7 +21,15 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
-from actors.kernel.ports import BodyToIndex, GenerationRow, Holds, Pointer, RecordToIndex, VectorRows, VectorSpace
+from recalld.actors.kernel.ports import (
+    BodyToIndex,
+    GenerationRow,
+    Holds,
+    Pointer,
+    RecordToIndex,
+    VectorRows,
+    VectorSpace,
+)
 
 
 def _wall() -> dt.datetime:
@@ -132,7 +140,7 @@ class FakeRecords:
 
 
 class FakeVectorStore:
-    """Every role of `actors.kernel.ports.VectorStore`, in memory."""
+    """Every role of `recalld.actors.kernel.ports.VectorStore`, in memory."""
 
     def __init__(self, db: FakeDatabase | None = None) -> None:
         self.db = db or FakeDatabase()
@@ -381,7 +389,7 @@ class FakeLockServer:
 
 
 class FakeBuilderLock:
-    """`actors.kernel.ports.BuilderLock` in memory; `drop()` is the lock's connection dying."""
+    """`recalld.actors.kernel.ports.BuilderLock` in memory; `drop()` is the lock's connection dying."""
 
     def __init__(self, server: FakeLockServer) -> None:
         self._server = server

@@ -7,8 +7,8 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from actors.kernel import ChildSpec, Supervisor
-from actors.kernel.batching import WriteBehind
+from recalld.actors.kernel import ChildSpec, Supervisor
+from recalld.actors.kernel.batching import WriteBehind
 
 pytestmark = [pytest.mark.anyio, pytest.mark.anyio_backends("asyncio", "trio")]
 

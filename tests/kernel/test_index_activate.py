@@ -11,12 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from actors.index.builds import Builds, GenerationNotFound, PointerMoved, SpaceMismatch
-from actors.index.generation import build_generation
-from actors.index.idmap import IdMap
-from actors.index.manifest import GenerationCorrupt
-from actors.index.settings import IndexSettings
-from actors.kernel.ports import GenerationRow, Pointer, VectorSpace
+from recalld.actors.index.builds import Builds, GenerationNotFound, PointerMoved, SpaceMismatch
+from recalld.actors.index.generation import build_generation
+from recalld.actors.index.idmap import IdMap
+from recalld.actors.index.manifest import GenerationCorrupt
+from recalld.actors.index.settings import IndexSettings
+from recalld.actors.kernel.ports import GenerationRow, Pointer, VectorSpace
 from tests.index.common import generation_row
 
 from .fakes import FakeVectorStore

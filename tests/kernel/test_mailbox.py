@@ -6,7 +6,7 @@ import anyio
 import pytest
 from anyio.abc import TaskStatus
 
-from actors.kernel import (
+from recalld.actors.kernel import (
     ActorUnavailable,
     ChildSpec,
     EventKind,

@@ -18,9 +18,17 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from actors.kernel.ports import BuilderLock, GenerationRow, Holds, Pointer, RecordToIndex, VectorSpace, VectorStore
-from daemon.store.records import RecordFields, RecordRepository
-from daemon.store.vectors import PgBuilderLock, PgVectorStore
+from recalld.actors.kernel.ports import (
+    BuilderLock,
+    GenerationRow,
+    Holds,
+    Pointer,
+    RecordToIndex,
+    VectorSpace,
+    VectorStore,
+)
+from recalld.store.records import RecordFields, RecordRepository
+from recalld.store.vectors import PgBuilderLock, PgVectorStore
 
 from .fakes import FakeBuilderLock, FakeDatabase, FakeLockServer, FakeRecords, FakeVectorStore
 

@@ -7,7 +7,7 @@ import anyio
 import pytest
 from anyio.abc import TaskGroup, TaskStatus
 
-from actors.kernel import (
+from recalld.actors.kernel import (
     ChildSpec,
     ChildState,
     EventKind,

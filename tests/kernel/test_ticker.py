@@ -10,9 +10,9 @@ import anyio
 import pytest
 from anyio.abc import TaskStatus
 
-from actors.kernel.mailbox import Envelope, Mailbox
-from actors.kernel.supervisor import ChildSpec, Supervisor
-from actors.kernel.ticker import WakeSchedule, run_ticker
+from recalld.actors.kernel.mailbox import Envelope, Mailbox
+from recalld.actors.kernel.supervisor import ChildSpec, Supervisor
+from recalld.actors.kernel.ticker import WakeSchedule, run_ticker
 
 pytestmark = [pytest.mark.anyio, pytest.mark.anyio_backends("trio")]
 

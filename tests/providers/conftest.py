@@ -4,7 +4,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from daemon.providers.local import LocalProvider
+from recalld.providers.local import LocalProvider
 
 
 @pytest.fixture(scope="session")

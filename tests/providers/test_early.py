@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from daemon.config import build
-from daemon.providers.early import EarlyModels, load_early
-from daemon.providers.in_process import InProcessModel
+from recalld.config import build
+from recalld.providers.early import EarlyModels, load_early
+from recalld.providers.in_process import InProcessModel
 
 CASES = [
     # (config document, recall model made early, title model made early)

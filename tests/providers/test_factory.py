@@ -3,10 +3,10 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from daemon.config import EmbeddingConfig
-from daemon.providers import make_provider
-from daemon.providers.http import OllamaProvider, OpenAIProvider
-from daemon.providers.local import LocalProvider
+from recalld.config import EmbeddingConfig
+from recalld.providers import make_provider
+from recalld.providers.http import OllamaProvider, OpenAIProvider
+from recalld.providers.local import LocalProvider
 
 
 @pytest.mark.parametrize(

@@ -10,9 +10,9 @@ import httpx
 import numpy as np
 import pytest
 
-from actors.embedding.errors import EmbeddingError, Reason
-from actors.embedding.validation import validate_batch
-from daemon.providers.http import OllamaProvider, OpenAIProvider
+from recalld.actors.embedding.errors import EmbeddingError, Reason
+from recalld.actors.embedding.validation import validate_batch
+from recalld.providers.http import OllamaProvider, OpenAIProvider
 
 from .loopback import EmbeddingService, aiohttp_server, tokens
 

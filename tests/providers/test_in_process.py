@@ -1,4 +1,4 @@
-"""What every in-process model shares (`daemon.providers.in_process`): the early load that the
+"""What every in-process model shares (`recalld.providers.in_process`): the early load that the
 daemon starts while it assembles, which the embedder's start waits for instead of repeating."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from daemon.providers.titles import DIMENSION, TitleModelProvider
+from recalld.providers.duplicates_model import DIMENSION, TitleModelProvider
 
 pytestmark = pytest.mark.anyio
 

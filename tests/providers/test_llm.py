@@ -8,9 +8,9 @@ from typing import Any
 import httpx
 import pytest
 
-from actors.canonical.ports import ChatAnswer, LlmFailure
-from actors.canonical.verdict import ConfidenceSource, Option, Question, ResolverReason, read_answer
-from daemon.providers.llm import OpenAIChat
+from recalld.actors.assignments.ports import ChatAnswer, LlmFailure
+from recalld.actors.assignments.verdict import ConfidenceSource, Option, Question, ResolverReason, read_answer
+from recalld.providers.llm import OpenAIChat
 from tests.support.fake_llm import (
     DEEPSEEK,
     REASONING,

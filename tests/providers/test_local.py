@@ -9,9 +9,9 @@ import anyio
 import numpy as np
 import pytest
 
-from actors.embedding.errors import EmbeddingError, Reason
-from actors.embedding.validation import validate_batch
-from daemon.providers.local import DIMENSION, MAX_TOKENS, MODEL_ID, TOKENIZER_PATH, LocalProvider
+from recalld.actors.embedding.errors import EmbeddingError, Reason
+from recalld.actors.embedding.validation import validate_batch
+from recalld.providers.local import DIMENSION, MAX_TOKENS, MODEL_ID, TOKENIZER_PATH, LocalProvider
 
 PARAPHRASES = [
     ("How do I reset my password?", "I forgot my password and need to change it."),

@@ -1,4 +1,4 @@
-"""The title model's cache (`daemon/providers/title_files.py`): what a start writes, what the
+"""The title model's cache (`daemon/providers/duplicates_model_files.py`): what a start writes, what the
 next one reads, and what it refuses to read (a pickle runs code as it loads)."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from daemon.paths import default_cache_dir
-from daemon.providers.title_files import STALE_TEMPORARY_S, load_title_model
+from recalld.paths import default_cache_dir
+from recalld.providers.duplicates_model_files import STALE_TEMPORARY_S, load_title_model
 
 TITLES = ["Refunds need two approvals", "Reembolsos precisam de duas aprovações", "The kiln fires at dawn"]
 

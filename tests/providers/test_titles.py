@@ -7,8 +7,8 @@ import anyio
 import numpy as np
 import pytest
 
-from actors.embedding.errors import EmbeddingError, Reason
-from daemon.providers.titles import DIMENSION, MODEL_ID, TitleModelProvider
+from recalld.actors.embedding.errors import EmbeddingError, Reason
+from recalld.providers.duplicates_model import DIMENSION, MODEL_ID, TitleModelProvider
 
 pytestmark = pytest.mark.anyio
 

@@ -10,9 +10,9 @@ from collections.abc import Callable
 
 import pytest
 
-from daemon.config import AccessConfig
-from daemon.control.access import PRINCIPALS_TTL_S, AccessPolicy, Peer, _principals
-from daemon.control.errors import ApiError
+from recalld.config import AccessConfig
+from recalld.control.access import PRINCIPALS_TTL_S, AccessPolicy, Peer, _principals
+from recalld.wire.errors import ApiError
 
 NOBODY = Peer(pid=1, uid=65534, gid=65534)
 NOBODY_GROUP = "@" + grp.getgrgid(65534).gr_name

@@ -1,10 +1,10 @@
-"""Value normalisation (actors/canonical/values.py): agreeing suppliers vote for one value."""
+"""Value normalisation (actors/assignments/values.py): agreeing suppliers vote for one value."""
 
 from __future__ import annotations
 
 import pytest
 
-from actors.canonical.values import normalise
+from recalld.actors.assignments.values import normalise
 
 
 @pytest.mark.parametrize(

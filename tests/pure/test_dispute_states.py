@@ -1,4 +1,4 @@
-"""Dispute states (actors/canonical/disputes.py): every event from every prior state, the hash, tiers."""
+"""Dispute states (actors/assignments/disputes.py): every event from every prior state, the hash, tiers."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from actors.canonical.disputes import (
+from recalld.actors.assignments.disputes import (
     DisputeState,
     Event,
     Tier,
@@ -18,7 +18,7 @@ from actors.canonical.disputes import (
     transition,
     value_set_hash,
 )
-from actors.canonical.strategy import Vote, candidates
+from recalld.actors.assignments.strategy import Vote, candidates
 
 S = DisputeState
 ALL: list[DisputeState | None] = [None, *S]

@@ -1,4 +1,4 @@
-"""The duplicate check's pure rules (actors/duplicates.py): what a title is embedded as, which
+"""The duplicate check's pure rules (actors/duplicates/rules.py): what a title is embedded as, which
 scores warn, the contrast stage, the order of the similar, and the calibration tallies."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from actors.duplicates import (
+from recalld.actors.duplicates.rules import (
     Contrast,
     Tally,
     catch_up,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon.eval.floor import (
+from recalld.eval.floor import (
     Acceptance,
     Floor,
     FloorFileError,

@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from actors.fusion import (
+from recalld.actors.recall.fusion import (
     RRF_NAME,
     RRF_VERSION,
     WEIGHTED_NAME,

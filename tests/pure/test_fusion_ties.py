@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from actors.fusion import Fused, reciprocal_rank, settle_ties, tie_end, tied
+from recalld.actors.recall.fusion import Fused, reciprocal_rank, settle_ties, tie_end, tied
 
 
 def entry(key: str, score: float, **ranks: int) -> Fused[str]:

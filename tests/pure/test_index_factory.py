@@ -1,4 +1,4 @@
-"""Which FAISS index a new generation gets (`actors.index.settings.factory_for`): a configured
+"""Which FAISS index a new generation gets (`recalld.actors.index.settings.factory_for`): a configured
 factory as it is, and for `auto` a flat index below the threshold and an HNSW graph from it."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from actors.index.manifest import index_family
-from actors.index.settings import AUTO, AUTO_HNSW, AUTO_HNSW_FROM, IndexSettings, factory_for
+from recalld.actors.index.manifest import index_family
+from recalld.actors.index.settings import AUTO, AUTO_HNSW, AUTO_HNSW_FROM, IndexSettings, factory_for
 
 CASES = [
     # (factory, vectors, expected)

@@ -1,4 +1,4 @@
-"""What `recalld ingest` reads out of files (daemon/ingest_formats.py, daemon/ingest.py): HTML's and
+"""What `recalld ingest` reads out of files (daemon/client/ingest_formats.py, daemon/client/ingest.py): HTML's and
 PDF's text, title and encoding, a text file's title by its markup, a binary file told apart, and
 why a file it cannot read is skipped."""
 
@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from pypdf import PdfWriter
 
-from daemon.ingest import title_of
-from daemon.ingest_formats import PDF_EXTRA, Unreadable, binary_kind, read_html, read_pdf
+from recalld.client.ingest import title_of
+from recalld.client.ingest_formats import PDF_EXTRA, Unreadable, binary_kind, read_html, read_pdf
 from tests.support.pdf import pdf_bytes
 
 PAGE = """<!doctype html>

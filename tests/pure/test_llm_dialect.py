@@ -1,4 +1,4 @@
-"""The resolver's dialects (actors/canonical/dialect.py): how a refusal is read, which request
+"""The resolver's dialects (actors/assignments/dialect.py): how a refusal is read, which request
 comes next, and that the degradation always ends."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from actors.canonical.dialect import (
+from recalld.actors.assignments.dialect import (
     DROPPABLE,
     FORMATS,
     Dialect,
@@ -17,7 +17,7 @@ from actors.canonical.dialect import (
     read_refusal,
     request_body,
 )
-from actors.canonical.verdict import Option, Question
+from recalld.actors.assignments.verdict import Option, Question
 
 Q = Question(
     "plug-1", "voltage", "V", (Option("230 V", ("230",), ("acme",), 0.5), Option("220 V", ("220",), ("b",), 0.5))

@@ -8,7 +8,7 @@ import itertools
 
 import pytest
 
-from actors.progress import MIN_SPAN_S, MOST_CHANGE, WINDOW_S, Estimate, advance, begin
+from recalld.actors.progress import MIN_SPAN_S, MOST_CHANGE, WINDOW_S, Estimate, advance, begin
 
 
 def run(pendings: list[tuple[float, int]]) -> list[Estimate]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from actors.query import Evidence, QueryKind, banded_score, build_text_query, evidence_of, is_identifier
+from recalld.actors.recall.query import Evidence, QueryKind, banded_score, build_text_query, evidence_of, is_identifier
 
 
 @pytest.mark.parametrize(

@@ -12,31 +12,32 @@ from collections.abc import Awaitable, Callable
 import pytest
 from anyio.abc import TaskStatus
 
-import actors
-import daemon
-from actors.kernel.supervisor import ChildSpec, Supervisor, SupervisorGaveUp, SupervisorOptions
-from daemon.control.health import CheckFn, ReadinessReason, actors_check, embedding_check, vector_check
-from daemon.reasons import REASON_ENUMS, SHARED_CODES, reason_codes
+import recalld
+import recalld.actors
+from recalld.actors.kernel.supervisor import ChildSpec, Supervisor, SupervisorGaveUp, SupervisorOptions
+from recalld.control.health import CheckFn, ReadinessReason, actors_check, embedding_check, vector_check
+from recalld.reasons import REASON_ENUMS, SHARED_CODES, reason_codes
 
 NOT_REASON_CODES = {
-    "actors.canonical.disputes.Event": "what happens to a dispute, the input of its transition table",
-    "actors.canonical.strategy.Source": "a canonical value's source (SPEC §7 spells them `auto:...`)",
-    "actors.embedding.breaker.BreakerState": "a state shown in /readyz detail, not why something failed",
-    "actors.embedding.template.InputKind": "which template renders an input",
-    "actors.index.manifest.Corruption": "what exactly failed verification, for logs and tests",
-    "actors.kernel.supervisor.ChildState": "an actor's state, shown in /readyz detail",
-    "actors.kernel.supervisor.EventKind": "what happened to an actor, for logs and metrics",
-    "actors.query.QueryKind": "how a query was read",
-    "daemon.eval.floor.Acceptance": "what `recalld eval --accept` did to a floor, printed by the CLI",
-    "daemon.eval.floor.Verdict": "an eval's standing against its floor, printed by the CLI",
+    "recalld.actors.assignments.disputes.Event": "what happens to a dispute, the input of its transition table",
+    "recalld.actors.assignments.strategy.Source": "a canonical value's source (SPEC §7 spells them `auto:...`)",
+    "recalld.actors.embedding.breaker.BreakerState": "a state shown in /readyz detail, not why something failed",
+    "recalld.actors.embedding.template.InputKind": "which template renders an input",
+    "recalld.actors.index.manifest.Corruption": "what exactly failed verification, for logs and tests",
+    "recalld.actors.kernel.supervisor.ChildState": "an actor's state, shown in /readyz detail",
+    "recalld.actors.kernel.supervisor.EventKind": "what happened to an actor, for logs and metrics",
+    "recalld.actors.recall.query.QueryKind": "how a query was read",
+    "recalld.eval.floor.Acceptance": "what `recalld eval --accept` did to a floor, printed by the CLI",
+    "recalld.eval.floor.Verdict": "an eval's standing against its floor, printed by the CLI",
 }
 """Enums of snake_case strings that are not reason codes, and why."""
 
 
 def string_enums() -> set[str]:
-    """Every enum of strings defined in `actors` or `daemon`, as `module.Name`."""
+    """Every enum of strings defined in `recalld` (its actors/ folder is a path of its own), as
+    `module.Name`."""
     found = set()
-    for package in (actors, daemon):
+    for package in (recalld, recalld.actors):
         for info in pkgutil.walk_packages(package.__path__, f"{package.__name__}."):
             if info.name.endswith("__main__"):
                 continue  # runs the CLI on import

@@ -8,8 +8,7 @@ from dataclasses import dataclass, replace
 
 import pytest
 
-from actors.query import Evidence, banded_score
-from actors.recall_policy import (
+from recalld.actors.recall.policy import (
     Degradation,
     DegradedReason,
     NothingAnswered,
@@ -26,6 +25,7 @@ from actors.recall_policy import (
     still_indexing,
     unanswered,
 )
+from recalld.actors.recall.query import Evidence, banded_score
 
 POLICY = RecallPolicy(
     fts_candidates=30,

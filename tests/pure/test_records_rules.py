@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from actors.records import content_hash, normalise_title, query_hash
+from recalld.actors.records import content_hash, normalise_title, query_hash
 
 
 @pytest.mark.parametrize(

@@ -8,9 +8,9 @@ import uuid
 
 import pytest
 
-from actors.embedding.errors import EmbeddingError, Reason
-from actors.index_manager import records_to_hold
-from actors.kernel.ports import RecordToIndex
+from recalld.actors.embedding.errors import EmbeddingError, Reason
+from recalld.actors.index.manager import records_to_hold
+from recalld.actors.kernel.ports import RecordToIndex
 
 
 def failed(*reasons: Reason) -> list[tuple[RecordToIndex, EmbeddingError]]:

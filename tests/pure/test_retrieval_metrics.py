@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from actors.retrieval_metrics import (
+from recalld.actors.recall.metrics import (
     ALL,
     first_rank,
     is_hit,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from actors.index.placement import (
+from recalld.actors.index.placement import (
     INLINE_MAX_K_RECORDS,
     INLINE_MAX_S,
     SearchPlacement,

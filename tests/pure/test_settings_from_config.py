@@ -11,9 +11,9 @@ from typing import Any
 import msgspec
 import pytest
 
-from actors.embedding.settings import EmbedderSettings
-from actors.index.settings import IndexSettings
-from daemon.config import EmbeddingConfig, IndexConfig
+from recalld.actors.embedding.settings import EmbedderSettings
+from recalld.actors.index.settings import IndexSettings
+from recalld.config import EmbeddingConfig, IndexConfig
 
 ROOT = Path("/generations")
 

@@ -1,4 +1,4 @@
-"""The strategy chain trust_weighted → mode → latest (actors/canonical/strategy.py), ties at every level."""
+"""The strategy chain trust_weighted → mode → latest (actors/assignments/strategy.py), ties at every level."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from actors.canonical.strategy import Source, Strategy, Vote, choose
+from recalld.actors.assignments.strategy import Source, Strategy, Vote, choose
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 

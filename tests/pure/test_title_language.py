@@ -1,12 +1,12 @@
-"""Which titles read as English, and which pairs are across languages (actors/title_language.py),
+"""Which titles read as English, and which pairs are across languages (actors/duplicates/language.py),
 as the duplicate check's cross-language stage uses them."""
 
 from __future__ import annotations
 
 import pytest
 
-from actors.duplicates import title_text
-from actors.title_language import across_languages, english
+from recalld.actors.duplicates.language import across_languages, english
+from recalld.actors.duplicates.rules import title_text
 
 
 @pytest.mark.parametrize(

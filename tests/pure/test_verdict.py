@@ -1,4 +1,4 @@
-"""Reading the resolver's answer (actors/canonical/verdict.py): JSON, fallbacks, logprob confidence."""
+"""Reading the resolver's answer (actors/assignments/verdict.py): JSON, fallbacks, logprob confidence."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from actors.canonical.disputes import Tier
-from actors.canonical.verdict import (
+from recalld.actors.assignments.disputes import Tier
+from recalld.actors.assignments.verdict import (
     ConfidenceSource,
     Option,
     Question,

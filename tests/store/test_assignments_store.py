@@ -1,5 +1,5 @@
 """Observations, canonical rows and the dispute upsert guard in real PostgreSQL
-(daemon/store/assignments.py, daemon/store/disputes.py), and the tickers' advisory locks."""
+(daemon/store/assignments.py, daemon/store/assignments_disputes.py), and the tickers' advisory locks."""
 
 from __future__ import annotations
 
@@ -10,17 +10,17 @@ import anyio
 import asyncpg
 import pytest
 
-from actors.assignment_ticker import AssignmentTicker, TickerSettings
-from actors.canonical.disputes import DisputeState, Event, Tier
-from actors.canonical.ports import DisputeConflict, Outcome
-from actors.canonical.strategy import Source
-from actors.canonical.verdict import ConfidenceSource, ResolverReason
-from actors.sweeper import Sweeper, SweepSettings
-from daemon.store.assignments import AssignmentStore, Observation, PgTickLocks
-from daemon.store.disputes import DisputeStore
-from daemon.store.search import SearchLog
-from daemon.store.vectors import PgVectorStore
-from daemon.wire import assignments as wire
+from recalld.actors.assignments.disputes import DisputeState, Event, Tier
+from recalld.actors.assignments.ports import DisputeConflict, Outcome
+from recalld.actors.assignments.strategy import Source
+from recalld.actors.assignments.ticker import AssignmentTicker, TickerSettings
+from recalld.actors.assignments.verdict import ConfidenceSource, ResolverReason
+from recalld.actors.gc.sweeper import Sweeper, SweepSettings
+from recalld.store.assignments import AssignmentStore, Observation, PgTickLocks
+from recalld.store.assignments_disputes import DisputeStore
+from recalld.store.search import SearchLog
+from recalld.store.vectors import PgVectorStore
+from recalld.wire import assignments as wire
 
 pytestmark = pytest.mark.anyio
 

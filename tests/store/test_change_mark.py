@@ -9,9 +9,9 @@ import uuid
 import asyncpg
 import pytest
 
-from daemon.store.embedded import EmbeddedPostgres
-from daemon.store.records import RecordFields, RecordRepository
-from daemon.store.vectors import PgVectorStore
+from recalld.store.embedded import EmbeddedPostgres
+from recalld.store.records import RecordFields, RecordRepository
+from recalld.store.vectors import PgVectorStore
 from tests.support import database_dsn
 
 pytestmark = pytest.mark.anyio

@@ -16,7 +16,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from daemon.store.embedded import SERVICE_USER, EmbeddedPostgres, keep_running, postmaster_of
+from recalld.store.embedded import SERVICE_USER, EmbeddedPostgres, keep_running, postmaster_of
 from tests.support import scratch_dir, sql
 
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="starts processes as the service user")

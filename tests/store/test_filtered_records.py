@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncpg
 import pytest
 
-from daemon.store.records import RecordFields, RecordRepository
-from daemon.store.search import Filters, filtered_records
+from recalld.store.records import RecordFields, RecordRepository
+from recalld.store.search import Filters, filtered_records
 
 pytestmark = pytest.mark.anyio
 

@@ -11,9 +11,9 @@ import asyncpg
 import numpy as np
 import pytest
 
-from actors.kernel.ports import RecordToIndex, VectorSpace
-from daemon.store.records import RecordFields, RecordRepository
-from daemon.store.vectors import PgVectorStore
+from recalld.actors.kernel.ports import RecordToIndex, VectorSpace
+from recalld.store.records import RecordFields, RecordRepository
+from recalld.store.vectors import PgVectorStore
 
 pytestmark = pytest.mark.anyio
 

@@ -8,9 +8,9 @@ import uuid
 import asyncpg
 import pytest
 
-from actors.query import Evidence, evidence_of
-from daemon.store.records import RecordFields, RecordRepository
-from daemon.store.search import Filters, full_text
+from recalld.actors.recall.query import Evidence, evidence_of
+from recalld.store.records import RecordFields, RecordRepository
+from recalld.store.search import Filters, full_text
 
 pytestmark = pytest.mark.anyio
 

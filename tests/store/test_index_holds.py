@@ -11,11 +11,11 @@ import asyncpg
 import numpy as np
 import pytest
 
-from actors.kernel.ports import Holds, RecordToIndex, VectorSpace
-from actors.sweeper import Sweeper, SweepSettings
-from daemon.store.records import RecordFields, RecordRepository
-from daemon.store.search import SearchLog
-from daemon.store.vectors import PgVectorStore
+from recalld.actors.gc.sweeper import Sweeper, SweepSettings
+from recalld.actors.kernel.ports import Holds, RecordToIndex, VectorSpace
+from recalld.store.records import RecordFields, RecordRepository
+from recalld.store.search import SearchLog
+from recalld.store.vectors import PgVectorStore
 
 pytestmark = pytest.mark.anyio
 

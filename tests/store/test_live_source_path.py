@@ -10,8 +10,8 @@ import uuid
 import asyncpg
 import pytest
 
-from daemon.store.migrations import available, migrate
-from daemon.store.records import RecordFields, RecordRepository, SourcePathTaken
+from recalld.store.migrations import available, migrate
+from recalld.store.records import RecordFields, RecordRepository, SourcePathTaken
 
 pytestmark = pytest.mark.anyio
 

@@ -1,5 +1,5 @@
-"""The live titles a duplicate check compares with (daemon/live_titles.py over
-daemon/store/titles.py), kept in step with real PostgreSQL by change marks: creates, retitles,
+"""The live titles a duplicate check compares with (daemon/services/duplicates_live.py over
+daemon/store/duplicates.py), kept in step with real PostgreSQL by change marks: creates, retitles,
 moves to another kind and forgets show at the next read, which reads only what changed, and the
 title vectors are read only for the titles that have none in memory yet."""
 
@@ -13,12 +13,12 @@ import asyncpg
 import numpy as np
 import pytest
 
-from actors.duplicates import title_key
-from actors.kernel.ports import VectorSpace
-from daemon.live_titles import LiveTitles
-from daemon.store.records import RecordFields, RecordRepository
-from daemon.store.titles import PgTitleStore
-from daemon.title_rows import KindTitles, comparable, top_hits
+from recalld.actors.duplicates.rules import title_key
+from recalld.actors.kernel.ports import VectorSpace
+from recalld.services.duplicates_live import LiveTitles
+from recalld.services.duplicates_rows import KindTitles, comparable, top_hits
+from recalld.store.duplicates import PgTitleStore
+from recalld.store.records import RecordFields, RecordRepository
 
 pytestmark = pytest.mark.anyio
 

@@ -8,7 +8,7 @@ import anyio
 import asyncpg
 import pytest
 
-from daemon.store.migrations import Migration, SchemaTooNew, available, current_version, migrate
+from recalld.store.migrations import Migration, SchemaTooNew, available, current_version, migrate
 
 pytestmark = pytest.mark.anyio
 
@@ -83,7 +83,7 @@ def test_daemon_refuses_to_start_on_a_newer_schema(fresh_dsn: str) -> None:
 
     home = scratch_dir("recalld-test-")
     done = subprocess.run(
-        [sys.executable, "-m", "daemon", "serve", "--data-dir", str(home / "d"), "--socket", str(home / "s")],
+        [sys.executable, "-m", "recalld", "serve", "--data-dir", str(home / "d"), "--socket", str(home / "s")],
         env={"RECALLD_STORE_DSN": fresh_dsn, "PATH": "/usr/bin:/bin"},
         capture_output=True,
         text=True,

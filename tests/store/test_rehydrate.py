@@ -10,8 +10,8 @@ import uuid
 import asyncpg
 import pytest
 
-from daemon.store.records import RecordFields, RecordRepository
-from daemon.store.search import REHYDRATE_SQL, Filters, rehydrate
+from recalld.store.records import RecordFields, RecordRepository
+from recalld.store.search import REHYDRATE_SQL, Filters, rehydrate
 
 pytestmark = pytest.mark.anyio
 

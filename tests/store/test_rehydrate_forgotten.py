@@ -16,8 +16,8 @@ import uuid
 import asyncpg
 import pytest
 
-from daemon.store.records import RecordFields, RecordRepository
-from daemon.store.search import Filters, full_text, rehydrate, structured
+from recalld.store.records import RecordFields, RecordRepository
+from recalld.store.search import Filters, full_text, rehydrate, structured
 
 pytestmark = pytest.mark.anyio
 

@@ -13,13 +13,13 @@ import asyncpg
 import numpy as np
 import pytest
 
-from actors.index.generation import IdMap, build_generation
-from actors.index.manifest import ID_MAP_FILE
-from actors.kernel.ports import RecordToIndex, VectorSpace
-from actors.sweeper import Sweeper, SweepSettings
-from daemon.store.records import RecordFields, RecordRepository
-from daemon.store.search import SearchLog
-from daemon.store.vectors import PgVectorStore
+from recalld.actors.gc.sweeper import Sweeper, SweepSettings
+from recalld.actors.index.generation import IdMap, build_generation
+from recalld.actors.index.manifest import ID_MAP_FILE
+from recalld.actors.kernel.ports import RecordToIndex, VectorSpace
+from recalld.store.records import RecordFields, RecordRepository
+from recalld.store.search import SearchLog
+from recalld.store.vectors import PgVectorStore
 from tests.index.common import generation_row
 
 pytestmark = pytest.mark.anyio

@@ -10,7 +10,7 @@ import anyio
 import asyncpg
 import pytest
 
-from daemon.store.search import SearchRecorder
+from recalld.store.search import SearchRecorder
 
 pytestmark = pytest.mark.anyio
 

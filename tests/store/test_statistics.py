@@ -7,9 +7,9 @@ from __future__ import annotations
 import asyncpg
 import pytest
 
-from actors.kernel.ports import VectorSpace
-from daemon.store.records import RecordFields, RecordRepository
-from daemon.store.vectors import PgVectorStore
+from recalld.actors.kernel.ports import VectorSpace
+from recalld.store.records import RecordFields, RecordRepository
+from recalld.store.vectors import PgVectorStore
 
 pytestmark = pytest.mark.anyio
 

@@ -15,8 +15,8 @@ import anyio
 import asyncpg
 import pytest
 
-from daemon.config import StoreConfig
-from daemon.store import db
+from recalld.config import StoreConfig
+from recalld.store import db
 
 pytestmark = pytest.mark.anyio
 

@@ -9,8 +9,8 @@ import socket
 import asyncpg
 import pytest
 
-from actors.kernel.ports import SinkUnavailable, UsageRow
-from daemon.store.usage import UsageStore
+from recalld.actors.kernel.ports import SinkUnavailable, UsageRow
+from recalld.store.usage import UsageStore
 
 pytestmark = pytest.mark.anyio
 

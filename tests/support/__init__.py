@@ -20,13 +20,13 @@ import asyncpg
 import httpx
 import pytest
 
-from daemon.store.embedded import EmbeddedPostgres
+from recalld.store.embedded import EmbeddedPostgres
 
 ROOT = Path(__file__).resolve().parents[2]
 """The repository: tests/support/__init__.py is two folders below it."""
 
 
-RECALLD = [sys.executable, "-m", "daemon"]
+RECALLD = [sys.executable, "-m", "recalld"]
 
 
 def is_worker(config: pytest.Config) -> bool:
@@ -85,7 +85,7 @@ class Daemon:
         self.home = home
         self.socket = home / "recalld.sock"
         self.data_dir = home / "data"
-        self.log_path = home / "daemon.log"
+        self.log_path = home / "recalld.log"
         self.env = {**os.environ, "RECALLD_LOG_LEVEL": "debug", **(env or {})}
         self.args = args or []
         self.proc: subprocess.Popen[bytes] | None = None

@@ -21,9 +21,9 @@ def main() -> int:
     import certifi
     import uvloop  # noqa: F401
 
-    import daemon.app
-    import daemon.cli
-    import daemon.log
+    import recalld.app
+    import recalld.cli.commands
+    import recalld.log
 
     certifi.where()  # httpx reads its CA bundle through importlib.resources, cached from here on
     uid = int(sys.argv[1])
@@ -31,7 +31,7 @@ def main() -> int:
     os.setgroups(groups)
     os.setgid(uid)
     os.setuid(uid)
-    return daemon.cli.main(sys.argv[3:])
+    return recalld.cli.commands.main(sys.argv[3:])
 
 
 if __name__ == "__main__":

@@ -1,3 +1,0 @@
-"""Canonical assignments (SPEC §7): normalised values, the strategy chain, disputes and the
-resolver's verdicts. The modules here are pure; the two tickers are `actors.assignment_ticker`
-and `actors.resolver`, reaching PostgreSQL and the LLM through `actors.canonical.ports`."""

@@ -1,0 +1,107 @@
+"""Title vectors (the builder only): embed and store, once per space, the normalised titles of
+live records that have no vector yet, so that a semantic duplicate check (SPEC §5) costs one
+embedding call, the new title's, however many records exist.
+
+A model switch is a new space: every title is then embedded again, as every chunk is.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from recalld.actors.duplicates.rules import title_key
+from recalld.actors.embedding.embedder import Embedder
+from recalld.actors.embedding.errors import EmbeddingError
+from recalld.actors.kernel.ports import VectorSpace
+
+log = logging.getLogger("recalld.index")
+
+TITLE_BATCH = 256
+"""Titles read from the backlog at a time (short texts: a few provider calls' worth)."""
+
+
+class TitleBacklog(Protocol):
+    """The stored title vectors, keyed by the SHA-256 of the normalised title, per space.
+
+    Its own port rather than a role of `VectorStore`: title vectors are the duplicate check's,
+    and a daemon without it (or a test's in-memory store) indexes chunks as before."""
+
+    async def ensure_space(self, space: VectorSpace) -> None:
+        """Register the space (once is enough; again is a no-op) before anything is stored in it."""
+        ...
+
+    async def titles_to_embed(self, space_id: str, limit: int, *, after: int = 0) -> list[tuple[str, str]]:
+        """Distinct normalised titles of live records changed after change mark `after` that
+        have no vector in the space, at most `limit`, each with one namespace that holds it
+        (whose usage the embedding is metered to)."""
+        ...
+
+    async def store_titles(self, space_id: str, items: Sequence[tuple[str, npt.NDArray[np.float32]]]) -> int:
+        """Store (title key, vector) items; a key already stored keeps its vector. Returns how
+        many were new."""
+        ...
+
+    async def delete_orphan_titles(self, space_id: str) -> int:
+        """Delete the vectors whose title no live record has any more (forgotten or retitled
+        records): what someone forgot does not stay behind as a vector. How many went."""
+        ...
+
+
+class TitleCatchUp:
+    """Makes every live title comparable in a space.
+
+    Guarantees: a title is embedded at most once per space while it is stored (its key is its
+    normalised text's hash, shared by every record with that title); provider trouble ends the
+    pass with what was stored kept, and the next step resumes. Embedding is metered as `index`
+    work, per namespace. The space is the title embedder's own, which need not be the chunks'
+    (the duplicate check may use a title model of its own, `[duplicates] model`).
+    """
+
+    def __init__(self, store: TitleBacklog, embedder: Embedder) -> None:
+        self._store = store
+        self._embedder = embedder
+        self.embedded_titles = 0
+        """Title vectors stored by this daemon since it started."""
+        self._known: set[str] = set()
+
+    async def run(self, *, after: int = 0) -> str | None:
+        """Embed and store every missing title of live records changed after change mark
+        `after`; the provider's trouble that ended the pass early, if any, as `reason: message`.
+        A full pass (`after` 0) also deletes orphans. Nothing while the embedder has no space."""
+        space = self._embedder.space
+        if space is None:
+            return None
+        if space.key not in self._known:
+            await self._store.ensure_space(space)
+            self._known.add(space.key)
+        step = max(1, self._embedder.settings.max_batch)
+        while True:
+            backlog = await self._store.titles_to_embed(space.key, TITLE_BATCH, after=after)
+            if not backlog:
+                break
+            by_namespace: dict[str, list[str]] = defaultdict(list)
+            for title_norm, namespace in backlog:
+                by_namespace[namespace].append(title_norm)
+            for namespace, titles in by_namespace.items():
+                for start in range(0, len(titles), step):
+                    part = titles[start : start + step]
+                    texts = [self._embedder.render_title(t).text for t in part]
+                    try:
+                        result = await self._embedder.embed(texts, purpose="index", namespace=namespace)
+                    except EmbeddingError as error:
+                        return f"{error.reason}: {error}"
+                    if result.space.key != space.key:
+                        return None  # the space changed under us; the next step starts over
+                    items = [(title_key(t), result.vectors[i]) for i, t in enumerate(part)]
+                    self.embedded_titles += await self._store.store_titles(space.key, items)
+        if after == 0:
+            gone = await self._store.delete_orphan_titles(space.key)
+            if gone:
+                log.debug("title vectors of titles no live record has deleted", extra={"count": gone})
+        return None

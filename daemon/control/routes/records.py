@@ -1,0 +1,463 @@
+"""The routes of the control socket (SPEC §9, Appendix A). Thin: decode, check, call, encode."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from typing import Any
+
+import anyio
+import msgspec
+from aiohttp import web
+
+from recalld.actors.index.manager import GenerationNotFound, IndexManager, PointerMoved, SpaceMismatch
+from recalld.actors.index.manifest import GenerationCorrupt, is_valid_generation_id
+from recalld.actors.kernel.ports import GenerationRow
+from recalld.actors.recall.policy import NothingAnswered
+from recalld.config import Config
+from recalld.control.access import Peer
+from recalld.control.context import SERVICES, Services, ok, peer, read_body
+from recalld.control.decoding import SOURCE_PATH_MAX_BYTES, check_recall, check_record, check_text, decode
+from recalld.control.errors import bad_value, not_found, route_unavailable
+from recalld.metrics import CONTENT_TYPE
+from recalld.store.db import FLUSH_WAIT_S
+from recalld.store.records import ExactDuplicate, IdTaken, NamespaceChange, RecordFields, SourcePathTaken
+from recalld.wire.duplicates import DuplicateCheck, DuplicateSkipReason
+from recalld.wire.errors import ApiError, ErrorCode
+from recalld.wire.recall import Feedback, RecallRequest
+from recalld.wire.records import RecordCreated, RecordIn, RecordOut, RecordUpdate, RecordUpdated
+from recalld.wire.service import Capabilities, Capability, Limits
+
+
+def _namespace_param(request: web.Request, config: Config) -> str | None:
+    """`?namespace=`, checked as the same field of a JSON body is (no NUL, bounded); None when absent."""
+    namespace = request.query.get("namespace", "")
+    if not namespace:
+        return None
+    check_text("namespace", namespace, max_chars=config.records.max_namespace_chars)
+    return namespace
+
+
+def _required_namespace(request: web.Request, config: Config) -> str:
+    namespace = _namespace_param(request, config)
+    if namespace is None:
+        raise bad_value("the namespace query parameter is required")
+    return namespace
+
+
+def _record_id(request: web.Request) -> uuid.UUID:
+    raw = request.match_info["id"]
+    try:
+        return uuid.UUID(raw)
+    except ValueError:
+        raise ApiError(400, ErrorCode.INVALID_ID, f"{raw[:60]!r} is not a UUID") from None
+
+
+def _fields(record: RecordIn | RecordUpdate) -> RecordFields:
+    return RecordFields(
+        namespace=record.namespace,
+        kind=record.kind,
+        title=record.title,
+        body=record.body,
+        attributes=record.attributes,
+        source_path=record.source_path,
+    )
+
+
+def _duplicate(exc: ExactDuplicate | SourcePathTaken) -> ApiError:
+    if isinstance(exc, SourcePathTaken):
+        code, message = ErrorCode.SOURCE_PATH_TAKEN, "a live record of this namespace already has this source_path"
+    else:
+        code, message = ErrorCode.EXACT_DUPLICATE, "a live record of this namespace and kind already has this title"
+    return ApiError(409, code, message, existing_id=str(exc.existing_id))
+
+
+def _out(row: Any) -> RecordOut:
+    return RecordOut(**{name: row[name] for name in RecordOut.__struct_fields__})
+
+
+# -- health
+
+
+async def livez(request: web.Request) -> web.Response:
+    alive = request.app[SERVICES].alive()
+    return ok({"status": "pass" if alive else "fail"}, 200 if alive else 503)
+
+
+async def readyz(request: web.Request) -> web.Response:
+    services = request.app[SERVICES]
+    verdict = await services.health.readiness()
+    services.metrics.ready.set(1 if verdict.status != "fail" else 0)
+    return ok(verdict, 503 if verdict.status == "fail" else 200)
+
+
+async def metrics(request: web.Request) -> web.Response:
+    body = request.app[SERVICES].metrics.render()
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
+
+
+async def capabilities(request: web.Request) -> web.Response:
+    services = request.app[SERVICES]
+    available = await services.capabilities()
+    records, recall = services.config.records, services.config.recall
+    limits = Limits(
+        max_title_chars=records.max_title_chars,
+        max_body_chars=records.max_body_chars,
+        max_batch=records.max_batch,
+        max_k=recall.max_k,
+        max_query_chars=recall.max_query_chars,
+    )
+    offered = [Capability(name=name, available=up) for name, up in available.items()]
+    return ok(Capabilities(capabilities=offered, limits=limits))
+
+
+# -- records
+
+
+async def create_record(request: web.Request) -> web.Response:
+    services = request.app[SERVICES]
+    record = decode(await read_body(request), RecordIn)
+    return ok(await create(services, peer(request), record), 201)
+
+
+async def create(services: Services, caller: Peer, record: RecordIn) -> RecordCreated:
+    """Check and write one new record, then run its duplicate check; an ApiError when refused."""
+    record_id, revision = await write_new(services, caller, record)
+    # After the write: the record exists whatever the check says (SPEC §5, warn only).
+    check = await _duplicate_check(services, record, record_id)
+    return RecordCreated(id=record_id, revision=revision, duplicate_check=check)
+
+
+async def write_new(services: Services, caller: Peer, record: RecordIn) -> tuple[uuid.UUID, int]:
+    """Check and write one new record, no duplicate check: (id, revision); an ApiError when
+    refused. A batch (daemon/control/routes/records_batch.py) checks its items' titles together afterwards."""
+    check_record(record, services.config)
+    services.access.require_write(caller, record.namespace)
+    try:
+        record_id, revision = await services.records.create(_fields(record), record.id)
+    except (ExactDuplicate, SourcePathTaken) as exc:
+        refusal = _duplicate(exc)
+        services.metrics.write_rejections.labels(code=refusal.code).inc()
+        raise refusal from None
+    except IdTaken:
+        # Ids are unique across namespaces, so a taken id cannot be hidden from a create that
+        # picks it; the answer is the same wherever it is taken, live or forgotten, and names
+        # nothing: the caller learns only that the id it sent is not free.
+        services.metrics.write_rejections.labels(code=ErrorCode.ID_CONFLICT).inc()
+        raise ApiError(409, ErrorCode.ID_CONFLICT, f"id {record.id} is already taken") from None
+    services.metrics.records_written.labels(operation="create").inc()
+    _written(services, record.namespace)
+    return record_id, revision
+
+
+def check_unavailable(services: Services) -> DuplicateCheck:
+    """The answer of a check that cannot run here: no duplicate checker was assembled."""
+    threshold = services.config.duplicates.threshold
+    return DuplicateCheck(
+        status="skipped", reason=DuplicateSkipReason.UNAVAILABLE, threshold=threshold, compared=0, of=0
+    )
+
+
+async def _duplicate_check(services: Services, record: RecordIn | RecordUpdate, record_id: uuid.UUID) -> DuplicateCheck:
+    if services.duplicates is None:
+        return check_unavailable(services)
+    return await services.duplicates.check(record.namespace, record.kind, record.title, record_id=record_id)
+
+
+async def get_record(request: web.Request) -> web.Response:
+    services = request.app[SERVICES]
+    row = await services.records.get(_record_id(request))
+    if row is None:
+        raise not_found("record")
+    services.access.require_visible(peer(request), row["namespace"], "record")
+    return ok(_out(row))
+
+
+async def update_record(request: web.Request) -> web.Response:
+    services = request.app[SERVICES]
+    record_id = _record_id(request)
+    update = decode(await read_body(request), RecordUpdate)
+    return ok(await revise(services, peer(request), record_id, update))
+
+
+async def revise(services: Services, caller: Peer, record_id: uuid.UUID, update: RecordUpdate) -> RecordUpdated:
+    """Check and write a record's new fields (a new revision when anything changed), and check a
+    new title; an ApiError when refused."""
+    revision, changed, title_changed = await write_revision(services, caller, record_id, update)
+    if not title_changed:
+        return RecordUpdated(id=record_id, revision=revision, changed=changed)
+    check = await _duplicate_check(services, update, record_id)
+    return RecordUpdated(id=record_id, revision=revision, changed=changed, duplicate_check=check)
+
+
+async def write_revision(
+    services: Services, caller: Peer, record_id: uuid.UUID, update: RecordUpdate
+) -> tuple[int, bool, bool]:
+    """`revise` without the duplicate check: (revision, changed, whether the title changed)."""
+    check_record(update, services.config)
+    # The namespace the body names is checked first: its refusal is the same whatever the id.
+    services.access.require_write(caller, update.namespace)
+    before = await services.records.get(record_id)  # whether the title changes: a new title is checked
+    try:
+        done = await services.records.update(record_id, _fields(update))
+    except (ExactDuplicate, SourcePathTaken) as exc:
+        raise _duplicate(exc) from None
+    except NamespaceChange as exc:
+        services.access.require_visible(caller, exc.args[0], "record")
+        raise bad_value(f"namespace cannot change (the record lives in {exc.args[0]!r}); forget and create") from None
+    if done is None:
+        raise not_found("record")
+    revision, changed = done
+    title_changed = changed and (before is None or before["title"] != update.title)
+    if changed:
+        services.metrics.records_written.labels(operation="update").inc()
+        _written(services, update.namespace)
+    return revision, changed, title_changed
+
+
+async def forget_record(request: web.Request) -> web.Response:
+    """`?namespace=` (optional): forget the record only if it lives there. A record of another
+    namespace is then not found, the same answer as an id that does not exist, so a client
+    scoped to one namespace (`recalld mcp -n`) can neither touch nor probe another's."""
+    services = request.app[SERVICES]
+    record_id = _record_id(request)
+    scope = _namespace_param(request, services.config)
+    row = await services.records.get(record_id)
+    if row is None or (scope is not None and row["namespace"] != scope):
+        raise not_found("record")
+    caller = peer(request)
+    services.access.require_visible(caller, row["namespace"], "record")
+    services.access.require_write(caller, row["namespace"])  # a record it may see: a 403 tells nothing new
+    if not await services.records.forget(record_id):
+        raise not_found("record")
+    services.metrics.records_written.labels(operation="forget").inc()
+    return ok({"id": str(record_id), "deleted": True})
+
+
+def _written(services: Services, namespace: str) -> None:
+    """After a create or a changed revision: the record waits to be indexed, so the vector
+    route's count of what it cannot find yet in the namespace may be out of date (a forget only
+    lowers that count)."""
+    if services.indexing is not None:
+        services.indexing.written(namespace)
+
+
+async def list_records(request: web.Request) -> web.Response:
+    """`?namespace=` (required), optional `source_path=`, `limit=` (<= 1000) and `after=` (an id)."""
+    services = request.app[SERVICES]
+    query = request.query
+    namespace = _required_namespace(request, services.config)
+    services.access.require_read(peer(request), namespace)
+    if "source_path" in query:
+        check_text("source_path", query["source_path"], max_chars=SOURCE_PATH_MAX_BYTES)
+        rows = await services.records.by_source(namespace, query["source_path"])
+        return ok({"records": [_out(r) for r in rows], "next": None})
+    try:
+        limit = int(query.get("limit", "100"))
+        after = uuid.UUID(query["after"]) if query.get("after") else None
+    except ValueError:
+        raise bad_value("limit must be an integer and after a UUID") from None
+    if not 1 <= limit <= 1000:
+        raise bad_value("limit must be between 1 and 1000")
+    rows = await services.records.list(namespace, limit=limit, after=after)
+    following = str(rows[-1]["id"]) if len(rows) == limit else None
+    return ok({"records": [_out(r) for r in rows], "next": following})
+
+
+# -- recall
+
+
+async def recall(request: web.Request) -> web.Response:
+    services = request.app[SERVICES]
+    query = decode(await read_body(request), RecallRequest)
+    check_recall(query, services.config)
+    services.access.require_read(peer(request), query.namespace)
+    try:
+        answer = await services.recall.recall(query)
+    except NothingAnswered as refusal:
+        raise route_unavailable(refusal) from None
+    return ok(answer)
+
+
+async def feedback(request: web.Request) -> web.Response:
+    """`{search_id, id, useful}`: a judgement on one result of an earlier recall."""
+    services = request.app[SERVICES]
+    judgement = decode(await read_body(request), Feedback)
+    namespace = await services.feedback.search_namespace(judgement.search_id)
+    if namespace is None:
+        raise not_found(f"search {judgement.search_id}")
+    services.access.require_visible(peer(request), namespace, f"search {judgement.search_id}")
+    rank = await services.feedback.record(judgement.search_id, judgement.id, judgement.useful)
+    if rank is None:
+        raise bad_value(f"record {judgement.id} was not among the results of search {judgement.search_id}")
+    return ok(
+        {"search_id": str(judgement.search_id), "id": str(judgement.id), "rank": rank, "useful": judgement.useful}
+    )
+
+
+async def stats(request: web.Request) -> web.Response:
+    """`?namespace=` (required: statistics are per namespace only) and `?k=` (default 10)."""
+    services = request.app[SERVICES]
+    namespace = _required_namespace(request, services.config)
+    services.access.require_read(peer(request), namespace)
+    try:
+        k = int(request.query.get("k", "10"))
+    except ValueError:
+        raise bad_value("k must be an integer") from None
+    if not 1 <= k <= services.config.recall.max_k:
+        raise bad_value(f"k must be between 1 and {services.config.recall.max_k}")
+    return ok(await services.feedback.stats(namespace, k))
+
+
+async def usage(request: web.Request) -> web.Response:
+    """`?namespace=` (admins may omit it: all namespaces) and `?since=` (RFC 3339)."""
+    services = request.app[SERVICES]
+    namespace = _namespace_param(request, services.config)
+    caller = peer(request)
+    if namespace is None:
+        services.access.require_admin(caller)
+    else:
+        services.access.require_read(caller, namespace)
+    since = None
+    if request.query.get("since"):
+        try:
+            since = dt.datetime.fromisoformat(request.query["since"])
+        except ValueError:
+            raise bad_value("since must be an RFC 3339 timestamp") from None
+        if since.tzinfo is None:
+            raise bad_value("since needs a time zone (e.g. ...Z or +00:00)")
+        try:
+            since = since.astimezone(dt.UTC)
+        except OverflowError:
+            raise bad_value("since is outside the years 1 to 9999 once in UTC") from None
+    if services.embedder is not None:
+        with anyio.move_on_after(FLUSH_WAIT_S):  # usage rows gather before they are written
+            await services.embedder.flush_usage()
+    if services.duplicates is not None:  # the title model's embedder gathers its own
+        with anyio.move_on_after(FLUSH_WAIT_S):
+            await services.duplicates.flush_usage()
+    return ok(await services.usage.summary(namespace=namespace, since=since))
+
+
+# -- generations
+
+
+def _index(request: web.Request) -> IndexManager:
+    index = request.app[SERVICES].index
+    if index is None:
+        raise ApiError(
+            503, ErrorCode.ROUTE_UNAVAILABLE, "no embedding provider is configured, so there is no vector index"
+        )
+    return index
+
+
+def _generation_out(row: GenerationRow, spaces: dict[str, object], current: str | None) -> dict[str, Any]:
+    out: dict[str, Any] = msgspec.to_builtins(row)
+    out["space"] = spaces.get(row.space_id)
+    out["current"] = row.id == current
+    return out
+
+
+# What a caller who is no administrator sees of a generation and of a build: Appendix A's
+# fields and what `recalld generations` prints. The files' absolute paths, the change
+# watermarks, error texts and the index manager's internals (`index`) stay with administrators.
+_SHOWN_GENERATION = frozenset(
+    {"id", "space_id", "space", "index_type", "count", "state", "built_at", "activated_at", "deactivated_at", "current"}
+)
+_SHOWN_BUILD = frozenset({"id", "state", "reason", "started_at", "finished_at", "done", "total", "generation"})
+
+
+def _shown(value: dict[str, Any], fields: frozenset[str]) -> dict[str, Any]:
+    return {key: item for key, item in value.items() if key in fields}
+
+
+async def generations(request: web.Request) -> web.Response:
+    """Appendix A's `current`, `generations` and `pending` for every caller; administrators get
+    each row whole, the builds' errors and the index manager's `index` snapshot too.
+
+    A caller who may read only some namespaces gets counts over those alone: the current
+    generation's `count` and `pending` (how much another namespace holds is not theirs to
+    know), no other generation and no build's progress, whose counts span every namespace.
+
+    `?namespace=` narrows `pending` to that namespace (the caller must be allowed to read it),
+    so that a client waiting for its own upload to be indexed is not held by another's, and
+    adds `pending_chunks`: that namespace's chunks still to embed, which a progress bar counts
+    (`IndexManager.count_pending_chunks`)."""
+    index = _index(request)
+    store = index.store
+    services = request.app[SERVICES]
+    access, caller = services.access, peer(request)
+    namespace = _namespace_param(request, services.config)
+    if namespace is not None:
+        access.require_read(caller, namespace)
+    pointer = await store.pointer()
+    spaces = await store.spaces()
+    current_id = pointer.current.id if pointer.current else None
+    rows = [_generation_out(r, spaces, current_id) for r in await store.generations()]
+    builds: list[dict[str, Any]] = msgspec.to_builtins(index.builds())
+    admin = access.is_admin(caller)
+    if not admin:
+        rows = [_shown(row, _SHOWN_GENERATION) for row in rows]
+        builds = [_shown(build, _SHOWN_BUILD) for build in builds]
+    readable = access.readable_namespaces(caller)
+    if readable is not None:
+        rows = [row for row in rows if row["current"]]
+        for row in rows:
+            row["count"] = index.generation_count(row["id"], readable)
+        builds = [_shown(build, _SHOWN_BUILD - {"done", "total"}) for build in builds]
+    answer = {
+        "current": next((r for r in rows if r["current"]), None),
+        "previous": pointer.previous,
+        "generations": rows,
+        "pending": await index.count_pending(readable if namespace is None else [namespace]),
+        "builds": builds,
+    }
+    if namespace is not None:
+        answer["pending_chunks"] = await index.count_pending_chunks([namespace])
+    if admin:
+        answer["index"] = index.snapshot()
+    return ok(answer)
+
+
+async def rebuild(request: web.Request) -> web.Response:
+    request.app[SERVICES].access.require_admin(peer(request))
+    status = _index(request).request_rebuild()
+    return ok({"build_id": status.id, "state": status.state}, 202)
+
+
+async def activate(request: web.Request) -> web.Response:
+    request.app[SERVICES].access.require_admin(peer(request))
+    index = _index(request)
+    generation_id = request.match_info["id"]
+    if not is_valid_generation_id(generation_id):
+        raise not_found(f"generation {generation_id[:80]!r}")
+    try:
+        row = await index.activate(generation_id)
+    except GenerationNotFound as exc:
+        raise not_found(f"generation {generation_id!r}") from exc
+    except GenerationCorrupt as exc:
+        raise ApiError(409, ErrorCode.VECTOR_INDEX_CORRUPT, str(exc)) from None
+    except SpaceMismatch as exc:
+        raise ApiError(409, ErrorCode.SPACE_MISMATCH, str(exc)) from None
+    except PointerMoved as exc:
+        raise ApiError(409, ErrorCode.CONFLICT, str(exc)) from None
+    return ok({"id": row.id, "current": True})
+
+
+def install(app: web.Application) -> None:
+    app.router.add_get("/livez", livez)
+    app.router.add_get("/readyz", readyz)
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/v1/capabilities", capabilities)
+    app.router.add_post("/v1/records", create_record)
+    app.router.add_get("/v1/records", list_records)
+    app.router.add_get("/v1/records/{id}", get_record)
+    app.router.add_put("/v1/records/{id}", update_record)
+    app.router.add_delete("/v1/records/{id}", forget_record)
+    app.router.add_post("/v1/recall", recall)
+    app.router.add_post("/v1/recall/feedback", feedback)
+    app.router.add_get("/v1/stats", stats)
+    app.router.add_get("/v1/usage", usage)
+    app.router.add_get("/v1/generations", generations)
+    app.router.add_post("/admin/generations/rebuild", rebuild)
+    app.router.add_post("/admin/generations/{id}/activate", activate)
