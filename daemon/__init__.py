@@ -6,7 +6,7 @@
 
 `Client`, `AsyncClient` and `ClientError` are `recalld.client`'s, loaded when first asked for:
 importing `recalld` for the daemon's own modules does not load the client, and the client loads
-nothing of the daemon (docs/API.md, "From Python").
+nothing of the daemon (README.md, "Use it").
 """
 
 from __future__ import annotations

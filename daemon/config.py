@@ -231,7 +231,7 @@ class RecordsConfig(_Section, frozen=True):
 
 
 class DuplicatesConfig(_Section, frozen=True):
-    """Semantic duplicate warnings on create (SPEC §5; docs/DUPLICATES.md)."""
+    """Semantic duplicate warnings on create (docs/DUPLICATES.md)."""
 
     model: Literal["auto", "embedding", "use-multilingual-v3"] = "auto"
     """What embeds titles: `use-multilingual-v3`, the multilingual title model shipped with
@@ -283,8 +283,8 @@ class DuplicatesConfig(_Section, frozen=True):
 
 
 class ResolverConfig(_Section, frozen=True):
-    """The LLM resolver of disputes (SPEC §7). Also read from the design note's variables
-    ASSIGNMENT_RESOLVER_ENABLED, _TICK_INTERVAL, _MAX_LLM_ATTEMPTS, _LLM_MODEL and _LLM_TIMEOUT
+    """The LLM resolver of disputes (docs/DESIGN.md, "Canonical assignments"). Also read from the
+    variables ASSIGNMENT_RESOLVER_ENABLED, _TICK_INTERVAL, _MAX_LLM_ATTEMPTS, _LLM_MODEL and _LLM_TIMEOUT
     (durations such as "15m" or "180s"); RECALLD_RESOLVER_* wins where both are set."""
 
     enabled: bool = False

@@ -1,4 +1,4 @@
-"""The garbage collector's share of the loop (issue 24).
+"""The garbage collector's share of the loop (docs/DESIGN.md, "Nothing stalls the event loop").
 
 Under a steady recall load CPython's cyclic collector took 8% of the time the event loop held
 the GIL (py-spy, 16 clients): every collection of the oldest generation walks every object the

@@ -1,6 +1,6 @@
-"""The design note's environment variables for the resolver (ADR-0049), read as aliases of
-`[resolver]` keys: ASSIGNMENT_RESOLVER_ENABLED=false switches the resolver off without a new
-config file. Durations are Go-style ("15m", "180s", "1h30m") or plain seconds."""
+"""The resolver's ASSIGNMENT_RESOLVER_* environment variables, read as aliases of `[resolver]`
+keys (docs/DESIGN.md, "Canonical assignments"): ASSIGNMENT_RESOLVER_ENABLED=false switches the
+resolver off without a new config file. Durations are Go-style ("15m", "180s", "1h30m") or plain seconds."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def seconds(text: str) -> str:
 
 
 def resolver_aliases(environ: Mapping[str, str]) -> dict[str, str]:
-    """`[resolver]` keys set by the design note's variables, as raw strings."""
+    """`[resolver]` keys set by the ASSIGNMENT_RESOLVER_* variables, as raw strings."""
     found: dict[str, str] = {}
     for name, key in ALIASES.items():
         if name in environ:

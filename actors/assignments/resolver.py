@@ -1,5 +1,6 @@
-"""The resolver ticker actor (SPEC §7): every `[resolver] interval_s`, pending disputes go to an
-OpenAI-compatible LLM, and its answers are applied or sent to moderation.
+"""The resolver ticker actor: every `[resolver] interval_s`, pending disputes go to an
+OpenAI-compatible LLM, and its answers are applied or sent to moderation (docs/DESIGN.md,
+"Canonical assignments").
 
 Guarantees:
 

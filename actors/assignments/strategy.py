@@ -1,4 +1,4 @@
-"""The strategy chain `trust_weighted → mode → latest` that picks a canonical value (SPEC §7).
+"""The strategy chain `trust_weighted → mode → latest` that picks a canonical value.
 
 Pure. Each supplier's latest observation of a characteristic is one vote for its normalised
 value. `trust_weighted` sums the voters' trust per value; a unique top wins. On a tie, `mode`

@@ -1,5 +1,6 @@
-"""The assignment ticker actor (SPEC §7): every `[assignments] interval_s`, the strategy chain
-over the (entity, characteristic) pairs observed since the last tick.
+"""The assignment ticker actor: every `[assignments] interval_s`, the strategy chain
+over the (entity, characteristic) pairs observed since the last tick (docs/DESIGN.md,
+"Canonical assignments").
 
 Guarantees: a tick runs only under the advisory lock `canonical_assignment`, so daemons sharing
 a database never run one at the same time (a daemon that finds it taken skips its tick); each

@@ -1,5 +1,5 @@
 """Title vectors (the builder only): embed and store, once per space, the normalised titles of
-live records that have no vector yet, so that a semantic duplicate check (SPEC §5) costs one
+live records that have no vector yet, so that a semantic duplicate check (docs/DUPLICATES.md) costs one
 embedding call, the new title's, however many records exist.
 
 A model switch is a new space: every title is then embedded again, as every chunk is.

@@ -1,4 +1,4 @@
-"""Pure rules of the semantic duplicate check (SPEC §5): what a title is compared as, which
+"""Pure rules of the semantic duplicate check (docs/DUPLICATES.md): what a title is compared as, which
 scores warn, and how the similar records are ordered. No I/O.
 
 The I/O around them (embedding the new title, reading the titles of a namespace and kind, the

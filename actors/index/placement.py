@@ -1,4 +1,5 @@
-"""Where a vector search runs: on the event loop, or in a worker thread (issue 24).
+"""Where a vector search runs: on the event loop, or in a worker thread (docs/DESIGN.md, "Nothing
+stalls the event loop").
 
 A worker thread's round trip costs the loop CPU (handing the call over, waking the loop, and the
 GIL passed back and forth while the loop serves other requests): on the 8,000-passage bench at

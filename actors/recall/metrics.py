@@ -1,5 +1,5 @@
 """How well a recall answered a question with known answers: the hit criterion and the ranking
-metrics of `recalld eval` (SPEC §6) and of bench/retrieval.py, in one place.
+metrics of `recalld eval` (docs/EVAL.md) and of `python -m bench.retrieval`, in one place.
 
 Pure: no I/O. Answers are scored at file level: a result is the file (`source_path`) its
 record came from, several results of one file count once at the rank of its first appearance,

@@ -34,7 +34,7 @@ from recalld.wire.errors import ApiError, ErrorCode
 
 @dataclass
 class Services:
-    """Everything a handler may reach; built once by recalld.app."""
+    """Everything a handler may reach; built once by `recalld.assembly.assemble`."""
 
     config: Config
     metrics: Metrics

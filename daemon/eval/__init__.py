@@ -1,1 +1,1 @@
-"""`recalld eval`: golden sets, the ratchet floor and the eval run (SPEC §6, docs/EVAL.md)."""
+"""`recalld eval`: golden sets, the ratchet floor and the eval run (docs/EVAL.md)."""

@@ -1,4 +1,4 @@
-"""The ratchet floor of a golden set (SPEC §6): per vector space, the fused hit@5 count the set
+"""The ratchet floor of a golden set (docs/EVAL.md): per vector space, the fused hit@5 count the set
 must keep. Only a person raises it (`recalld eval --accept`); nothing lowers it.
 
 A floor is a count and the number of questions it was counted over (`count` of `of`), never a

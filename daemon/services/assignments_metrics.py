@@ -1,5 +1,5 @@
-"""Prometheus metrics of canonical assignments and the resolver (SPEC §10: disputes by state and
-tier), fed by the tickers through `recalld.actors.assignments.ports.Observer`."""
+"""Prometheus metrics of canonical assignments and the resolver (disputes by state and
+tier: docs/OPERATIONS.md), fed by the tickers through `recalld.actors.assignments.ports.Observer`."""
 
 from __future__ import annotations
 

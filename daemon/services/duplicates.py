@@ -1,4 +1,4 @@
-"""The semantic duplicate check (SPEC §5): one embedding call, an exact comparison with every live
+"""The semantic duplicate check (docs/DUPLICATES.md): one embedding call, an exact comparison with every live
 title of the namespace and kind, under a wall-clock cap. Warn only: it never fails a write.
 
 I/O only; the rules (what a title is embedded as, which scores warn, their order) are the pure

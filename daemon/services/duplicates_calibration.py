@@ -1,6 +1,6 @@
 """`recalld calibrate PAIRS`: every labelled title pair's score with the configured title model
 (`[duplicates] model`) and duplicate stages, its verdict at the configured threshold, and the thresholds (if any)
-that separate the pairs (SPEC §5; docs/DUPLICATES.md).
+that separate the pairs (docs/DUPLICATES.md, "Calibration").
 
 It runs the provider in-process, as the daemon would, without a daemon: the pairs are the
 same whatever is stored. The scoring is the check's own (`actors/duplicates/rules.py`).

@@ -1,5 +1,5 @@
 """The live titles of one namespace and kind as one matrix, so that a duplicate check is a matrix
-product and a few numpy calls whatever the number of titles (issue 19: with 100,000 titles the
+product and a few numpy calls whatever the number of titles (with 100,000 titles the
 per-title Python work, not the product, cost 675 ms a check; docs/DUPLICATES.md, "Cost per check").
 
 No I/O: `daemon/services/duplicates_live.py` keeps a `KindTitles` in step with PostgreSQL by change marks and

@@ -169,7 +169,7 @@ class RecallService:
         self._policy = recall_policy(config.recall)
         self._metrics = metrics
         # Each stage's histogram child, looked up once: `labels()` per stage per recall was
-        # measurable on the loop (issue 24).
+        # measurable on the loop.
         self._stage_histograms = {stage: metrics.recall_stages.labels(stage=stage) for stage in STAGES}
         self._vector = vector
         self._fts_waits = fts_waits_for_embedding(

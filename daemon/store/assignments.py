@@ -1,4 +1,4 @@
-"""Observations and canonical assignments in PostgreSQL (SPEC §7), and the tickers' advisory locks.
+"""Observations and canonical assignments in PostgreSQL (docs/DESIGN.md), and the tickers' advisory locks.
 
 The assignment ticker's batch (`assign_changed`) is one transaction: the changed keys it takes,
 the canonical rows it writes and the disputes it upserts commit together or not at all, so a

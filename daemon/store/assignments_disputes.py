@@ -1,4 +1,4 @@
-"""The dispute queue in PostgreSQL, and the single writer of resolutions (SPEC §7).
+"""The dispute queue in PostgreSQL, and the single writer of resolutions (docs/DESIGN.md, "Canonical assignments").
 
 `DisputeStore.apply` is the one function that finishes a dispute: the resolver's answers
 (`auto:llm_resolved`), its refusals (moderation), administrators' force-resolve and supersede,

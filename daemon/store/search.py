@@ -95,7 +95,7 @@ LIMIT $6"""
 
 # A query's reading is a pure function of its text (`TextQuery` is immutable), and clients ask
 # the same query again (an agent re-asks, the query-vector cache exists for the same reason):
-# reading one cost 4% of the loop's time under a repeated-query load (issue 24, py-spy).
+# reading one cost 4% of the loop's time under a repeated-query load (py-spy).
 _read_query = functools.lru_cache(maxsize=1024)(build_text_query)
 
 

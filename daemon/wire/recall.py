@@ -51,7 +51,8 @@ class RecallHit(msgspec.Struct, kw_only=True, omit_defaults=True):
 
 
 class DegradedRoute(msgspec.Struct, kw_only=True, omit_defaults=True):
-    # `pending` only where it means something (omit_defaults): Appendix A's shape stays as it was.
+    # `pending` only where it means something (omit_defaults): the v1 shape stays as it was
+    # (docs/DESIGN.md, "The control socket and its wire contract").
     route: str
     reason: str
     message: str = ""

@@ -1,4 +1,4 @@
-"""Routes of canonical assignments and the dispute queue (SPEC §7, §9, Appendix A).
+"""Routes of canonical assignments and the dispute queue (docs/DESIGN.md, "Canonical assignments").
 
 Observations and assignments are one catalogue shared by all namespaces; access to them is
 granted as to a namespace named `assignments` (`[access] writers = {"@etl" = ["assignments"]}`).

@@ -1,4 +1,4 @@
-"""The duplicate routes (SPEC §5, Appendix A): `POST /v1/duplicates/check`, the check a create
+"""The duplicate routes (docs/DUPLICATES.md): `POST /v1/duplicates/check`, the check a create
 would run, as a dry run; `POST /v1/duplicates/audit`, a namespace's near-duplicate pairs a page
 at a time (what `recalld dupes` prints)."""
 

@@ -1,4 +1,4 @@
-"""The eval history routes (SPEC §6, docs/EVAL.md): `POST /v1/evals` records a `recalld eval` run,
+"""The eval history routes (docs/EVAL.md): `POST /v1/evals` records a `recalld eval` run,
 `GET /v1/evals` lists the latest. The eval itself is a client of the socket like any other; the
 daemon only keeps what it measured, so that runs before and after a model or template switch can
 be compared.

@@ -1,4 +1,4 @@
--- Semantic duplicate checks (SPEC §5) compare a new title with every live title of its namespace
+-- Semantic duplicate checks (docs/DUPLICATES.md) compare a new title with every live title of its namespace
 -- and kind. Each title's vector is stored once per space, keyed by the SHA-256 of its normalised
 -- title (actors.records.normalise_title), so a check costs one embedding call (the new title)
 -- however many records exist, and a model switch re-embeds titles as it re-embeds chunks.

@@ -1,4 +1,4 @@
--- Golden-set eval runs (`recalld eval`, SPEC §6): one row per run, so that a model or template
+-- Golden-set eval runs (`recalld eval`, docs/EVAL.md): one row per run, so that a model or template
 -- switch can be compared with the runs before it (`recalld eval --history`). The figures are
 -- the client's, per route and kind: {route: {kind: {hit_at_5, of, mrr_at_10, recall_at_10,
 -- ndcg_at_10}}}. `count`/`of` is the floor's measure (fused hit@5 over all questions); NULL when

@@ -1,4 +1,4 @@
--- Canonical assignments (SPEC §7). Each supplier's latest observation of a characteristic of an
+-- Canonical assignments (docs/DESIGN.md). Each supplier's latest observation of a characteristic of an
 -- entity is one vote; the assignment ticker turns the votes into one canonical row per
 -- (entity, characteristic). `assignments_changed` lists what changed since its last tick: an
 -- observation's transaction adds its key, the tick's transaction takes it, so a change is never

@@ -1,6 +1,6 @@
--- Disputes (SPEC §7): one row per (entity, characteristic) whose strategy chain tied. The
--- moderation queue is the rows in `manual_review`. States and their transitions:
--- actors/canonical/disputes.py.
+-- Disputes (docs/DESIGN.md, "Canonical assignments"): one row per (entity, characteristic) whose
+-- strategy chain tied. The moderation queue is the rows in `manual_review`. States and their
+-- transitions: actors/assignments/disputes.py.
 CREATE TABLE disputes (
     id                uuid PRIMARY KEY DEFAULT gen_random_uuid(),
     entity            text NOT NULL,
