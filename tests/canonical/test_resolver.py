@@ -1,5 +1,5 @@
 """The resolver (actors/assignments/resolver.py) against real PostgreSQL and a scripted OpenAI-compatible
-server on loopback: each kind of answer is routed as SPEC §7 says."""
+server on loopback: each kind of answer is routed as docs/DESIGN.md ("Canonical assignments") says."""
 
 from __future__ import annotations
 

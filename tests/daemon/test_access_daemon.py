@@ -190,7 +190,7 @@ def test_generations_show_a_user_no_paths_and_an_administrator_everything(make_d
     answer = as_user(daemon, 65534, "GET", "/v1/generations")
     assert answer["status"] == 200, answer
     seen = answer["body"]
-    # Appendix A's fields, counted over the namespaces this user may read: one vector of `mine`,
+    # The v1 wire fields, counted over the namespaces this user may read: one vector of `mine`,
     # not the four of both (how much another namespace holds is not this user's to know)
     assert seen["pending"] == 0 and seen["current"]["id"] == full["current"]["id"]
     assert {key: seen["current"][key] for key in ("space", "built_at")} == {

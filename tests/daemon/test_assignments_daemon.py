@@ -1,4 +1,5 @@
-"""Canonical assignments, disputes and moderation over a real daemon's socket (SPEC §7, Appendix A)."""
+"""Canonical assignments, disputes and moderation over a real daemon's socket (docs/DESIGN.md, "Canonical
+assignments")."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """`POST /v1/records:batch` on a real daemon: each item written on its own, a bad one in the
-middle reported in its place while the good ones land (issue 22 item 3)."""
+middle reported in its place while the good ones land."""
 
 from __future__ import annotations
 
@@ -70,7 +70,7 @@ def test_what_is_not_a_batch_is_refused_whole(daemon: Daemon, ns: str) -> None:
     assert listed["records"] == []
 
 
-# -- the duplicate checks of a batch (SPEC §5): one embedding call and one comparison for all
+# -- the duplicate checks of a batch (docs/DUPLICATES.md): one embedding call and one comparison for all
 
 
 def test_a_batch_checks_its_titles_with_one_embedding_call(make_daemon: Any, fake: FakeOpenAI) -> None:

@@ -69,7 +69,7 @@ def recall_model_figures() -> dict[str, Any]:
     return dict(json.loads(done.stdout))
 
 
-def test_the_pairs_file_is_what_the_issue_asks_for() -> None:
+def test_the_pairs_file_has_three_languages_and_a_balanced_held_out_third() -> None:
     pairs = json.loads(PAIRS.read_text())["pairs"]
     assert len(pairs) >= 60
     langs = {p["langs"] for p in pairs}

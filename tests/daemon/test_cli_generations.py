@@ -1,5 +1,5 @@
 """`recalld generations -n NAMESPACE`: the records still pending for the vector route, counted in
-one namespace only (issue 22 item 2), so a user following their own upload is not shown another's.
+one namespace only, so a user following their own upload is not shown another's.
 A real daemon; its embedding provider, on loopback, is down, so what is written stays pending."""
 
 from __future__ import annotations

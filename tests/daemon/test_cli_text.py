@@ -1,4 +1,4 @@
-"""The `recalld` papercuts of issue 22 item 7, as an operator meets them: --version, --socket
+"""The small things of `recalld`'s text, as an operator meets them: --version, --socket
 after the subcommand, recall's text with routes and snippets, `recalld feedback`, the id a 409
 names, an unknown namespace, a one-screen `health --ready`, --json."""
 

@@ -1,5 +1,5 @@
 """The Python client (daemon/client/__init__.py) against a real daemon: typed calls in the daemon's own
-wire types, sync and async on both anyio backends (issue 22 item 5)."""
+wire types, sync and async on both anyio backends."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The daemon's files are its own (issue 17 item 5): whatever umask it inherits, nothing in its
+"""The daemon's files are its own: whatever umask it inherits, nothing in its
 data directory is open to other users, and it never widens the mode of a directory above it."""
 
 from __future__ import annotations

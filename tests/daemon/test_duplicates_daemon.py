@@ -1,4 +1,4 @@
-"""Semantic duplicate warnings end to end (SPEC §5): real daemons, the real local model, real
+"""Semantic duplicate warnings end to end (docs/DUPLICATES.md): real daemons, the real local model, real
 PostgreSQL; a loopback OpenAI-compatible server where the test must control the vectors or the
 provider's failures."""
 

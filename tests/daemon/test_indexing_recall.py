@@ -1,4 +1,4 @@
-"""Recall while a namespace is still being indexed (issue 22 item 1): the vector route answers,
+"""Recall while a namespace is still being indexed: the vector route answers,
 says it is partial (`vector_indexing`, with the records pending), and full text's answer is not
 crowded out. A real daemon, real PostgreSQL and FAISS; the provider is a slow embedding server
 on loopback."""

@@ -1,6 +1,6 @@
 """docs/openapi.json and docs/API.md cannot drift from the server: every route the control app
 registers is described (daemon/control/api_doc.py), nothing else is, and the committed documents
-are what the generator makes now (issue 22 item 4)."""
+are what the generator makes now."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """Recall over the socket orders records it scored exactly alike by source path, never by their
-random record ids: the same files indexed again answer in the same order (issue 20's flake)."""
+random record ids: the same files indexed again answer in the same order, so an eval's count does not change
+between two runs of the same code."""
 
 from __future__ import annotations
 

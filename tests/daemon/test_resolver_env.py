@@ -1,4 +1,4 @@
-"""The design note's ASSIGNMENT_RESOLVER_* variables as aliases of [resolver] (daemon/resolver_env.py)."""
+"""The ASSIGNMENT_RESOLVER_* variables as aliases of [resolver] (daemon/resolver_env.py)."""
 
 from __future__ import annotations
 

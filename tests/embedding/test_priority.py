@@ -1,5 +1,5 @@
 """Queries first: the embedder serves a query before duplicate checks and indexing, never in the
-same provider call as them, and behind at most the calls in flight (issue 22 item 1).
+same provider call as them, and behind at most the calls in flight.
 
 The provider is the OpenAI wire format on loopback (a real aiohttp server on asyncio; the same
 service as an httpx transport on trio, whose mock clock makes the times exact)."""

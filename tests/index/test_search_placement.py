@@ -1,4 +1,4 @@
-"""The index manager runs a cheap search on the event loop (issue 24): the first search of a
+"""The index manager runs a cheap search on the event loop (actors/index/placement.py): the first search of a
 handle goes to a worker thread, later ones of a cheap handle run in the loop's own thread, and
 either way a search answers the same and never returns a forgotten record; a filtered or large
 search always goes to a thread; a search on the loop is measured by wall time. Which thread ran a
