@@ -1,6 +1,6 @@
 """Embedding throughput: the raw local model vs the same model through the embedder actor.
 
-    .venv/bin/python bench/embed.py [--repeats 9] [--titles 192] [--chunks 32] [--write docs/BENCHMARKS.md]
+    .venv/bin/python -m bench.embed [--repeats 9] [--titles 192] [--chunks 32] [--write docs/BENCHMARKS.md]
 
 Same texts, one process, one run: the raw model (`LocalProvider.encode` on batches of
 `max_batch`, called directly) and the actor (`Embedder.embed` from many concurrent callers with
@@ -27,11 +27,9 @@ from pathlib import Path
 
 import anyio
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench.harness import load_average, machine, write_section
+from bench.lib.report import add_result_option, load_average, machine, write_section
 from recalld.actors.embedding.embedder import Embedder, EmbedderSettings
-from recalld.actors.kernel.ports import UsageRow
+from recalld.actors.ports.usage import UsageRow
 from recalld.providers.local import MAX_TOKENS, LocalProvider
 
 SOURCE_MODULES = (
@@ -162,7 +160,7 @@ def write(path: Path, table: str, command: str) -> None:
             "Throughput of the local model (all-MiniLM-L6-v2 int8, onnxruntime on CPU) called directly",
             "(`LocalProvider.encode` on batches of `max_batch`) and through the embedder actor (many",
             "concurrent `Embedder.embed` callers, one text each, merged by micro-batching), same texts,",
-            "one run. Issue 3 asks for the actor to reach at least 90% of the raw model on both.",
+            "one run. The aim: the actor reaches at least 90% of the raw model on both.",
             "",
             f"- Machine: {machine()}.",
             f"- Load average at the end: {load}. A shared machine: other work ran alongside, which is",
@@ -195,11 +193,14 @@ def main(argv: Sequence[str] | None = None, run: Callable[..., str] = anyio.run)
     parser.add_argument("--max-batch", type=int, default=32)
     parser.add_argument("--max-wait-ms", type=float, default=5.0)
     parser.add_argument("--write", type=Path, help="update the Embedding section of this markdown file")
+    add_result_option(parser, "models")
     args = parser.parse_args(argv)
     table = run(bench, args)
     print(table)
-    if args.write:
-        write(args.write, table, "python bench/embed.py " + " ".join(argv if argv is not None else sys.argv[1:]))
+    command = "python -m bench.embed " + " ".join(argv if argv is not None else sys.argv[1:])
+    for path in (args.write, args.result):
+        if path is not None:
+            write(path, table, command)
 
 
 if __name__ == "__main__":

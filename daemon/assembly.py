@@ -19,7 +19,8 @@ import httpx
 from recalld.actors.embedding.embedder import Embedder, EmbedderSettings
 from recalld.actors.embedding.query_cache import QueryVectorCache
 from recalld.actors.gc.sweeper import Sweeper, SweepSettings
-from recalld.actors.index.manager import IndexManager, IndexSettings
+from recalld.actors.index.manager import IndexManager
+from recalld.actors.index.settings import IndexSettings
 from recalld.actors.kernel.supervisor import (
     ChildSpec,
     EventKind,
@@ -38,12 +39,13 @@ from recalld.metrics import Metrics
 from recalld.providers import make_provider
 from recalld.providers.early import EarlyModels
 from recalld.providers.in_process import InProcessModel
-from recalld.services.assignments import Canonical
-from recalld.services.assignments import build as build_canonical
+from recalld.services.assignments import AssignmentService
+from recalld.services.assignments import build as build_assignments
 from recalld.services.duplicates import DuplicateChecker
 from recalld.services.recall import RecallService
 from recalld.services.recall_indexing import IndexingStatus
 from recalld.services.recall_vector import VectorRoute
+from recalld.services.records import RecordWrites
 from recalld.store.duplicates import PgTitleStore
 from recalld.store.embedded import EmbeddedPostgres, keep_running
 from recalld.store.evals import EvalStore
@@ -122,15 +124,17 @@ def assemble(
         metrics,
         wake=index.wake if index is not None else None,
     )
-    canonical = build_canonical(
+    assignments = build_assignments(
         config, pool=pool, http=http, usage=usage, metrics=metrics, prices=config.embedding.prices
     )
+    records = RecordRepository(pool)
     services = Services(
         config=config,
         metrics=metrics,
         health=health,
         access=AccessPolicy(config.access),
-        records=RecordRepository(pool),
+        records=records,
+        writes=RecordWrites(records, config, metrics, duplicates, indexing),
         usage=usage,
         feedback=FeedbackStore(pool, searches),
         embedder=embedder,
@@ -144,11 +148,11 @@ def assemble(
             embedded_in_process=isinstance(provider, InProcessModel),
         ),
         alive=lambda: supervisor.alive,
-        capabilities=lambda: _capabilities(health, embedder, index, duplicates, canonical),
+        capabilities=lambda: _capabilities(health, embedder, index, duplicates, assignments),
         duplicates=duplicates,
         evals=EvalStore(pool),
         dsn=dsn,
-        canonical=canonical,
+        assignments=assignments,
         indexing=indexing,
     )
     children: list[ChildSpec] = []
@@ -183,10 +187,10 @@ def assemble(
             dispute_retention_s=config.gc.dispute_retention_days * 86400,
         ),
         on_delete=lambda what: metrics.sweeper_deletions.labels(what=what).inc(),
-        disputes=canonical.disputes,
+        disputes=assignments.disputes,
     )
     children.append(ChildSpec("sweeper", sweeper.run))
-    children += canonical.children(config)
+    children += assignments.children(config)
     children.append(
         ChildSpec(
             "control",
@@ -204,7 +208,7 @@ def assemble(
     health.add("actors", actors_check(supervisor), required=True)
     health.add("embedding", embedding_check(embedder), required=config.recall.vector_required)
     health.add("vector", vector_check(index), required=config.recall.vector_required)
-    health.add("resolver", resolver_check(canonical), required=False)
+    health.add("resolver", resolver_check(assignments), required=False)
     return Daemon(services, supervisor)
 
 
@@ -213,7 +217,7 @@ async def _capabilities(
     embedder: Embedder | None,
     index: IndexManager | None,
     duplicates: DuplicateChecker,
-    canonical: Canonical,
+    assignments: AssignmentService,
 ) -> dict[str, bool]:
     """What /v1/capabilities answers: which features this daemon can serve right now."""
     verdict = await health.readiness()
@@ -225,7 +229,7 @@ async def _capabilities(
         "embedding.v1": embedder is not None and embedder.health().status == "pass",
         "duplicates.v1": store_up and duplicates.available,
         "assignments.v1": store_up,
-        "resolver.v1": store_up and canonical.resolver_state() == "ok",
+        "resolver.v1": store_up and assignments.resolver_state() == "ok",
     }
 
 

@@ -2,6 +2,10 @@
 
 - `recalld.actors` (the actors/ folder) is anyio-only: no I/O library, nothing of the rest of
   `recalld`; the rest of `recalld` (the daemon/ folder) may import it.
+- `recalld.actors.kernel` is generic (supervision, mailboxes, batching, tickers, the breaker): it
+  imports nothing of recalld beyond itself, so no domain type creeps into it.
+- `recalld.actors.ports` holds Protocols and plain data: it imports other ports and the pure
+  value modules they name, never an actor (nothing that runs: an embedder, a manager, a ticker).
 - `recalld.wire` holds the control socket's msgspec types: msgspec and the standard library only.
 - `recalld.client` is what a program talking to the daemon loads: no server module.
 - `recalld.services` answer what the routes ask for and never import `recalld.control`.
@@ -192,11 +196,11 @@ def test_importing_actors_loads_no_io_library_nor_the_rest_of_recalld() -> None:
 
 
 def test_bench_scripts_import_no_private_name() -> None:
-    """What several scripts share lives in bench/harness.py under a public name; a script that
-    reaches for another's `_helper` (or the daemon's) breaks when that module is refactored."""
+    """What several scripts share lives in bench/lib under a public name; a module that reaches
+    for another's `_helper` (or the daemon's) breaks when that module is refactored."""
     bad = sorted(
-        f"{path.name} imports {node.module}.{alias.name}"
-        for path in (ROOT / "bench").glob("*.py")
+        f"{path.relative_to(ROOT)} imports {node.module}.{alias.name}"
+        for path in (ROOT / "bench").rglob("*.py")
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
         if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in ("recalld", "bench")
         for alias in node.names
@@ -286,4 +290,33 @@ def test_services_never_import_control() -> None:
     named = layer("recalld.services")
     assert "recalld.services.recall" in named
     bad = sorted(f"{m} imports {n}" for m, names in named.items() for n in names if within(n, "recalld.control"))
+    assert not bad, "; ".join(bad)
+
+
+def test_the_kernel_imports_nothing_of_recalld_but_itself() -> None:
+    named = layer("recalld.actors.kernel")
+    assert "recalld.actors.kernel.breaker" in named
+    bad = sorted(
+        f"{m} imports {n}"
+        for m, names in named.items()
+        for n in names
+        if within(n, "recalld") and not within(n, "recalld.actors.kernel")
+    )
+    assert not bad, "; ".join(bad)
+
+
+RUNNING_PARTS = ("embedder", "manager", "ticker", "resolver", "sweeper", "catch_up", "dispatch", "supervisor", "mailbox")
+"""Module stems of what runs in actors/: a port that imported one would tie the contract to an
+implementation."""
+
+
+def test_ports_import_no_actor_that_runs() -> None:
+    named = layer("recalld.actors.ports")
+    assert "recalld.actors.ports.index" in named
+    bad = sorted(
+        f"{m} imports {n}"
+        for m, names in named.items()
+        for n in names
+        if within(n, "recalld.actors") and any(part in RUNNING_PARTS for part in n.split("."))
+    )
     assert not bad, "; ".join(bad)

@@ -11,7 +11,7 @@ Guarantees:
   and ones whose value set was resolved before are skipped (`skipped_unchanged`, the earlier
   answer stands), both before any call.
 - One call per dispute per tick, under the deadline of the model client and the circuit breaker
-  (the embedder's `CircuitBreaker`). High and medium confidence are applied as `auto:llm_resolved`;
+  (the kernel's `CircuitBreaker`). High and medium confidence are applied as `auto:llm_resolved`;
   low confidence, an unparseable or out-of-candidate answer go to `manual_review`. A failed call
   gives the dispute back for the next tick until `max_attempts` calls were made, then it goes to
   `manual_review` (`attempts_exhausted`). While the circuit is open nothing is called and the
@@ -41,7 +41,14 @@ import anyio
 from anyio.abc import TaskStatus
 
 from recalld.actors.assignments.disputes import ANSWERS, DisputeState, Event, actionable, applied
-from recalld.actors.assignments.ports import (
+from recalld.actors.assignments.strategy import Source
+from recalld.actors.assignments.verdict import Option, Question, ResolverReason, Unusable, read_answer, unit_of
+from recalld.actors.embedding.metering import estimate_tokens
+from recalld.actors.embedding.pricing import price
+from recalld.actors.kernel.breaker import BreakerState, CircuitBreaker, CircuitOpen
+from recalld.actors.kernel.mailbox import ActorUnavailable, Envelope, Mailbox
+from recalld.actors.kernel.ticker import run_ticker
+from recalld.actors.ports.assignments import (
     ChatAnswer,
     ChatModel,
     Dispute,
@@ -52,15 +59,7 @@ from recalld.actors.assignments.ports import (
     TickLocks,
     Unobserved,
 )
-from recalld.actors.assignments.strategy import Source
-from recalld.actors.assignments.verdict import Option, Question, ResolverReason, Unusable, read_answer, unit_of
-from recalld.actors.embedding.breaker import BreakerState, CircuitBreaker
-from recalld.actors.embedding.errors import EmbeddingError
-from recalld.actors.embedding.metering import estimate_tokens
-from recalld.actors.embedding.pricing import price
-from recalld.actors.kernel.mailbox import ActorUnavailable, Envelope, Mailbox
-from recalld.actors.kernel.ports import UsageRow, UsageSink
-from recalld.actors.kernel.ticker import run_ticker
+from recalld.actors.ports.usage import UsageRow, UsageSink
 
 log = logging.getLogger("recalld.resolver")
 
@@ -79,10 +78,6 @@ class ResolverSettings:
 
 class ResolverBusy(Exception):
     """Another daemon's resolver holds the lock; try again shortly."""
-
-
-class CircuitOpen(Exception):
-    """The LLM's circuit breaker is open: nothing is called until it lets a probe through."""
 
 
 class ResolverStopped(Exception):
@@ -231,10 +226,7 @@ class Resolver:
                 for c in dispute.candidates
             ),
         )
-        try:
-            permit = self.breaker.acquire()
-        except EmbeddingError as exc:
-            raise CircuitOpen(str(exc)) from None
+        permit = self.breaker.acquire()  # or CircuitOpen
         started = anyio.current_time()
         try:
             answer = await self._model.complete(question)

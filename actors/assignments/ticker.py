@@ -19,10 +19,10 @@ from dataclasses import dataclass
 import anyio
 from anyio.abc import TaskStatus
 
-from recalld.actors.assignments.ports import Assignments, AssignReport, Observer, TickLocks, Unobserved
 from recalld.actors.assignments.strategy import choose
 from recalld.actors.kernel.mailbox import Envelope, Mailbox
 from recalld.actors.kernel.ticker import WakeSchedule, run_ticker
+from recalld.actors.ports.assignments import Assignments, AssignReport, Observer, TickLocks, Unobserved
 
 log = logging.getLogger("recalld.assignments")
 

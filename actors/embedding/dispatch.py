@@ -11,15 +11,16 @@ import numpy as np
 from anyio.abc import TaskGroup
 
 from recalld.actors.embedding import template as templates
-from recalld.actors.embedding.breaker import CircuitBreaker, Permit
-from recalld.actors.embedding.errors import EmbeddingError, Reason
+from recalld.actors.embedding.errors import EmbeddingError, Reason, refused_by_circuit
 from recalld.actors.embedding.meter import Meter
 from recalld.actors.embedding.pace import BULK_LANE, LANES, QUERY_LANE, BulkPace, lane_of
 from recalld.actors.embedding.ratelimit import TokenBucket
 from recalld.actors.embedding.settings import EmbedderSettings
 from recalld.actors.embedding.validation import Vectors, as_matrix, check_dimension, row_errors
+from recalld.actors.kernel.breaker import CircuitBreaker, CircuitOpen, Permit
 from recalld.actors.kernel.mailbox import Envelope, Inbox
-from recalld.actors.kernel.ports import EmbeddingProvider, ProviderInfo, Purpose, VectorSpace
+from recalld.actors.ports.embedding import EmbeddingProvider, ProviderInfo, VectorSpace
+from recalld.actors.ports.usage import Purpose
 
 log = logging.getLogger("recalld.embedder")
 
@@ -192,6 +193,9 @@ class Dispatcher:
         try:
             self._breaker.check()
             await self._bucket.acquire(deadline=max(c.request.deadline for c in live))
+        except CircuitOpen as refusal:
+            self._fail(live, self._meter.refuse(refused_by_circuit(refusal)))
+            return
         except EmbeddingError as error:
             self._fail(live, self._meter.refuse(error))
             return
@@ -200,8 +204,8 @@ class Dispatcher:
             return
         try:
             permit = self._breaker.acquire()
-        except EmbeddingError as error:
-            self._fail(live, self._meter.refuse(error))
+        except CircuitOpen as refusal:
+            self._fail(live, self._meter.refuse(refused_by_circuit(refusal)))
             return
 
         counters = self._meter.counters

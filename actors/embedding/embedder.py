@@ -24,9 +24,8 @@ import numpy as np
 from anyio.abc import TaskStatus
 
 from recalld.actors.embedding import template as templates
-from recalld.actors.embedding.breaker import BreakerSnapshot, BreakerState, CircuitBreaker
 from recalld.actors.embedding.dispatch import Dispatcher, EmbedRequest
-from recalld.actors.embedding.errors import EmbeddingError, Reason
+from recalld.actors.embedding.errors import EmbeddingError, Reason, refused_by_circuit
 from recalld.actors.embedding.meter import Meter
 from recalld.actors.embedding.pace import BULK_LANE, LANES, lane_of
 from recalld.actors.embedding.probe import PROBE_TEXT, Prober
@@ -40,16 +39,11 @@ from recalld.actors.embedding.settings import (
 )
 from recalld.actors.embedding.template import RenderedInput
 from recalld.actors.embedding.validation import Vectors
+from recalld.actors.kernel.breaker import BreakerSnapshot, BreakerState, CircuitBreaker, CircuitOpen
 from recalld.actors.kernel.mailbox import Envelope, Mailbox
-from recalld.actors.kernel.ports import (
-    EmbeddingProvider,
-    ProviderInfo,
-    Purpose,
-    TokenCounter,
-    UsageSink,
-    VectorSpace,
-)
 from recalld.actors.kernel.supervisor import stop_requested
+from recalld.actors.ports.embedding import EmbeddingProvider, ProviderInfo, TokenCounter, VectorSpace
+from recalld.actors.ports.usage import Purpose, UsageSink
 
 __all__ = [
     "PROBE_TEXT",
@@ -174,8 +168,8 @@ class Embedder:
             raise self._meter.refuse(EmbeddingError(Reason.DEADLINE_EXCEEDED, "deadline passed before the request"))
         try:
             self._breaker.check()
-        except EmbeddingError as error:
-            raise self._meter.refuse(error) from None
+        except CircuitOpen as refusal:
+            raise self._meter.refuse(refused_by_circuit(refusal)) from None
 
         lane = lane_of(purpose)
         # Indexing goes in parts the provider takes about bulk_call_s for: the most a query waits.

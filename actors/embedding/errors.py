@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from recalld.actors.kernel.breaker import CircuitOpen
+
 
 class Reason(StrEnum):
     """Stable snake_case reason codes (they reach /readyz, `degraded_routes` and metrics)."""
@@ -72,3 +74,8 @@ class EmbeddingError(Exception):
     def provider_fault(self) -> bool:
         """True when the failure counts against the provider (the circuit breaker)."""
         return self.reason in PROVIDER_FAULTS
+
+
+def refused_by_circuit(refusal: CircuitOpen) -> EmbeddingError:
+    """The embedding path's own error for a call the provider's breaker refused."""
+    return EmbeddingError(Reason.CIRCUIT_OPEN, str(refusal))

@@ -18,15 +18,8 @@ from recalld.actors.embedding.metering import apportion, estimate_tokens
 from recalld.actors.embedding.pricing import price
 from recalld.actors.embedding.settings import EmbedderSettings
 from recalld.actors.kernel.batching import WriteBehind
-from recalld.actors.kernel.ports import (
-    ProviderBatch,
-    ProviderInfo,
-    Purpose,
-    SinkUnavailable,
-    TokenCounter,
-    UsageRow,
-    UsageSink,
-)
+from recalld.actors.ports.embedding import ProviderBatch, ProviderInfo, TokenCounter
+from recalld.actors.ports.usage import Purpose, SinkUnavailable, UsageRow, UsageSink
 
 log = logging.getLogger("recalld.embedder")
 

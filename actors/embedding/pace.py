@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Final
 
-from recalld.actors.kernel.ports import Purpose
+from recalld.actors.ports.usage import Purpose
 
 QUERY_LANE: Final = 0
 """Queries (and the probe): a person or a program waits for the answer."""

@@ -12,7 +12,7 @@ from recalld.actors.embedding.errors import EmbeddingError, Reason
 from recalld.actors.embedding.meter import Meter
 from recalld.actors.embedding.settings import EmbedderSettings, ProbeResult
 from recalld.actors.embedding.validation import is_normalized, validate_batch
-from recalld.actors.kernel.ports import EmbeddingProvider, ProviderInfo, VectorSpace
+from recalld.actors.ports.embedding import EmbeddingProvider, ProviderInfo, VectorSpace
 
 log = logging.getLogger("recalld.embedder")
 

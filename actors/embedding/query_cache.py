@@ -12,7 +12,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from recalld.actors.kernel.ports import VectorSpace
+from recalld.actors.ports.embedding import VectorSpace
 
 
 class QueryVectorCache:

@@ -19,7 +19,7 @@ from typing import Literal, Protocol
 import msgspec
 
 from recalld.actors.embedding.validation import NORM_TOLERANCE
-from recalld.actors.kernel.ports import VectorSpace
+from recalld.actors.ports.embedding import VectorSpace
 
 
 class EmbeddingSettingsSource(Protocol):

@@ -26,7 +26,6 @@ import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
 
 import anyio
 import numpy as np
@@ -35,24 +34,14 @@ from anyio.abc import TaskStatus
 
 from recalld.actors.index.listing import list_generation_dirs, orphaned_temp_dirs
 from recalld.actors.index.manifest import ID_MAP_FILE, TEMP_PREFIX
-from recalld.actors.kernel.ports import GenerationRow, SweptStore
 from recalld.actors.kernel.supervisor import stop_requested
+from recalld.actors.ports.gc import DisputeRetention, RetentionStore
+from recalld.actors.ports.index import GenerationRow, SweptStore
 
 log = logging.getLogger("recalld.sweeper")
 
 RETIRED_PAGE = 5000
 """Retired chunk rows read (and deleted) per statement."""
-
-
-class RetentionStore(Protocol):
-    async def delete_searches_before(self, cutoff: dt.datetime) -> int: ...
-
-
-class DisputeRetention(Protocol):
-    async def delete_finished_disputes_before(self, cutoff: dt.datetime) -> int:
-        """Disputes in a finished state (resolved, superseded, skipped_unchanged) last changed
-        before `cutoff`; pending, in-progress and moderated ones are never deleted."""
-        ...
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,8 @@ from recalld.actors.index.generation import Generation, IdMap, build_generation,
 from recalld.actors.index.handle import Handle
 from recalld.actors.index.manifest import Expected
 from recalld.actors.index.settings import IndexSettings, factory_for
-from recalld.actors.kernel.ports import BuildSource, GenerationCatalogue, GenerationRow, VectorRows, VectorSpace
+from recalld.actors.ports.embedding import VectorSpace
+from recalld.actors.ports.index import BuildSource, GenerationCatalogue, GenerationRow, VectorRows
 
 log = logging.getLogger("recalld.index")
 

@@ -18,7 +18,8 @@ from recalld.actors.embedding.embedder import Embedder, EmbedResult
 from recalld.actors.embedding.errors import EmbeddingError, Reason
 from recalld.actors.index.chunking import chunk_text
 from recalld.actors.index.settings import IndexSettings
-from recalld.actors.kernel.ports import IndexBacklog, IndexHolds, RecordToIndex, VectorSpace
+from recalld.actors.ports.embedding import VectorSpace
+from recalld.actors.ports.index import IndexBacklog, IndexHolds, RecordToIndex
 
 log = logging.getLogger("recalld.index")
 

@@ -51,7 +51,7 @@ from recalld.actors.index.manifest import (
 )
 from recalld.actors.index.settings import HNSW_EF_SEARCH
 from recalld.actors.index.vectors import BUILD_THREADS, Vectors, VectorSet, search_parameters
-from recalld.actors.kernel.ports import VectorSpace
+from recalld.actors.ports.embedding import VectorSpace
 
 BUILDER_VERSION: Final = f"recalld-index/{FORMAT_VERSION} faiss/{faiss.__version__}"
 HNSW_EF_CONSTRUCTION: Final = 80

@@ -27,7 +27,7 @@ from recalld.actors.embedding.validation import NORM_TOLERANCE, ZERO_NORM
 from recalld.actors.index.generation import Generation
 from recalld.actors.index.idmap import IdMap, RecordIds
 from recalld.actors.index.vectors import SurrogateSet, Vectors, VectorSet, new_flat_index
-from recalld.actors.kernel.ports import VectorSpace
+from recalld.actors.ports.embedding import VectorSpace
 
 Accept = Callable[[uuid.UUID, int], bool]
 """`accept(record_id, revision)`: False drops the candidate (stale revision, deleted, not allowed)."""

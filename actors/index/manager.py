@@ -27,66 +27,35 @@ import numpy as np
 import numpy.typing as npt
 from anyio.abc import TaskStatus
 
-from recalld.actors.duplicates.catch_up import TitleBacklog, TitleCatchUp
+from recalld.actors.duplicates.catch_up import TitleCatchUp
 from recalld.actors.embedding.embedder import Embedder
 from recalld.actors.embedding.errors import Reason
+from recalld.actors.index.backlog import ChunkCounts, count_waiting
 from recalld.actors.index.builds import (
     Builds,
-    BuildState,
     BuildStatus,
-    GenerationNotFound,
-    PointerMoved,
-    SpaceMismatch,
     id_map,
     query_compatible,
     verify,
 )
-from recalld.actors.index.catch_up import CatchUp, index_chunks, records_to_hold
+from recalld.actors.index.catch_up import CatchUp
 from recalld.actors.index.generation import Generation
 from recalld.actors.index.handle import Handle, HandleCell, Hit
 from recalld.actors.index.idmap import record_id_rows
 from recalld.actors.index.manifest import GenerationCorrupt, IndexReason
 from recalld.actors.index.placement import SearchPlacement, ordinary_search, placed, scored_exactly
+from recalld.actors.index.problems import NOTHING_INDEXED, REBUILDING_AFTER_RESTORE, IndexUnavailable, Problem
 from recalld.actors.index.settings import IndexSettings
 from recalld.actors.kernel.mailbox import Mailbox
-from recalld.actors.kernel.ports import BuilderLock, GenerationRow, Holds, Pointer, VectorSpace, VectorStore
 from recalld.actors.kernel.supervisor import stop_requested
-
-__all__ = [
-    "BuildState",
-    "BuildStatus",
-    "GenerationNotFound",
-    "IndexManager",
-    "IndexSettings",
-    "IndexUnavailable",
-    "PointerMoved",
-    "SpaceMismatch",
-    "query_compatible",
-    "records_to_hold",
-]
+from recalld.actors.ports.duplicates import TitleBacklog
+from recalld.actors.ports.embedding import VectorSpace
+from recalld.actors.ports.index import BuilderLock, GenerationRow, Holds, Pointer, VectorStore
 
 log = logging.getLogger("recalld.index")
 
 # A conservative reading speed for checksumming a generation at start (bytes per second).
 LOAD_BYTES_PER_S = 50e6
-
-Problem = tuple[str, str]
-"""(reason code, message): why the vector route cannot answer."""
-
-NOTHING_INDEXED: Problem = (IndexReason.NO_VERIFIED_GENERATION, "nothing is indexed yet")
-REBUILDING_AFTER_RESTORE: Problem = (
-    IndexReason.VECTOR_SPACE_REBUILDING,
-    "the index is being rebuilt from the stored vectors (the generations are not restored with the database)",
-)
-
-
-class IndexUnavailable(Exception):
-    """The vector route cannot answer now; `reason` is a stable code."""
-
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
-        self.message = message
 
 
 @dataclass(frozen=True)
@@ -158,9 +127,7 @@ class IndexManager:
         self._placement = SearchPlacement(settings.inline_search_max_s)  # on the loop or in a thread, by cost
         self._indexed_through: _IndexedThrough | None = None
         self._last_change = 0.0  # anyio time of the last wake-up; the poll timer re-checks builds
-        self._chunk_counts: dict[tuple[uuid.UUID, int], tuple[str, int]] = {}
-        """(record id, revision) -> (namespace, chunks) of records waiting to be indexed, counted once."""
-        self._chunk_counting = anyio.Lock()
+        self._chunk_counts = ChunkCounts(settings)
 
     # -- what callers use
 
@@ -192,27 +159,11 @@ class IndexManager:
         for the handle to take it in: `count_pending` says when the route finds them).
 
         A record revision's chunks are counted once, in a worker thread, and kept while it
-        waits; its body is read from the store only for that."""
+        waits; its body is read from the store only for that (`ChunkCounts`)."""
         space = self._embedder.space if self._embedder else None
         key, after = (space.key, self._known_mark(space)) if space is not None else ("", 0)
-        chunker, settings = self.settings.chunker, self.settings
-        async with self._chunk_counting:  # two callers at once: the second finds the counts made
-            known = [pair for pair, (namespace, _) in self._chunk_counts.items() if namespace in namespaces]
-            bodies = await self._store.bodies_to_index(key, chunker, namespaces=namespaces, after=after, known=known)
-            fresh = [(b.id, b.revision, b.namespace, b.body) for b in bodies if b.body is not None]
-            if fresh:
-                counts = await anyio.to_thread.run_sync(
-                    lambda: [len(index_chunks(body, settings)) for *_, body in fresh]
-                )
-                for (record_id, revision, namespace, _), count in zip(fresh, counts, strict=True):
-                    self._chunk_counts[(record_id, revision)] = (namespace, count)
-            waiting = {(b.id, b.revision) for b in bodies}
-            for pair in known:
-                if pair not in waiting:  # indexed, changed or forgotten since: not waiting any more
-                    del self._chunk_counts[pair]
-            counted = {pair: self._chunk_counts[pair][1] for pair in waiting}
         embedded = self._catch_up.embedded_chunks() if self._catch_up is not None else {}
-        return sum(max(0, count - embedded.get(pair, 0)) for pair, count in counted.items())
+        return await self._chunk_counts.count(self._store, key, namespaces, after=after, embedded=embedded)
 
     async def nothing_to_index(self) -> bool:
         """Whether the store holds no live record at all: with nothing indexed, the vector route
@@ -231,17 +182,16 @@ class IndexManager:
     async def _count_pending(
         self, space: VectorSpace | None, namespaces: Collection[str] | None, with_held: bool
     ) -> int:
-        chunker = self.settings.chunker
-        if space is None:
-            return await self._store.count_to_index("", chunker, namespaces=namespaces)
-        waiting = await self._store.count_to_index(
-            space.key, chunker, after=self._known_mark(space), namespaces=namespaces
+        after = self._known_mark(space) if space is not None else 0
+        return await count_waiting(
+            self._store,
+            space,
+            self.settings.chunker,
+            self.cell.current(),
+            after=after,
+            namespaces=namespaces,
+            with_held=with_held,
         )
-        held = sum((await self._store.held(space.key, namespaces=namespaces)).by_reason.values()) if with_held else 0
-        handle = self.cell.current()
-        seen = handle.seen if handle is not None and handle.space_id == space.key else 0
-        stored_after = await self._store.newest_live_surrogate(space.key, namespaces=namespaces) > seen
-        return waiting + held + (1 if stored_after else 0)
 
     def generation_count(self, generation_id: str, namespaces: Collection[str]) -> int | None:
         """Vectors of `namespaces` in generation `generation_id`, when it is the base of the
@@ -510,7 +460,7 @@ class IndexManager:
             if handle is not None and query_compatible(handle.space_id, space, self._spaces):
                 return  # keep serving the older-template generation until the new one is built
             if handle is None and self._problem is not None and self._problem[0] == IndexReason.VECTOR_INDEX_CORRUPT:
-                # SPEC: past a corrupt current generation the route is served from a previous
+                # Past a corrupt current generation the route is served from a previous
                 # verified generation or reported degraded, never from a handle of our own
                 # making; the builder replaces the damaged generation (`heal`) and we load that.
                 return

@@ -15,7 +15,7 @@ from typing import Final, Literal
 
 import msgspec
 
-from recalld.actors.kernel.ports import VectorSpace
+from recalld.actors.ports.embedding import VectorSpace
 
 FORMAT_VERSION: Final = 1
 MANIFEST_FILE: Final = "manifest.json"

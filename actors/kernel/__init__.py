@@ -1,4 +1,5 @@
-"""The actor kernel: supervision and mailboxes, on anyio only."""
+"""The actor kernel, on anyio only and free of domain types: supervision, mailboxes, batching,
+tickers and the circuit breaker."""
 
 from __future__ import annotations
 

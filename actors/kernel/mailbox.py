@@ -1,4 +1,13 @@
-"""Mailboxes: the one way an actor that takes requests receives work.
+"""Mailboxes: how an actor receives work that it must do itself, one request (or batch) at a time.
+
+Not every call to an actor goes through one. The rule the actors follow: work that needs the
+actor's own task (a provider call the embedder batches, a resolver call under its breaker) is
+a request in its mailbox. What an actor publishes for readers is read in the caller's task:
+the index manager's search takes a lease on the current copy-on-write handle, which no writer
+changes under it. A change whose order another part already keeps is made in the caller's task
+too, then the actor is woken through its mailbox: `IndexManager.activate` moves the generation
+pointer in PostgreSQL (the row is the serialisation point; a concurrent move is refused),
+`request_rebuild` sets a flag; the manager's loop acts on both at its next step.
 
 A :class:`Mailbox` is created by whoever wires the actors together (or by the actor for itself) and
 handed to both the actor and its callers. Callers use :meth:`Mailbox.call` (request and reply),

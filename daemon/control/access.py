@@ -16,8 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from recalld.config import AccessConfig
-from recalld.control.errors import not_found
-from recalld.wire.errors import ApiError, ErrorCode
+from recalld.wire.errors import ApiError, ErrorCode, not_found
 
 _UCRED = struct.Struct("3i")  # pid, uid, gid
 

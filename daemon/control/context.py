@@ -21,10 +21,11 @@ from recalld.control.access import AccessPolicy, Peer
 from recalld.control.decoding import encode
 from recalld.control.health import Health
 from recalld.metrics import Metrics
-from recalld.services.assignments import Canonical
+from recalld.services.assignments import AssignmentService
 from recalld.services.duplicates import DuplicateChecker
 from recalld.services.recall import RecallService
 from recalld.services.recall_indexing import IndexingStatus
+from recalld.services.records import RecordWrites
 from recalld.store.evals import EvalStore
 from recalld.store.records import RecordRepository
 from recalld.store.search import FeedbackStore
@@ -41,6 +42,8 @@ class Services:
     health: Health
     access: AccessPolicy
     records: RecordRepository
+    writes: RecordWrites
+    """Record writes and the duplicate checks of their titles (daemon/services/records.py)."""
     usage: UsageStore
     feedback: FeedbackStore
     embedder: Embedder | None
@@ -54,7 +57,7 @@ class Services:
     """The semantic duplicate check (daemon/services/duplicates.py)."""
     evals: EvalStore | None = None
     """The history of `recalld eval` runs (daemon/control/routes/evals.py)."""
-    canonical: Canonical | None = None
+    assignments: AssignmentService | None = None
     """Observations, assignments, disputes and the resolver (daemon/services/assignments.py)."""
     indexing: IndexingStatus | None = None
     """How far the vector route is behind, per namespace (None: no vector route); told of

@@ -13,9 +13,8 @@ from typing import Any, TypeVar
 import msgspec
 
 from recalld.config import Config
-from recalld.control.errors import bad_value
 from recalld.control.limits import check_attributes, check_query, over_limit
-from recalld.wire.errors import ApiError, ErrorCode
+from recalld.wire.errors import ApiError, ErrorCode, bad_value
 from recalld.wire.recall import RecallRequest
 from recalld.wire.records import RecordIn, RecordUpdate
 

@@ -7,14 +7,6 @@ from recalld.actors.recall.policy import NothingAnswered
 from recalld.wire.errors import ApiError, ErrorCode
 
 
-def bad_value(message: str) -> ApiError:
-    return ApiError(400, ErrorCode.INVALID_VALUE, message)
-
-
-def not_found(what: str) -> ApiError:
-    return ApiError(404, ErrorCode.NOT_FOUND, f"{what} not found")
-
-
 def not_indexable(exc: BaseException) -> ApiError:
     """413 for a value beyond one of PostgreSQL's fixed limits (`STORE_LIMIT_ERRORS`, e.g. a body
     whose tsvector passes 1 MB): the client's input does not fit, and nothing of it was written."""

@@ -25,7 +25,7 @@ from recalld.actors.index.manifest import IndexReason
 from recalld.actors.kernel.supervisor import ChildState, Supervisor, SupervisorGaveUp
 from recalld.config import Config
 from recalld.metrics import Metrics
-from recalld.services.assignments import Canonical
+from recalld.services.assignments import AssignmentService
 from recalld.store import db
 
 Status = Literal["pass", "warn", "fail"]
@@ -180,7 +180,7 @@ def vector_check(index: IndexManager | None) -> CheckFn:
     return check
 
 
-def resolver_check(assignments: Canonical) -> CheckFn:
+def resolver_check(assignments: AssignmentService) -> CheckFn:
     """Optional: an open circuit warns (disputes wait), the resolver switched off passes."""
 
     async def check() -> Check:

@@ -1,4 +1,4 @@
-"""Adapters for the ports in `recalld.actors.kernel.ports`: embedding providers (local, Ollama, OpenAI)."""
+"""Adapters for the ports in `recalld.actors.ports`: embedding providers (local, Ollama, OpenAI), the LLM."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # importing a provider module must not need the whole config
     import httpx
 
-    from recalld.actors.kernel.ports import EmbeddingProvider
+    from recalld.actors.ports.embedding import EmbeddingProvider
     from recalld.config import EmbeddingConfig
 
 

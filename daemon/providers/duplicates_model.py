@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from recalld.actors.kernel.ports import ProviderBatch, ProviderInfo
+from recalld.actors.ports.embedding import ProviderBatch, ProviderInfo
 from recalld.providers.duplicates_model_files import load_title_model
 from recalld.providers.in_process import InProcessModel
 

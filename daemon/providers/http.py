@@ -18,7 +18,7 @@ import anyio
 import httpx
 
 from recalld.actors.embedding.errors import EmbeddingError, Reason
-from recalld.actors.kernel.ports import ProviderBatch, ProviderInfo
+from recalld.actors.ports.embedding import ProviderBatch, ProviderInfo
 
 OLLAMA_DEFAULT_MODEL = "all-minilm"
 """Ollama's name for all-MiniLM-L6-v2, the same model the local provider runs."""

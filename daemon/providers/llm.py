@@ -2,7 +2,7 @@
 (OpenAI and its reasoning models, llama.cpp's server, Ollama's /v1, DeepSeek, vLLM), over the
 daemon's shared httpx client.
 
-Implements `recalld.actors.assignments.ports.ChatModel`. Each call has `[resolver] timeout_s` as its
+Implements `recalld.actors.ports.assignments.ChatModel`. Each call has `[resolver] timeout_s` as its
 deadline, both as the httpx timeout of every request and as a cancel scope over the whole call,
 retries included, so neither a server that trickles its answer nor a chain of refusals can
 stretch it. Every failure is an `LlmFailure` with a reason code; what the answer says is read by
@@ -24,8 +24,8 @@ import anyio
 import httpx
 
 from recalld.actors.assignments.dialect import Dialect, after_refusal, read_refusal, request_body
-from recalld.actors.assignments.ports import ChatAnswer, LlmFailure
 from recalld.actors.assignments.verdict import Question, ResolverReason
+from recalld.actors.ports.assignments import ChatAnswer, LlmFailure
 
 log = logging.getLogger("recalld.resolver")
 

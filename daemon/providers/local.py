@@ -24,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from recalld.actors.embedding.errors import EmbeddingError, Reason
-from recalld.actors.kernel.ports import ProviderBatch, ProviderInfo
+from recalld.actors.ports.embedding import ProviderBatch, ProviderInfo
 from recalld.providers.in_process import InProcessModel
 
 MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"

@@ -12,18 +12,18 @@ import httpx
 
 from recalld.actors.assignments.resolver import Resolver, ResolverSettings
 from recalld.actors.assignments.ticker import AssignmentTicker, TickerSettings
-from recalld.actors.kernel.ports import UsageSink
 from recalld.actors.kernel.supervisor import ChildSpec
+from recalld.actors.ports.usage import UsageSink
 from recalld.config import Config
 from recalld.metrics import Metrics
 from recalld.providers.llm import OpenAIChat
-from recalld.services.assignments_metrics import CanonicalMetrics
+from recalld.services.assignments_metrics import AssignmentMetrics
 from recalld.store.assignments import AssignmentStore, PgTickLocks
 from recalld.store.assignments_disputes import DisputeStore
 
 
 @dataclass
-class Canonical:
+class AssignmentService:
     assignments: AssignmentStore
     disputes: DisputeStore
     ticker: AssignmentTicker
@@ -49,8 +49,8 @@ def build(
     usage: UsageSink,
     metrics: Metrics,
     prices: Mapping[str, float],
-) -> Canonical:
-    observer = CanonicalMetrics(metrics)
+) -> AssignmentService:
+    observer = AssignmentMetrics(metrics)
     locks = PgTickLocks(pool)
     assignments = AssignmentStore(pool)
     disputes = DisputeStore(pool)
@@ -76,4 +76,4 @@ def build(
             ),
             observer,
         )
-    return Canonical(assignments, disputes, ticker, resolver)
+    return AssignmentService(assignments, disputes, ticker, resolver)

@@ -1,5 +1,5 @@
 """Prometheus metrics of canonical assignments and the resolver (disputes by state and
-tier: docs/OPERATIONS.md), fed by the tickers through `recalld.actors.assignments.ports.Observer`."""
+tier: docs/OPERATIONS.md), fed by the tickers through `recalld.actors.ports.assignments.Observer`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from prometheus_client import Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from recalld.actors.assignments.ports import AssignReport
+from recalld.actors.ports.assignments import AssignReport
 from recalld.metrics import Metrics
 
 # LLM calls take seconds (a local model on CPU: tens of seconds); ticks from milliseconds up.
@@ -16,7 +16,7 @@ LLM_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300
 TICK_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 
 
-class CanonicalMetrics:
+class AssignmentMetrics:
     """Implements `Observer`; registers its families in the daemon's registry."""
 
     def __init__(self, metrics: Metrics) -> None:
@@ -68,7 +68,7 @@ class CanonicalMetrics:
 
 
 class _DisputeGauge:
-    def __init__(self, owner: CanonicalMetrics) -> None:
+    def __init__(self, owner: AssignmentMetrics) -> None:
         self._owner = owner
 
     def collect(self) -> Iterator[Metric]:

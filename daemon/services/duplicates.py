@@ -24,9 +24,9 @@ import numpy as np
 import numpy.typing as npt
 
 from recalld.actors.duplicates.rules import Contrast, catch_up, most_similar, reported, staged, title_key, title_text
-from recalld.actors.embedding.breaker import BreakerState
 from recalld.actors.embedding.embedder import Embedder
 from recalld.actors.embedding.errors import EmbeddingError, Reason
+from recalld.actors.kernel.breaker import BreakerState
 from recalld.config import DuplicatesConfig
 from recalld.metrics import Metrics
 from recalld.services.duplicates_live import LiveTitles

@@ -19,7 +19,7 @@ import numpy as np
 
 from recalld.actors.duplicates.rules import Contrast, Tally, reported, separating_range, staged, tally, title_text
 from recalld.actors.embedding.template import render_title
-from recalld.actors.kernel.ports import EmbeddingProvider
+from recalld.actors.ports.embedding import EmbeddingProvider
 from recalld.config import Config
 from recalld.paths import default_cache_dir
 from recalld.providers import make_provider

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from recalld.actors.embedding.embedder import Embedder
 from recalld.actors.embedding.errors import EmbeddingError
 from recalld.actors.embedding.query_cache import QueryVectorCache
-from recalld.actors.index.manager import IndexManager, IndexUnavailable
+from recalld.actors.index.manager import IndexManager
+from recalld.actors.index.problems import IndexUnavailable
 from recalld.services.recall_indexing import IndexingStatus
 from recalld.store.search import Candidate, Filters
 

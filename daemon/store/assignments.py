@@ -21,9 +21,9 @@ import asyncpg
 import msgspec
 
 from recalld.actors.assignments.disputes import DisputeState, Event, candidates_hash, transition
-from recalld.actors.assignments.ports import AssignReport
 from recalld.actors.assignments.strategy import Candidate, Choice, Source, Vote, candidates
 from recalld.actors.assignments.values import normalise
+from recalld.actors.ports.assignments import AssignReport
 from recalld.store import db
 from recalld.wire import assignments as wire
 
@@ -38,7 +38,7 @@ def lock_key(name: str) -> int:
 
 
 class PgTickLocks:
-    """Implements `recalld.actors.assignments.ports.TickLocks`: a session-level advisory lock on a pooled
+    """Implements `recalld.actors.ports.assignments.TickLocks`: a session-level advisory lock on a pooled
     connection, held for the block and released (or the connection dropped) when it ends."""
 
     def __init__(self, pool: asyncpg.Pool) -> None:
@@ -136,7 +136,7 @@ async def mark_changed(conn: asyncpg.Connection, entity: str, characteristic: st
 
 
 class AssignmentStore:
-    """Implements `recalld.actors.assignments.ports.Assignments`; answers the observation and assignment routes."""
+    """Implements `recalld.actors.ports.assignments.Assignments`; answers the observation and assignment routes."""
 
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool

@@ -23,8 +23,8 @@ from typing import Any
 import asyncpg
 
 from recalld.actors.assignments.disputes import GUARDED, DisputeState, Event, transition
-from recalld.actors.assignments.ports import Dispute, DisputeConflict, Outcome
 from recalld.actors.assignments.verdict import ResolverReason
+from recalld.actors.ports.assignments import Dispute, DisputeConflict, Outcome
 from recalld.store import db
 from recalld.store.assignments import AssignmentStore, current_value_set_hash, mark_changed, write_canonical
 
@@ -49,7 +49,7 @@ def _dispute(row: asyncpg.Record) -> Dispute:
 
 
 class DisputeStore:
-    """Implements `recalld.actors.assignments.ports.DisputeQueue`; answers the admin routes."""
+    """Implements `recalld.actors.ports.assignments.DisputeQueue`; answers the admin routes."""
 
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool

@@ -1,6 +1,6 @@
 """Title vectors in PostgreSQL (migration 0010) and the reads of the semantic duplicate check.
 
-Implements `recalld.actors.duplicates.catch_up.TitleBacklog` for the index manager's catch-up, and what
+Implements `recalld.actors.ports.duplicates.TitleBacklog` for the index manager's catch-up, and what
 `daemon/services/duplicates.py` reads: the live titles of a namespace and kind, and stored vectors by key.
 """
 
@@ -14,7 +14,7 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
-from recalld.actors.kernel.ports import VectorSpace
+from recalld.actors.ports.embedding import VectorSpace
 from recalld.store import db
 from recalld.store.vectors import PgVectorStore
 

@@ -8,13 +8,13 @@ from typing import Any
 
 import asyncpg
 
-from recalld.actors.kernel.ports import SYSTEM_PURPOSES, SinkUnavailable, UsageRow
+from recalld.actors.ports.usage import SYSTEM_PURPOSES, SinkUnavailable, UsageRow
 from recalld.store import db
 from recalld.store.db import STORE_DOWN_ERRORS
 
 
 class UsageStore:
-    """Implements `recalld.actors.kernel.ports.UsageSink` and answers `GET /v1/usage`."""
+    """Implements `recalld.actors.ports.usage.UsageSink` and answers `GET /v1/usage`."""
 
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool

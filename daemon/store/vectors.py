@@ -1,6 +1,6 @@
 """The vector index's PostgreSQL side: chunks and surrogates, stored vectors, generations, the pointer.
 
-Implements `recalld.actors.kernel.ports.VectorStore` (each of its roles). Only the holder of the builder lock writes chunks
+Implements `recalld.actors.ports.index.VectorStore` (each of its roles). Only the holder of the builder lock writes chunks
 and vectors, one record per transaction, so surrogates are committed in increasing order:
 "every vector with a surrogate above W" is then an exact description of what a handle built up
 to W is missing.
@@ -17,15 +17,8 @@ import asyncpg
 import msgspec
 import numpy as np
 
-from recalld.actors.kernel.ports import (
-    BodyToIndex,
-    GenerationRow,
-    Holds,
-    Pointer,
-    RecordToIndex,
-    VectorRows,
-    VectorSpace,
-)
+from recalld.actors.ports.embedding import VectorSpace
+from recalld.actors.ports.index import BodyToIndex, GenerationRow, Holds, Pointer, RecordToIndex, VectorRows
 from recalld.store import db
 
 GENERATION_CHANNEL = "recalld_generation"
@@ -94,7 +87,7 @@ GIN index, a plan whose cost grows with the namespace's records (bench/recall_st
 
 
 class PgVectorStore:
-    """Every role of `recalld.actors.kernel.ports.VectorStore` over one asyncpg pool."""
+    """Every role of `recalld.actors.ports.index.VectorStore` over one asyncpg pool."""
 
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool

@@ -55,3 +55,11 @@ class ApiError(Exception):
 
     def body(self) -> dict[str, Any]:
         return {"error": {"code": str(self.code), "message": self.message}, **self.extra}
+
+
+def bad_value(message: str) -> ApiError:
+    return ApiError(400, ErrorCode.INVALID_VALUE, message)
+
+
+def not_found(what: str) -> ApiError:
+    return ApiError(404, ErrorCode.NOT_FOUND, f"{what} not found")

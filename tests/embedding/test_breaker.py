@@ -4,8 +4,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from recalld.actors.embedding.breaker import BreakerState, CircuitBreaker
-from recalld.actors.embedding.errors import EmbeddingError, Reason
+from recalld.actors.kernel.breaker import BreakerState, CircuitBreaker, CircuitOpen
 
 from .clock import FakeClock
 
@@ -23,10 +22,10 @@ def test_opens_after_n_consecutive_failures(clock: FakeClock) -> None:
     assert breaker.state is BreakerState.CLOSED
     fail(breaker)
     assert breaker.state is BreakerState.OPEN
-    with pytest.raises(EmbeddingError) as caught:
+    with pytest.raises(CircuitOpen) as caught:
         breaker.acquire()
-    assert caught.value.reason is Reason.CIRCUIT_OPEN
-    with pytest.raises(EmbeddingError):
+    assert caught.value.retry_in_s == pytest.approx(10.0)
+    with pytest.raises(CircuitOpen):
         breaker.check()
     snap = breaker.snapshot()
     assert snap.opened_total == 1 and snap.last_failure == "provider_error"
@@ -52,9 +51,9 @@ def test_half_open_after_reset_lets_exactly_one_probe_through(clock: FakeClock) 
     probe = breaker.acquire()
     assert probe.probe
     for _ in range(5):
-        with pytest.raises(EmbeddingError) as caught:
+        with pytest.raises(CircuitOpen) as caught:
             breaker.acquire()
-        assert caught.value.reason is Reason.CIRCUIT_OPEN
+        assert caught.value.retry_in_s is None  # the probe is out: no time to wait for
     breaker.succeeded(probe)
     assert breaker.state is BreakerState.CLOSED
     assert not breaker.acquire().probe
@@ -105,15 +104,15 @@ async def test_one_probe_under_concurrency() -> None:
     fail(breaker)
     now[0] = 1.0
     granted: list[bool] = []
-    refused: list[Reason] = []
+    refused: list[CircuitOpen] = []
     release = anyio.Event()
 
     async def caller() -> None:
         await anyio.lowlevel.checkpoint()
         try:
             permit = breaker.acquire()
-        except EmbeddingError as error:
-            refused.append(error.reason)
+        except CircuitOpen as refusal:
+            refused.append(refusal)
             return
         granted.append(permit.probe)
         await release.wait()
@@ -124,7 +123,7 @@ async def test_one_probe_under_concurrency() -> None:
             tasks.start_soon(caller)
         await anyio.sleep(0.01)
         assert granted == [True]
-        assert refused == [Reason.CIRCUIT_OPEN] * 49
+        assert len(refused) == 49
         release.set()
     assert breaker.state is BreakerState.CLOSED
 

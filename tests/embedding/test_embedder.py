@@ -14,14 +14,15 @@ import anyio
 import numpy as np
 import pytest
 
-from recalld.actors.embedding.breaker import BreakerState
 from recalld.actors.embedding.embedder import Embedder, EmbedderSettings, EmbedResult
 from recalld.actors.embedding.errors import EmbeddingError, Reason
-from recalld.actors.kernel.ports import EmbeddingProvider, SinkUnavailable, UsageRow, UsageSink
+from recalld.actors.kernel.breaker import BreakerState
 from recalld.actors.kernel.supervisor import ChildSpec, Supervisor
+from recalld.actors.ports.embedding import EmbeddingProvider
+from recalld.actors.ports.usage import SinkUnavailable, UsageRow, UsageSink
 from recalld.providers.http import HTTP_MAX_CONCURRENCY, OllamaProvider, OpenAIProvider
 from recalld.providers.local import LocalProvider
-from tests.providers.loopback import EmbeddingService, serve, tokens
+from tests.support.embedding_service import EmbeddingService, serve, tokens
 
 pytestmark = [pytest.mark.anyio, pytest.mark.anyio_backends("asyncio", "trio")]
 
@@ -212,7 +213,7 @@ async def test_a_caller_that_gives_up_while_queued_is_never_sent_to_the_provider
 ) -> None:
     busy = [f"busy {i}" for i in range(HTTP_MAX_CONCURRENCY)]
     async with harness(max_batch=1, max_wait_s=0) as embedder:
-        service.fault, service.delay = "slow", 3 * unit
+        service.fault, service.slow_s = "slow", 3 * unit
         async with anyio.create_task_group() as tasks:
             for text in busy:
                 tasks.start_soon(functools.partial(embedder.embed, [text], purpose="index", namespace="ns1"))
@@ -271,7 +272,7 @@ async def test_breaker_opens_rejects_then_lets_one_probe_through(
         await anyio.sleep(5 * unit)
         assert embedder.breaker_state is BreakerState.HALF_OPEN
         service.fail_next("slow")  # the probe takes a while; others arrive meanwhile
-        service.delay = 1 * unit
+        service.slow_s = 1 * unit
         results = await gather(embedder, [[f"q{i}"] for i in range(5)])
         assert len(service.calls) == sent + 1  # exactly one probe went out
         assert sorted(reasons(results)) == ["circuit_open"] * 4 + ["ok"]
@@ -337,7 +338,7 @@ async def test_deadline_is_handed_down_and_kept(
     harness: Harness, service: EmbeddingService, unit: float, backend: str
 ) -> None:
     async with harness(breaker_failures=1, timeout_s=30 * unit) as embedder:
-        service.fault, service.delay = "slow", 60 * unit
+        service.fault, service.slow_s = "slow", 60 * unit
         start = anyio.current_time()
         with pytest.raises(EmbeddingError) as caught:
             await embedder.embed(["x"], purpose="query", namespace="ns1", deadline=start + 2 * unit)
@@ -354,7 +355,7 @@ async def test_configured_timeout_bounds_the_call_and_counts_as_a_fault(
     harness: Harness, service: EmbeddingService, unit: float
 ) -> None:
     async with harness(breaker_failures=1, timeout_s=1 * unit, max_wait_s=0.0) as embedder:
-        service.fault, service.delay = "slow", 60 * unit
+        service.fault, service.slow_s = "slow", 60 * unit
         start = anyio.current_time()
         with pytest.raises(EmbeddingError) as caught:
             await embedder.embed(["x"], purpose="query", namespace="ns1", deadline=start + 30 * unit)
@@ -542,7 +543,7 @@ async def test_graceful_stop_under_the_supervisor_finishes_in_flight_calls(
         async with anyio.create_task_group() as tasks:
             await tasks.start(supervise)
             service.fail_next("slow")
-            service.delay = 2 * unit
+            service.slow_s = 2 * unit
             tasks.start_soon(call)
             with anyio.fail_after(5 * unit):
                 while service.in_flight == 0:  # noqa: ASYNC110 (waits for the server to see the call)
@@ -579,7 +580,7 @@ async def test_an_embedder_cancelled_while_a_request_waits_for_a_slot_fails_it_w
         async with anyio.create_task_group() as callers:
             async with anyio.create_task_group() as actor:
                 await actor.start(embedder.run)
-                service.fault, service.delay = "slow", 5 * unit
+                service.fault, service.slow_s = "slow", 5 * unit
                 for i in range(HTTP_MAX_CONCURRENCY):
                     callers.start_soon(busy, f"busy {i}")
                 await anyio.wait_all_tasks_blocked()  # every slot busy

@@ -11,7 +11,8 @@ import pytest
 from recalld.actors.embedding.meter import BATCH_BUCKETS, Counters, Meter
 from recalld.actors.embedding.metering import estimate_tokens
 from recalld.actors.embedding.settings import EmbedderSettings
-from recalld.actors.kernel.ports import ProviderBatch, ProviderInfo, Purpose, UsageRow
+from recalld.actors.ports.embedding import ProviderBatch, ProviderInfo
+from recalld.actors.ports.usage import Purpose, UsageRow
 
 pytestmark = [pytest.mark.anyio, pytest.mark.anyio_backends("asyncio", "trio")]
 

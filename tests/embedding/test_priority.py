@@ -15,9 +15,9 @@ import pytest
 
 from recalld.actors.embedding.embedder import Embedder, EmbedderSettings, EmbedResult
 from recalld.actors.embedding.errors import EmbeddingError, Reason
-from recalld.actors.kernel.ports import UsageRow
+from recalld.actors.ports.usage import UsageRow
 from recalld.providers.http import HTTP_MAX_CONCURRENCY, OpenAIProvider
-from tests.providers.loopback import EmbeddingService, serve
+from tests.support.embedding_service import EmbeddingService, serve
 
 pytestmark = [pytest.mark.anyio, pytest.mark.anyio_backends("asyncio", "trio")]
 
@@ -49,7 +49,7 @@ async def slow_embedder(
         embedder = Embedder(provider, usage=NoSink(), settings=EmbedderSettings(**values))
         async with anyio.create_task_group() as tasks:
             await tasks.start(embedder.run)
-            service.fault, service.delay = "slow", unit
+            service.fault, service.slow_s = "slow", unit
             yield embedder
             tasks.cancel_scope.cancel()
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from recalld.actors.embedding.query_cache import QueryVectorCache
-from recalld.actors.kernel.ports import VectorSpace
+from recalld.actors.ports.embedding import VectorSpace
 
 SPACE = VectorSpace(provider="local", model="m", dimension=3, normalized=True, template_version=1)
 

@@ -14,7 +14,8 @@ import numpy.typing as npt
 from recalld.actors.index.generation import build_generation, manifest_sha256
 from recalld.actors.index.idmap import IdMap
 from recalld.actors.index.manifest import MANIFEST_FILE, Expected, FileEntry, Manifest, encode_manifest
-from recalld.actors.kernel.ports import GenerationRow, VectorSpace
+from recalld.actors.ports.embedding import VectorSpace
+from recalld.actors.ports.index import GenerationRow
 
 
 def space(dimension: int = 16, model: str = "test-model", template_version: int = 1) -> VectorSpace:

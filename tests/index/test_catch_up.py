@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from recalld.actors.embedding.embedder import EmbedderSettings
-from recalld.actors.kernel.ports import ProviderBatch, ProviderInfo
+from recalld.actors.ports.embedding import ProviderBatch, ProviderInfo
 from tests.index.test_index_manager import Cluster, WordsProvider, until
 
 pytestmark = [pytest.mark.anyio, pytest.mark.anyio_backends("trio")]

@@ -31,9 +31,12 @@ from recalld.actors.embedding.errors import EmbeddingError, Reason
 from recalld.actors.embedding.template import render_document
 from recalld.actors.index.builds import GenerationNotFound
 from recalld.actors.index.chunking import chunk_text
-from recalld.actors.index.manager import IndexManager, IndexSettings
+from recalld.actors.index.manager import IndexManager
 from recalld.actors.index.manifest import GenerationCorrupt
-from recalld.actors.kernel.ports import GenerationRow, ProviderBatch, ProviderInfo, UsageRow
+from recalld.actors.index.settings import IndexSettings
+from recalld.actors.ports.embedding import ProviderBatch, ProviderInfo
+from recalld.actors.ports.index import GenerationRow
+from recalld.actors.ports.usage import UsageRow
 from tests.kernel.fakes import FakeDatabase, FakeLockServer, FakeRecords, FakeVectorStore
 
 pytestmark = [pytest.mark.anyio, pytest.mark.anyio_backends("trio")]

@@ -13,8 +13,8 @@ import shutil
 
 import pytest
 
-from recalld.actors.index.manager import IndexUnavailable
 from recalld.actors.index.manifest import IndexReason
+from recalld.actors.index.problems import IndexUnavailable
 from tests.index.test_index_manager import Cluster, cluster, current_generation, find, rendered, until
 
 pytestmark = [pytest.mark.anyio, pytest.mark.anyio_backends("trio")]

@@ -21,15 +21,8 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
-from recalld.actors.kernel.ports import (
-    BodyToIndex,
-    GenerationRow,
-    Holds,
-    Pointer,
-    RecordToIndex,
-    VectorRows,
-    VectorSpace,
-)
+from recalld.actors.ports.embedding import VectorSpace
+from recalld.actors.ports.index import BodyToIndex, GenerationRow, Holds, Pointer, RecordToIndex, VectorRows
 
 
 def _wall() -> dt.datetime:
@@ -140,7 +133,7 @@ class FakeRecords:
 
 
 class FakeVectorStore:
-    """Every role of `recalld.actors.kernel.ports.VectorStore`, in memory."""
+    """Every role of `recalld.actors.ports.index.VectorStore`, in memory."""
 
     def __init__(self, db: FakeDatabase | None = None) -> None:
         self.db = db or FakeDatabase()
@@ -389,7 +382,7 @@ class FakeLockServer:
 
 
 class FakeBuilderLock:
-    """`recalld.actors.kernel.ports.BuilderLock` in memory; `drop()` is the lock's connection dying."""
+    """`recalld.actors.ports.index.BuilderLock` in memory; `drop()` is the lock's connection dying."""
 
     def __init__(self, server: FakeLockServer) -> None:
         self._server = server

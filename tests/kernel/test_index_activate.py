@@ -16,7 +16,8 @@ from recalld.actors.index.generation import build_generation
 from recalld.actors.index.idmap import IdMap
 from recalld.actors.index.manifest import GenerationCorrupt
 from recalld.actors.index.settings import IndexSettings
-from recalld.actors.kernel.ports import GenerationRow, Pointer, VectorSpace
+from recalld.actors.ports.embedding import VectorSpace
+from recalld.actors.ports.index import GenerationRow, Pointer
 from tests.index.common import generation_row
 
 from .fakes import FakeVectorStore

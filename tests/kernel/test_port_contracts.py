@@ -18,15 +18,8 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from recalld.actors.kernel.ports import (
-    BuilderLock,
-    GenerationRow,
-    Holds,
-    Pointer,
-    RecordToIndex,
-    VectorSpace,
-    VectorStore,
-)
+from recalld.actors.ports.embedding import VectorSpace
+from recalld.actors.ports.index import BuilderLock, GenerationRow, Holds, Pointer, RecordToIndex, VectorStore
 from recalld.store.records import RecordFields, RecordRepository
 from recalld.store.vectors import PgBuilderLock, PgVectorStore
 

@@ -7,7 +7,7 @@ import datetime as dt
 import pytest
 
 from recalld.actors.gc.sweeper import generation_removable
-from recalld.actors.kernel.ports import GenerationRow
+from recalld.actors.ports.index import GenerationRow
 
 NOW = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
 HOUR = dt.timedelta(hours=1)

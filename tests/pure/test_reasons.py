@@ -21,7 +21,7 @@ from recalld.reasons import REASON_ENUMS, SHARED_CODES, reason_codes
 NOT_REASON_CODES = {
     "recalld.actors.assignments.disputes.Event": "what happens to a dispute, the input of its transition table",
     "recalld.actors.assignments.strategy.Source": "a canonical value's source (`auto:...` or `manual`), not why something failed",
-    "recalld.actors.embedding.breaker.BreakerState": "a state shown in /readyz detail, not why something failed",
+    "recalld.actors.kernel.breaker.BreakerState": "a state shown in /readyz detail, not why something failed",
     "recalld.actors.embedding.template.InputKind": "which template renders an input",
     "recalld.actors.index.manifest.Corruption": "what exactly failed verification, for logs and tests",
     "recalld.actors.kernel.supervisor.ChildState": "an actor's state, shown in /readyz detail",

@@ -9,8 +9,8 @@ import uuid
 import pytest
 
 from recalld.actors.embedding.errors import EmbeddingError, Reason
-from recalld.actors.index.manager import records_to_hold
-from recalld.actors.kernel.ports import RecordToIndex
+from recalld.actors.index.catch_up import records_to_hold
+from recalld.actors.ports.index import RecordToIndex
 
 
 def failed(*reasons: Reason) -> list[tuple[RecordToIndex, EmbeddingError]]:

@@ -11,7 +11,7 @@ import asyncpg
 import pytest
 
 from recalld.actors.assignments.disputes import DisputeState, Event, Tier
-from recalld.actors.assignments.ports import DisputeConflict, Outcome
+from recalld.actors.ports.assignments import DisputeConflict, Outcome
 from recalld.actors.assignments.strategy import Source
 from recalld.actors.assignments.ticker import AssignmentTicker, TickerSettings
 from recalld.actors.assignments.verdict import ConfidenceSource, ResolverReason

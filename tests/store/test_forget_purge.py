@@ -11,7 +11,8 @@ import asyncpg
 import numpy as np
 import pytest
 
-from recalld.actors.kernel.ports import RecordToIndex, VectorSpace
+from recalld.actors.ports.embedding import VectorSpace
+from recalld.actors.ports.index import RecordToIndex
 from recalld.store.records import RecordFields, RecordRepository
 from recalld.store.vectors import PgVectorStore
 

@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 
 from recalld.actors.index.generation import IdMap
-from recalld.actors.kernel.ports import RecordToIndex, VectorSpace
+from recalld.actors.ports.embedding import VectorSpace
+from recalld.actors.ports.index import RecordToIndex
 from recalld.store.records import RecordFields, RecordRepository
 from recalld.store.vectors import PgVectorStore
 

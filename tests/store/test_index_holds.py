@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from recalld.actors.gc.sweeper import Sweeper, SweepSettings
-from recalld.actors.kernel.ports import Holds, RecordToIndex, VectorSpace
+from recalld.actors.ports.embedding import VectorSpace
+from recalld.actors.ports.index import Holds, RecordToIndex
 from recalld.store.records import RecordFields, RecordRepository
 from recalld.store.search import SearchLog
 from recalld.store.vectors import PgVectorStore

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from recalld.actors.duplicates.rules import title_key
-from recalld.actors.kernel.ports import VectorSpace
+from recalld.actors.ports.embedding import VectorSpace
 from recalld.services.duplicates_live import LiveTitles
 from recalld.services.duplicates_rows import KindTitles, comparable, top_hits
 from recalld.store.duplicates import PgTitleStore

@@ -16,7 +16,8 @@ import pytest
 from recalld.actors.gc.sweeper import Sweeper, SweepSettings
 from recalld.actors.index.generation import IdMap, build_generation
 from recalld.actors.index.manifest import ID_MAP_FILE
-from recalld.actors.kernel.ports import RecordToIndex, VectorSpace
+from recalld.actors.ports.embedding import VectorSpace
+from recalld.actors.ports.index import RecordToIndex
 from recalld.store.records import RecordFields, RecordRepository
 from recalld.store.search import SearchLog
 from recalld.store.vectors import PgVectorStore

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncpg
 import pytest
 
-from recalld.actors.kernel.ports import VectorSpace
+from recalld.actors.ports.embedding import VectorSpace
 from recalld.store.records import RecordFields, RecordRepository
 from recalld.store.vectors import PgVectorStore
 

@@ -9,7 +9,7 @@ import socket
 import asyncpg
 import pytest
 
-from recalld.actors.kernel.ports import SinkUnavailable, UsageRow
+from recalld.actors.ports.usage import SinkUnavailable, UsageRow
 from recalld.store.usage import UsageStore
 
 pytestmark = pytest.mark.anyio

@@ -17,13 +17,13 @@ import msgspec
 from aiohttp import web
 
 from recalld.actors.assignments.disputes import FINISHED, DisputeState, Event, Tier, transition
-from recalld.actors.assignments.ports import DisputeConflict, Outcome
-from recalld.actors.assignments.resolver import CircuitOpen, ResolverBusy, ResolverStopped
+from recalld.actors.assignments.resolver import ResolverBusy, ResolverStopped
 from recalld.actors.assignments.strategy import Source
+from recalld.actors.kernel.breaker import CircuitOpen
+from recalld.actors.ports.assignments import DisputeConflict, Outcome
 from recalld.control.context import SERVICES, ok, peer, read_body
 from recalld.control.decoding import check_text, decode
-from recalld.control.errors import bad_value, not_found
-from recalld.services.assignments import Canonical
+from recalld.services.assignments import AssignmentService
 from recalld.store.assignments import Observation
 from recalld.wire.assignments import (
     MAX_OBSERVATIONS,
@@ -38,7 +38,7 @@ from recalld.wire.assignments import (
     ObservationsIn,
     Observed,
 )
-from recalld.wire.errors import ApiError, ErrorCode
+from recalld.wire.errors import ApiError, ErrorCode, bad_value, not_found
 
 SCOPE = "assignments"
 """The namespace name access to observations and assignments is configured under."""
@@ -46,8 +46,8 @@ NAME_CHARS, NAME_BYTES = 200, 800  # three names share one btree entry of at mos
 VALUE_CHARS = 4000
 
 
-def _canonical(request: web.Request) -> Canonical:
-    found = request.app[SERVICES].canonical
+def _assignments(request: web.Request) -> AssignmentService:
+    found = request.app[SERVICES].assignments
     if found is None:
         raise ApiError(503, ErrorCode.ROUTE_UNAVAILABLE, "canonical assignments are not wired in this daemon")
     return found
@@ -104,7 +104,7 @@ async def observe(request: web.Request) -> web.Response:
         except ApiError as exc:
             exc.extra["index"] = index  # which one: a client sending a file can name its line
             raise
-    stored = await _canonical(request).assignments.observe(
+    stored = await _assignments(request).assignments.observe(
         [
             Observation(
                 item.entity,
@@ -126,11 +126,11 @@ async def assignments(request: web.Request) -> web.Response:
     request.app[SERVICES].access.require_read(peer(request), SCOPE)
     entity = request.match_info["entity"]
     _name("entity", entity)
-    canonical = _canonical(request)
-    found = await canonical.assignments.assignments(entity)
+    service = _assignments(request)
+    found = await service.assignments.assignments(entity)
     if found is None:
         raise not_found(f"entity {entity[:80]!r}")
-    due = canonical.ticker.next_tick_in_s()
+    due = service.ticker.next_tick_in_s()
     return ok(msgspec.structs.replace(found, next_tick_in_s=None if due is None else round(due, 3)))
 
 
@@ -147,7 +147,7 @@ async def assign_manually(request: web.Request) -> web.Response:
     entity, characteristic = _key(request)
     value = decode(await read_body(request), ManualIn).value
     check_text("value", value, max_chars=VALUE_CHARS)
-    await _canonical(request).assignments.assign_manually(entity, characteristic, value)
+    await _assignments(request).assignments.assign_manually(entity, characteristic, value)
     return ok(ManualAssignment(entity=entity, characteristic=characteristic, value=value, source=str(Source.MANUAL)))
 
 
@@ -155,7 +155,7 @@ async def unassign_manually(request: web.Request) -> web.Response:
     """`DELETE /v1/assignments/{entity}/{characteristic}`: the chain assigns it again next tick."""
     request.app[SERVICES].access.require_write(peer(request), SCOPE)
     entity, characteristic = _key(request)
-    if not await _canonical(request).assignments.unassign_manually(entity, characteristic):
+    if not await _assignments(request).assignments.unassign_manually(entity, characteristic):
         raise not_found(f"manual assignment of {characteristic[:80]!r}")
     return ok(ManualRemoved(entity=entity, characteristic=characteristic, deleted=True))
 
@@ -184,13 +184,13 @@ async def list_disputes(request: web.Request) -> web.Response:
         raise bad_value("limit must be an integer and after a UUID") from None
     if not 1 <= limit <= 1000:
         raise bad_value("limit must be between 1 and 1000")
-    rows = await _canonical(request).disputes.page(state=state, tier=level, limit=limit, after=after)
+    rows = await _assignments(request).disputes.page(state=state, tier=level, limit=limit, after=after)
     following = rows[-1]["id"] if len(rows) == limit else None
     return ok(DisputePage(disputes=[_dispute_out(r) for r in rows], next=following))
 
 
-async def _shown(canonical: Canonical, dispute_id: uuid.UUID) -> web.Response:
-    row = await canonical.disputes.get(dispute_id)
+async def _shown(service: AssignmentService, dispute_id: uuid.UUID) -> web.Response:
+    row = await service.disputes.get(dispute_id)
     if row is None:
         raise not_found(f"dispute {dispute_id}")
     return ok(_dispute_out(row))
@@ -198,10 +198,10 @@ async def _shown(canonical: Canonical, dispute_id: uuid.UUID) -> web.Response:
 
 async def get_dispute(request: web.Request) -> web.Response:
     _require_admin(request)
-    return await _shown(_canonical(request), _dispute_id(request))
+    return await _shown(_assignments(request), _dispute_id(request))
 
 
-async def _refused(canonical: Canonical, dispute_id: uuid.UUID, state: DisputeState, action: str) -> ApiError:
+async def _refused(service: AssignmentService, dispute_id: uuid.UUID, state: DisputeState, action: str) -> ApiError:
     """409 naming the state the dispute is in and what the caller can do instead."""
     if state is DisputeState.IN_PROGRESS:
         return ApiError(
@@ -212,7 +212,7 @@ async def _refused(canonical: Canonical, dispute_id: uuid.UUID, state: DisputeSt
             state=str(state),
         )
     if state in FINISHED:
-        row = await canonical.disputes.get(dispute_id)
+        row = await service.disputes.get(dispute_id)
         where = f"/v1/assignments/{row['entity']}/{row['characteristic']}" if row else "/v1/assignments/..."
         return ApiError(
             409,
@@ -224,17 +224,17 @@ async def _refused(canonical: Canonical, dispute_id: uuid.UUID, state: DisputeSt
     return ApiError(409, ErrorCode.CONFLICT, f"{action} does not apply to a dispute in state {state}", state=str(state))
 
 
-async def _apply(canonical: Canonical, dispute_id: uuid.UUID, outcome: Outcome, action: str) -> DisputeState:
+async def _apply(service: AssignmentService, dispute_id: uuid.UUID, outcome: Outcome, action: str) -> DisputeState:
     try:
-        return await canonical.disputes.apply(dispute_id, outcome)
+        return await service.disputes.apply(dispute_id, outcome)
     except KeyError:
         raise not_found(f"dispute {dispute_id}") from None
     except DisputeConflict as exc:
-        raise await _refused(canonical, dispute_id, exc.state, action) from None
+        raise await _refused(service, dispute_id, exc.state, action) from None
 
 
-async def _state(canonical: Canonical, dispute_id: uuid.UUID) -> tuple[DisputeState, dict[str, Any]]:
-    row = await canonical.disputes.get(dispute_id)
+async def _state(service: AssignmentService, dispute_id: uuid.UUID) -> tuple[DisputeState, dict[str, Any]]:
+    row = await service.disputes.get(dispute_id)
     if row is None:
         raise not_found(f"dispute {dispute_id}")
     return DisputeState(row["state"]), row
@@ -243,39 +243,39 @@ async def _state(canonical: Canonical, dispute_id: uuid.UUID) -> tuple[DisputeSt
 async def supersede(request: web.Request) -> web.Response:
     """`DELETE /admin/disputes/{id}`: withdrawn (`superseded`), until its value set changes."""
     _require_admin(request)
-    canonical, dispute_id = _canonical(request), _dispute_id(request)
-    await _apply(canonical, dispute_id, Outcome(Event.SUPERSEDED), "supersede")
-    return await _shown(canonical, dispute_id)
+    service, dispute_id = _assignments(request), _dispute_id(request)
+    await _apply(service, dispute_id, Outcome(Event.SUPERSEDED), "supersede")
+    return await _shown(service, dispute_id)
 
 
 async def force_resolve(request: web.Request) -> web.Response:
     """`{"value"}`: resolved with that value (a manual assignment); no body or no value: sent to
     the resolver now, which applies its answer or sends it to moderation."""
     _require_admin(request)
-    canonical, dispute_id = _canonical(request), _dispute_id(request)
+    service, dispute_id = _assignments(request), _dispute_id(request)
     payload = await read_body(request)
     value = decode(payload, ForceIn).value if payload.strip() else None
     if value is not None:
         check_text("value", value, max_chars=VALUE_CHARS)
         forced = Outcome(Event.DECIDED, value=value, source=Source.MANUAL, decision="force")
-        await _apply(canonical, dispute_id, forced, "force-resolve")
-        return await _shown(canonical, dispute_id)
-    if canonical.resolver is None:
-        state, _ = await _state(canonical, dispute_id)
+        await _apply(service, dispute_id, forced, "force-resolve")
+        return await _shown(service, dispute_id)
+    if service.resolver is None:
+        state, _ = await _state(service, dispute_id)
         if transition(state, Event.FORCED) is None:
-            raise await _refused(canonical, dispute_id, state, "force-resolve")
+            raise await _refused(service, dispute_id, state, "force-resolve")
         raise ApiError(409, ErrorCode.CONFLICT, "the resolver is off ([resolver] enabled = false): give a value")
     try:
-        await canonical.resolver.force(dispute_id)
+        await service.resolver.force(dispute_id)
     except KeyError:
         raise not_found(f"dispute {dispute_id}") from None
     except DisputeConflict as exc:
-        raise await _refused(canonical, dispute_id, exc.state, "force-resolve") from None
+        raise await _refused(service, dispute_id, exc.state, "force-resolve") from None
     except ResolverBusy as exc:
         raise ApiError(409, ErrorCode.CONFLICT, str(exc)) from None
     except (CircuitOpen, ResolverStopped) as exc:
         raise ApiError(503, ErrorCode.ROUTE_UNAVAILABLE, str(exc)) from None
-    return await _shown(canonical, dispute_id)
+    return await _shown(service, dispute_id)
 
 
 async def decide(request: web.Request) -> web.Response:
@@ -285,7 +285,7 @@ async def decide(request: web.Request) -> web.Response:
     given (as a manual assignment), reject keeps the chain's value, escalate leaves it in
     moderation. A state that allows none of these is a 409 naming it (`_refused`)."""
     _require_admin(request)
-    canonical, dispute_id = _canonical(request), _dispute_id(request)
+    service, dispute_id = _assignments(request), _dispute_id(request)
     decision = decode(await read_body(request), DecisionIn)
     if (decision.value is not None) != (decision.action == "override"):
         raise bad_value("value is required with override and only with override")
@@ -294,9 +294,9 @@ async def decide(request: web.Request) -> web.Response:
         check_text("value", decision.value, max_chars=VALUE_CHARS)
         outcome = Outcome(Event.DECIDED, value=decision.value, source=Source.MANUAL, decision="override")
     elif decision.action == "approve":
-        state, row = await _state(canonical, dispute_id)
+        state, row = await _state(service, dispute_id)
         if transition(state, Event.APPROVED) is None:
-            raise await _refused(canonical, dispute_id, state, "approve")
+            raise await _refused(service, dispute_id, state, "approve")
         if row["selected_value"] is None:
             raise ApiError(
                 409,
@@ -310,7 +310,7 @@ async def decide(request: web.Request) -> web.Response:
         outcome = Outcome(Event.DECIDED, decision="reject")
     else:
         outcome = Outcome(Event.ESCALATED, decision="escalate")
-    after = await _apply(canonical, dispute_id, outcome, decision.action)
+    after = await _apply(service, dispute_id, outcome, decision.action)
     if outcome.event is Event.APPROVED and after is DisputeState.SUPERSEDED:
         raise ApiError(
             409,
@@ -320,7 +320,7 @@ async def decide(request: web.Request) -> web.Response:
             " queues them as a dispute of their own",
             state=str(after),
         )
-    return await _shown(canonical, dispute_id)
+    return await _shown(service, dispute_id)
 
 
 def install(app: web.Application) -> None:

@@ -9,10 +9,9 @@ from aiohttp import web
 from recalld.actors.embedding.errors import EmbeddingError
 from recalld.control.context import SERVICES, ok, peer, read_body
 from recalld.control.decoding import TITLE_MAX_BYTES, check_text, decode
-from recalld.control.errors import bad_value
 from recalld.services.duplicates import DuplicateChecker
 from recalld.wire.duplicates import DuplicateAuditRequest, DuplicateCheckRequest
-from recalld.wire.errors import ApiError, ErrorCode
+from recalld.wire.errors import ApiError, ErrorCode, bad_value
 
 AUDIT_MAX_PAGE = 10_000
 

@@ -19,9 +19,8 @@ from msgspec import Meta
 
 from recalld.control.context import SERVICES, ok, peer, read_body
 from recalld.control.decoding import check_text, decode
-from recalld.control.errors import bad_value
 from recalld.store.evals import EvalStore
-from recalld.wire.errors import ApiError, ErrorCode
+from recalld.wire.errors import ApiError, ErrorCode, bad_value
 
 NAME_MAX_CHARS = 200
 SOURCE_MAX_CHARS = 2000

@@ -1,4 +1,5 @@
-"""The routes of the control socket (SPEC §9, Appendix A). Thin: decode, check, call, encode."""
+"""The routes of records, recall, health and generations. Each decodes and checks the input and
+the caller's rights, calls a service or an actor, and encodes the answer (docs/API.md)."""
 
 from __future__ import annotations
 
@@ -10,22 +11,22 @@ import anyio
 import msgspec
 from aiohttp import web
 
-from recalld.actors.index.manager import GenerationNotFound, IndexManager, PointerMoved, SpaceMismatch
+from recalld.actors.index.builds import GenerationNotFound, PointerMoved, SpaceMismatch
+from recalld.actors.index.manager import IndexManager
 from recalld.actors.index.manifest import GenerationCorrupt, is_valid_generation_id
-from recalld.actors.kernel.ports import GenerationRow
+from recalld.actors.ports.index import GenerationRow
 from recalld.actors.recall.policy import NothingAnswered
 from recalld.config import Config
 from recalld.control.access import Peer
 from recalld.control.context import SERVICES, Services, ok, peer, read_body
 from recalld.control.decoding import SOURCE_PATH_MAX_BYTES, check_recall, check_record, check_text, decode
-from recalld.control.errors import bad_value, not_found, route_unavailable
+from recalld.control.errors import route_unavailable
 from recalld.metrics import CONTENT_TYPE
 from recalld.store.db import FLUSH_WAIT_S
-from recalld.store.records import ExactDuplicate, IdTaken, NamespaceChange, RecordFields, SourcePathTaken
-from recalld.wire.duplicates import DuplicateCheck, DuplicateSkipReason
-from recalld.wire.errors import ApiError, ErrorCode
+from recalld.store.records import NamespaceChange
+from recalld.wire.errors import ApiError, ErrorCode, bad_value, not_found
 from recalld.wire.recall import Feedback, RecallRequest
-from recalld.wire.records import RecordCreated, RecordIn, RecordOut, RecordUpdate, RecordUpdated
+from recalld.wire.records import RecordIn, RecordOut, RecordUpdate
 from recalld.wire.service import Capabilities, Capability, Limits
 
 
@@ -51,25 +52,6 @@ def _record_id(request: web.Request) -> uuid.UUID:
         return uuid.UUID(raw)
     except ValueError:
         raise ApiError(400, ErrorCode.INVALID_ID, f"{raw[:60]!r} is not a UUID") from None
-
-
-def _fields(record: RecordIn | RecordUpdate) -> RecordFields:
-    return RecordFields(
-        namespace=record.namespace,
-        kind=record.kind,
-        title=record.title,
-        body=record.body,
-        attributes=record.attributes,
-        source_path=record.source_path,
-    )
-
-
-def _duplicate(exc: ExactDuplicate | SourcePathTaken) -> ApiError:
-    if isinstance(exc, SourcePathTaken):
-        code, message = ErrorCode.SOURCE_PATH_TAKEN, "a live record of this namespace already has this source_path"
-    else:
-        code, message = ErrorCode.EXACT_DUPLICATE, "a live record of this namespace and kind already has this title"
-    return ApiError(409, code, message, existing_id=str(exc.existing_id))
 
 
 def _out(row: Any) -> RecordOut:
@@ -117,51 +99,9 @@ async def capabilities(request: web.Request) -> web.Response:
 async def create_record(request: web.Request) -> web.Response:
     services = request.app[SERVICES]
     record = decode(await read_body(request), RecordIn)
-    return ok(await create(services, peer(request), record), 201)
-
-
-async def create(services: Services, caller: Peer, record: RecordIn) -> RecordCreated:
-    """Check and write one new record, then run its duplicate check; an ApiError when refused."""
-    record_id, revision = await write_new(services, caller, record)
-    # After the write: the record exists whatever the check says (SPEC §5, warn only).
-    check = await _duplicate_check(services, record, record_id)
-    return RecordCreated(id=record_id, revision=revision, duplicate_check=check)
-
-
-async def write_new(services: Services, caller: Peer, record: RecordIn) -> tuple[uuid.UUID, int]:
-    """Check and write one new record, no duplicate check: (id, revision); an ApiError when
-    refused. A batch (daemon/control/routes/records_batch.py) checks its items' titles together afterwards."""
     check_record(record, services.config)
-    services.access.require_write(caller, record.namespace)
-    try:
-        record_id, revision = await services.records.create(_fields(record), record.id)
-    except (ExactDuplicate, SourcePathTaken) as exc:
-        refusal = _duplicate(exc)
-        services.metrics.write_rejections.labels(code=refusal.code).inc()
-        raise refusal from None
-    except IdTaken:
-        # Ids are unique across namespaces, so a taken id cannot be hidden from a create that
-        # picks it; the answer is the same wherever it is taken, live or forgotten, and names
-        # nothing: the caller learns only that the id it sent is not free.
-        services.metrics.write_rejections.labels(code=ErrorCode.ID_CONFLICT).inc()
-        raise ApiError(409, ErrorCode.ID_CONFLICT, f"id {record.id} is already taken") from None
-    services.metrics.records_written.labels(operation="create").inc()
-    _written(services, record.namespace)
-    return record_id, revision
-
-
-def check_unavailable(services: Services) -> DuplicateCheck:
-    """The answer of a check that cannot run here: no duplicate checker was assembled."""
-    threshold = services.config.duplicates.threshold
-    return DuplicateCheck(
-        status="skipped", reason=DuplicateSkipReason.UNAVAILABLE, threshold=threshold, compared=0, of=0
-    )
-
-
-async def _duplicate_check(services: Services, record: RecordIn | RecordUpdate, record_id: uuid.UUID) -> DuplicateCheck:
-    if services.duplicates is None:
-        return check_unavailable(services)
-    return await services.duplicates.check(record.namespace, record.kind, record.title, record_id=record_id)
+    services.access.require_write(peer(request), record.namespace)
+    return ok(await services.writes.create(record), 201)
 
 
 async def get_record(request: web.Request) -> web.Response:
@@ -177,42 +117,21 @@ async def update_record(request: web.Request) -> web.Response:
     services = request.app[SERVICES]
     record_id = _record_id(request)
     update = decode(await read_body(request), RecordUpdate)
-    return ok(await revise(services, peer(request), record_id, update))
-
-
-async def revise(services: Services, caller: Peer, record_id: uuid.UUID, update: RecordUpdate) -> RecordUpdated:
-    """Check and write a record's new fields (a new revision when anything changed), and check a
-    new title; an ApiError when refused."""
-    revision, changed, title_changed = await write_revision(services, caller, record_id, update)
-    if not title_changed:
-        return RecordUpdated(id=record_id, revision=revision, changed=changed)
-    check = await _duplicate_check(services, update, record_id)
-    return RecordUpdated(id=record_id, revision=revision, changed=changed, duplicate_check=check)
-
-
-async def write_revision(
-    services: Services, caller: Peer, record_id: uuid.UUID, update: RecordUpdate
-) -> tuple[int, bool, bool]:
-    """`revise` without the duplicate check: (revision, changed, whether the title changed)."""
+    caller = peer(request)
     check_record(update, services.config)
     # The namespace the body names is checked first: its refusal is the same whatever the id.
     services.access.require_write(caller, update.namespace)
-    before = await services.records.get(record_id)  # whether the title changes: a new title is checked
     try:
-        done = await services.records.update(record_id, _fields(update))
-    except (ExactDuplicate, SourcePathTaken) as exc:
-        raise _duplicate(exc) from None
+        return ok(await services.writes.revise(record_id, update))
     except NamespaceChange as exc:
-        services.access.require_visible(caller, exc.args[0], "record")
-        raise bad_value(f"namespace cannot change (the record lives in {exc.args[0]!r}); forget and create") from None
-    if done is None:
-        raise not_found("record")
-    revision, changed = done
-    title_changed = changed and (before is None or before["title"] != update.title)
-    if changed:
-        services.metrics.records_written.labels(operation="update").inc()
-        _written(services, update.namespace)
-    return revision, changed, title_changed
+        raise namespace_change(services, caller, exc) from None
+
+
+def namespace_change(services: Services, caller: Peer, exc: NamespaceChange) -> ApiError:
+    """A revision naming another namespace than the record's: the record's own is named only to
+    a caller who may see it (404 otherwise, as for an id that does not exist)."""
+    services.access.require_visible(caller, exc.args[0], "record")
+    return bad_value(f"namespace cannot change (the record lives in {exc.args[0]!r}); forget and create")
 
 
 async def forget_record(request: web.Request) -> web.Response:
@@ -228,18 +147,9 @@ async def forget_record(request: web.Request) -> web.Response:
     caller = peer(request)
     services.access.require_visible(caller, row["namespace"], "record")
     services.access.require_write(caller, row["namespace"])  # a record it may see: a 403 tells nothing new
-    if not await services.records.forget(record_id):
+    if not await services.writes.forget(record_id):
         raise not_found("record")
-    services.metrics.records_written.labels(operation="forget").inc()
     return ok({"id": str(record_id), "deleted": True})
-
-
-def _written(services: Services, namespace: str) -> None:
-    """After a create or a changed revision: the record waits to be indexed, so the vector
-    route's count of what it cannot find yet in the namespace may be out of date (a forget only
-    lowers that count)."""
-    if services.indexing is not None:
-        services.indexing.written(namespace)
 
 
 async def list_records(request: web.Request) -> web.Response:

@@ -1,9 +1,11 @@
-"""Circuit breaker for the embedding provider.
+"""Circuit breaker for a remote dependency (the embedding provider, the LLM).
 
-closed --(N consecutive provider faults)--> open --(reset_s elapsed)--> half-open
+closed --(N consecutive faults)--> open --(reset_s elapsed)--> half-open
 half-open lets exactly one call (the probe) through: its success closes the circuit, its failure
 opens it again for another reset_s. Every other call while open or while the probe is in flight
-is refused at once with `circuit_open`, so a dead provider costs callers nothing but a check.
+is refused at once with `CircuitOpen`, so a dead dependency costs callers nothing but a check.
+The breaker knows nothing of what it guards: callers report outcomes with a reason string of
+their own and translate `CircuitOpen` into their own error.
 
 Not thread-safe by design: it lives on the event loop and `acquire()` never awaits, so "only one
 probe" holds under any number of concurrent tasks.
@@ -17,7 +19,14 @@ from enum import StrEnum
 
 import anyio
 
-from recalld.actors.embedding.errors import EmbeddingError, Reason
+
+class CircuitOpen(Exception):
+    """A call was refused without being made: the circuit is open, or half-open with its probe out."""
+
+    def __init__(self, message: str, retry_in_s: float | None) -> None:
+        super().__init__(message)
+        self.retry_in_s = retry_in_s
+        """Seconds until a probe may go through; None while the probe is in flight."""
 
 
 class BreakerState(StrEnum):
@@ -28,7 +37,7 @@ class BreakerState(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Permit:
-    """Leave to make one provider call; hand it back with exactly one outcome."""
+    """Leave to make one call; hand it back with exactly one outcome."""
 
     epoch: int
     probe: bool
@@ -45,14 +54,14 @@ class BreakerSnapshot:
     probe_in_flight: bool
     opened_total: int
     last_failure: str | None
-    """Reason code of the last provider fault seen, kept after recovery for diagnosis."""
+    """Reason code of the last fault seen, kept after recovery for diagnosis."""
 
 
 class CircuitBreaker:
-    """Counts consecutive provider faults and decides whether a call may go out.
+    """Counts consecutive faults of the dependency and decides whether a call may go out.
 
     Outcomes of calls that began before the circuit last opened (an older epoch) are ignored:
-    they say nothing about the provider now, and only the half-open probe may close it.
+    they say nothing about the dependency now, and only the half-open probe may close it.
     """
 
     def __init__(
@@ -81,13 +90,13 @@ class CircuitBreaker:
         return BreakerState.OPEN
 
     def check(self) -> None:
-        """Raise `circuit_open` if a call made now would certainly be refused (no side effects)."""
+        """Raise `CircuitOpen` if a call made now would certainly be refused (no side effects)."""
         state = self.state
         if state is BreakerState.OPEN or (state is BreakerState.HALF_OPEN and self._probe_in_flight):
             raise self._refusal(state)
 
     def acquire(self) -> Permit:
-        """Take leave for one provider call, or raise `circuit_open`.
+        """Take leave for one call, or raise `CircuitOpen`.
 
         In half-open the first caller gets the probe permit; everyone else is refused until the
         probe's outcome is reported.
@@ -110,7 +119,7 @@ class CircuitBreaker:
             self._consecutive = 0
 
     def failed(self, permit: Permit, reason: str) -> None:
-        """Report a provider fault (see `errors.PROVIDER_FAULTS`)."""
+        """Report a fault of the dependency; `reason` is the caller's code for it."""
         if permit.epoch != self._epoch:
             return
         self._last_failure = reason
@@ -125,7 +134,7 @@ class CircuitBreaker:
             self._open()
 
     def abandoned(self, permit: Permit) -> None:
-        """The call ended without a verdict on the provider (cancelled, caller's deadline)."""
+        """The call ended without a verdict on the dependency (cancelled, caller's deadline)."""
         if permit.epoch == self._epoch and permit.probe:
             # Free the probe slot so that the next caller can probe; stay half-open.
             self._probe_in_flight = False
@@ -151,12 +160,12 @@ class CircuitBreaker:
         self._epoch += 1
         self._opened_total += 1
 
-    def _refusal(self, state: BreakerState) -> EmbeddingError:
+    def _refusal(self, state: BreakerState) -> CircuitOpen:
         if state is BreakerState.HALF_OPEN:
-            return EmbeddingError(Reason.CIRCUIT_OPEN, "circuit half-open: a probe call is in flight")
-        snap = self.snapshot()
-        return EmbeddingError(
-            Reason.CIRCUIT_OPEN,
-            f"circuit open after {self._threshold} consecutive provider failures "
-            f"(last: {self._last_failure}); next probe in {snap.retry_in_s or 0.0:.1f}s",
+            return CircuitOpen("circuit half-open: a probe call is in flight", None)
+        retry_in = self.snapshot().retry_in_s
+        return CircuitOpen(
+            f"circuit open after {self._threshold} consecutive failures "
+            f"(last: {self._last_failure}); next probe in {retry_in or 0.0:.1f}s",
+            retry_in,
         )

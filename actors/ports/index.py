@@ -1,167 +1,19 @@
-"""The ports through which actors reach the outside world; `daemon/` implements them.
-
-Only Protocols and plain data live here, so that `actors` never imports a driver.
-"""
+"""The ports of the vector index: the store of chunks, vectors and generations
+(`recalld.store.vectors` implements them) and the builder lock."""
 
 from __future__ import annotations
 
-import hashlib
 import uuid
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from types import TracebackType
-from typing import Literal, NamedTuple, Protocol, Self, runtime_checkable
+from typing import NamedTuple, Protocol
 
 import msgspec
 import numpy as np
 import numpy.typing as npt
 
-# --- embedding ---------------------------------------------------------------------------------
-
-Purpose = Literal["index", "query", "dedupe", "eval", "probe", "resolve"]
-"""Why a provider call was made. `probe` is the embedder's own start-up/re-probe call;
-`resolve` is the dispute resolver's LLM call."""
-
-SYSTEM_PURPOSES: frozenset[str] = frozenset({"dedupe", "eval", "probe"})
-"""Purposes that are the daemon's own work: never counted in per-client usage totals, even when
-made for a namespace (a duplicate check's embedding is the daemon's safeguard, not a client's
-request); reported apart as system usage."""
-
-
-@dataclass(frozen=True, slots=True)
-class ProviderInfo:
-    """What a provider says about itself; fixed for the provider's lifetime."""
-
-    provider: str
-    """`local`, `ollama`, `openai`."""
-    model: str
-    max_input_tokens: int | None = None
-    """Longer inputs are truncated by the provider; None when the provider does not say."""
-    max_concurrency: int = 1
-    """Provider calls the embedder may have in flight at once (1 for an in-process model,
-    whose calls compete for the same cores)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ProviderBatch:
-    """A provider's answer to one call, before validation."""
-
-    vectors: npt.NDArray[np.float32] | Sequence[Sequence[float]]
-    """(n, d) in input order. Raw from the wire: the embedder validates it."""
-    input_tokens: int | None
-    """Tokens the provider reports for the whole call; None when it reports none."""
-    token_counts: Sequence[int] | None = None
-    """Exact tokens per input, when the provider knows them (the local model does)."""
-
-
-@runtime_checkable
-class EmbeddingProvider(Protocol):
-    """One embedding model behind one small interface, like an httpx transport.
-
-    Enter it (`async with`) before the first `embed`; leaving it or `aclose()` releases what it
-    holds (the local model's session; nothing for HTTP providers, whose client the daemon owns).
-    A provider may be entered again after it was left (the supervisor restarts the embedder).
-    Failures raise `recalld.actors.embedding.EmbeddingError` with a provider reason code.
-    """
-
-    def describe(self) -> ProviderInfo: ...
-
-    # The timeout is the remaining budget handed down to the socket, not a scope the caller
-    # could wrap around the call: an HTTP provider passes it to httpx as the request timeout.
-    async def embed(self, texts: Sequence[str], *, timeout: float) -> ProviderBatch:  # noqa: ASYNC109
-        """Embed `texts` (already rendered by a template) within `timeout` seconds.
-
-        `provider_timeout` when the time runs out; the call never outlives `timeout` by more
-        than the time it takes to notice.
-        """
-        ...
-
-    async def aclose(self) -> None: ...
-
-    async def __aenter__(self) -> Self: ...
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None: ...
-
-
-class TokenCounter(Protocol):
-    """Counts model tokens for inputs (used when a provider reports no usage)."""
-
-    def count_tokens(self, texts: Sequence[str]) -> list[int]: ...
-
-
-class UsageRow(msgspec.Struct, frozen=True, kw_only=True):
-    """One metered provider call for one (purpose, namespace)."""
-
-    purpose: Purpose
-    namespace: str | None
-    """None for system work (the probe)."""
-    provider: str
-    model: str | None
-    """None when the model is not in the price catalogue (and then cost_micros is 0)."""
-    input_tokens: int
-    estimated: bool
-    """True when the tokens were counted or estimated here rather than reported by the provider
-    (or apportioned from a batch total shared by several namespaces/purposes)."""
-    cost_micros: int
-    at: datetime
-    """UTC wall-clock time of the provider call's end."""
-    output_tokens: int = 0
-
-    @property
-    def is_system(self) -> bool:
-        return self.purpose in SYSTEM_PURPOSES or self.namespace is None
-
-
-class SinkUnavailable(Exception):
-    """The sink cannot store rows now (its database is down); the same rows may be retried."""
-
-
-class UsageSink(Protocol):
-    """Where usage rows go (PostgreSQL in the daemon, a list in tests)."""
-
-    async def record(self, rows: Sequence[UsageRow]) -> None:
-        """Store the rows, all or none. Raises `SinkUnavailable` when trying again later may
-        succeed; any other exception means these rows will never be stored."""
-        ...
-
-
-class VectorSpace(msgspec.Struct, frozen=True, kw_only=True):
-    """The identity of a vector space: two spaces never share an index or a delta.
-
-    `key` is a stable string (same fields → same key, across processes and versions of this
-    code) for keying generations, directories and rows.
-    """
-
-    provider: str
-    model: str
-    dimension: int
-    metric: Literal["ip"] = "ip"
-    normalized: bool
-    template_version: int
-    builder_version: int = 1
-
-    @property
-    def key(self) -> str:
-        # Canonical: sorted field names, compact JSON; the hash keeps it path-safe and short.
-        canonical = msgspec.json.encode(msgspec.to_builtins(self), order="sorted")
-        return f"vs1-{hashlib.sha256(canonical).hexdigest()[:24]}"
-
-    def describe(self) -> str:
-        """For people: `local/all-MiniLM-L6-v2-onnx-int8 384d ip norm t1 b1`."""
-        norm = "norm" if self.normalized else "raw"
-        return (
-            f"{self.provider}/{self.model} {self.dimension}d {self.metric} {norm} "
-            f"t{self.template_version} b{self.builder_version}"
-        )
-
-
-# --- vector index ------------------------------------------------------------------------------
+from recalld.actors.ports.embedding import VectorSpace
 
 
 class RecordToIndex(NamedTuple):
