@@ -46,6 +46,7 @@ from recalld.services.recall import RecallService
 from recalld.services.recall_indexing import IndexingStatus
 from recalld.services.recall_vector import VectorRoute
 from recalld.services.records import RecordWrites
+from recalld.store.builder_lock import PgBuilderLock, new_generation_id
 from recalld.store.duplicates import PgTitleStore
 from recalld.store.embedded import EmbeddedPostgres, keep_running
 from recalld.store.evals import EvalStore
@@ -53,7 +54,7 @@ from recalld.store.notifications import listen
 from recalld.store.records import RecordRepository
 from recalld.store.search import FeedbackStore, SearchLog, SearchRecorder
 from recalld.store.usage import UsageStore
-from recalld.store.vectors import PgBuilderLock, PgVectorStore, new_generation_id
+from recalld.store.vectors import PgVectorStore
 from recalld.systemd import Notifier
 
 log = logging.getLogger("recalld")

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -27,27 +26,27 @@ import pytest
 
 from recalld.actors.index.layout import inspect_index_file
 from recalld.actors.index.manifest import Corruption, Expected
+from recalld.store.builder_lock import BUILDER_LOCK_KEY
 from recalld.store.embedded import binaries
-from recalld.store.vectors import BUILDER_LOCK_KEY
 from tests.index.common import rebless, space
 from tests.support import Daemon, create_database, scratch_dir, sql
-from tests.support.fake_openai import FakeOpenAI
-from tests.support.waits import wait_for_generation
+from tests.support.embedding_service import EmbeddingServer
+from tests.support.waits import eventually, wait_for_generation
 
 NS = "corrupt"
 RECORDS = 6
-DIMENSION = 64  # FakeOpenAI's
+DIMENSION = 64  # EmbeddingServer's
 
 
 @pytest.fixture(scope="module")
-def provider() -> Iterator[FakeOpenAI]:
-    fake = FakeOpenAI(DIMENSION)
+def provider() -> Iterator[EmbeddingServer]:
+    fake = EmbeddingServer(DIMENSION)
     yield fake
     fake.close()
 
 
 @pytest.fixture(scope="module")
-def built(postgres: Any, provider: FakeOpenAI) -> Iterator[tuple[str, Path, dict[str, Any], Path]]:
+def built(postgres: Any, provider: EmbeddingServer) -> Iterator[tuple[str, Path, dict[str, Any], Path]]:
     """A database with one verified generation, its directory, its row, and a pristine copy."""
     dsn = create_database(postgres)
     home = scratch_dir("recalld-corrupt-")
@@ -83,10 +82,12 @@ def builder_elsewhere(built: tuple[str, Path, dict[str, Any], Path]) -> Iterator
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    deadline = time.monotonic() + 30
-    while not sql(dsn, "SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted"):
-        assert time.monotonic() < deadline and holder.poll() is None, "the lock was not taken"
-        time.sleep(0.05)  # polling for the lock to be granted, not a barrier
+
+    def lock_taken() -> bool:
+        assert holder.poll() is None, "psql ended before taking the lock"
+        return bool(sql(dsn, "SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted"))
+
+    eventually(lock_taken, 30, "the builder lock held by the other session")
     yield
     holder.kill()
     holder.wait()
@@ -183,7 +184,7 @@ def test_a_corrupt_current_generation_with_no_fallback_is_reported_to_clients_an
     kind: Corruption,
     built: tuple[str, Path, dict[str, Any], Path],
     builder_elsewhere: None,
-    provider: FakeOpenAI,
+    provider: EmbeddingServer,
 ) -> None:
     dsn, root, current, pristine = built
     directory = root / current["id"]
@@ -200,10 +201,12 @@ def test_a_corrupt_current_generation_with_no_fallback_is_reported_to_clients_an
     try:
         # a whole step of the index loop (it refreshes the handle before it counts the pass), so
         # that what the loop does with the stored vectors is part of what is checked
-        deadline = time.monotonic() + 60
-        while (daemon.call("GET", "/readyz")[1]["checks"]["vector"].get("detail") or {}).get("full_passes", 0) < 1:
-            assert time.monotonic() < deadline, daemon.call("GET", "/readyz")[1]
-            time.sleep(0.2)  # polling for the index loop's progress, not a barrier
+        eventually(
+            lambda: daemon.call("GET", "/readyz")[1],
+            60,
+            "a whole step of the index loop",
+            accept=lambda ready: (ready["checks"]["vector"].get("detail") or {}).get("full_passes", 0) >= 1,
+        )
         status, answer = daemon.call("POST", "/v1/recall", {"namespace": NS, "query": "apple trees"})
         assert status == 200, answer
         assert ("vector", "vector_index_corrupt") in routes_named(answer), answer

@@ -20,8 +20,9 @@ import pytest
 
 from recalld.actors.ports.embedding import VectorSpace
 from recalld.actors.ports.index import BuilderLock, GenerationRow, Holds, Pointer, RecordToIndex, VectorStore
+from recalld.store.builder_lock import PgBuilderLock
 from recalld.store.records import RecordFields, RecordRepository
-from recalld.store.vectors import PgBuilderLock, PgVectorStore
+from recalld.store.vectors import PgVectorStore
 
 from .fakes import FakeBuilderLock, FakeDatabase, FakeLockServer, FakeRecords, FakeVectorStore
 
