@@ -1,9 +1,9 @@
 """Writes per second: one `POST /v1/records` per record against `POST /v1/records:batch`
-(issue 22 item 3), on a fresh daemon, one client.
+on a fresh daemon, one client.
 
-    .venv/bin/python bench/batch_writes.py [--records 500] [--batch 100] [--write docs/BENCHMARKS.md]
+    .venv/bin/python -m bench.batch_writes [--records 500] [--batch 100] [--write FILE] [--result NAME]
 
-The records are the first man-page passages of bench/recall.py, written once each way into two
+The records are the first man-page passages of bench/lib/corpus.py, written once each way into two
 namespaces. The daemon runs with `[embedding] provider = "none"`, so that no indexing shares the
 machine with the writes; with no provider the duplicate check is skipped, so this is the writes
 alone.
@@ -14,8 +14,8 @@ checks on, the index manager embedding what is written), and only batches are ti
 from this tree take turns, `--rounds` each, the order alternating, each on a fresh data directory:
 
     git worktree add /tmp/before <commit>
-    .venv/bin/python bench/batch_writes.py --checks --compare /tmp/before --rounds 3 \
-        --records 300 --batch 50 --write docs/BENCHMARKS.md
+    .venv/bin/python -m bench.batch_writes --checks --compare /tmp/before --rounds 3 \
+        --records 300 --batch 50 --result batch-writes-checks
 """
 
 from __future__ import annotations
@@ -32,16 +32,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from bench.harness import load_average, machine, progress, publish  # noqa: E402
-from bench.ingest_recall import start  # noqa: E402
-from bench.recall import build_corpus  # noqa: E402
-from recalld.client import Client, ClientError  # noqa: E402
+from bench.lib.corpus import build_corpus
+from bench.lib.daemon import start_fresh
+from bench.lib.paths import ROOT
+from bench.lib.report import add_result_option, load_average, machine, progress, publish
+from recalld.client import Client, ClientError
 
 CHECKS_SECTION = "batch_writes.py checks"
-HEADING = "Batch writes with duplicate checks (issues 22, 19)"
+HEADING = "Batch writes with duplicate checks"
 
 
 def start_tree(tree: Path, work: Path) -> tuple[subprocess.Popen[bytes], Path]:
@@ -116,7 +114,7 @@ def compare(args: argparse.Namespace, records: list[dict[str, str]]) -> None:
         f"## {args.heading}" if args.section == CHECKS_SECTION else f"### {args.heading}",
         "",
         f"- Machine: {machine()}; load average at the end {load_average()} (a shared machine).",
-        f"- Command: `.venv/bin/python bench/batch_writes.py --checks --compare TREE --rounds {args.rounds} "
+        f"- Command: `.venv/bin/python -m bench.batch_writes --checks --compare TREE --rounds {args.rounds} "
         f"--records {n} --batch {args.batch}"
         + ("" if args.section == CHECKS_SECTION else f" --section {shlex.quote(args.section)}")
         + ("" if args.heading == HEADING else f" --heading {shlex.quote(args.heading)}")
@@ -133,7 +131,7 @@ def compare(args: argparse.Namespace, records: list[dict[str, str]]) -> None:
         checks = ", ".join(f"{k} {v}" for k, v in sorted(side_runs[-1]["statuses"].items()))
         each = ", ".join(f"{rate:.1f}" for rate in rates)
         lines.append(f"| {side} (`{commits[side]}`) | {each} | {statistics.median(rates):.1f} | {checks} |")
-    publish(lines, args.write, args.section)
+    publish(lines, args.write, args.section, result=args.result)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -142,6 +140,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch", type=int, default=100)
     parser.add_argument("--work", type=Path, default=Path("/tmp/bench-batch-writes"))
     parser.add_argument("--write", type=Path, help="replace this markdown file's batch_writes.py section")
+    add_result_option(parser, "ingest")
     parser.add_argument("--checks", action="store_true", help="the default config: local model, checks on")
     parser.add_argument("--compare", type=Path, metavar="TREE", help="with --checks: take turns with TREE's daemon")
     parser.add_argument("--rounds", type=int, default=3)
@@ -152,7 +151,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.checks:
         compare(args, records) if args.compare else single(args, records)
         return
-    daemon, socket = start(args.work, {"RECALLD_EMBEDDING_PROVIDER": "none"})
+    daemon, socket = start_fresh(args.work, "bench-ingest", {"RECALLD_EMBEDDING_PROVIDER": "none"})
     try:
         with Client(socket, timeout=300) as client:
             started = time.monotonic()
@@ -176,10 +175,10 @@ def main(argv: list[str] | None = None) -> None:
     n = len(records)
     publish(
         [
-            "## Batch writes (issue 22)",
+            "## Batch writes",
             "",
             f"- Machine: {machine()}; load average at the end {load_average()} (a shared machine).",
-            f"- Command: `.venv/bin/python bench/batch_writes.py --records {n} --batch {args.batch}`",
+            f"- Command: `.venv/bin/python -m bench.batch_writes --records {n} --batch {args.batch}`",
             '- A fresh daemon, `[embedding] provider = "none"`, one client over the Unix socket; man-page '
             "passages (at most 40 words); with no provider the duplicate check is skipped: the writes alone.",
             "",
@@ -190,6 +189,7 @@ def main(argv: list[str] | None = None) -> None:
         ],
         args.write,
         "batch_writes.py",
+        result=args.result,
     )
 
 

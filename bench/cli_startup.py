@@ -7,7 +7,7 @@ local model) with one record, so the answer is small and the time is the command
 Python, import the CLI, connect, ask, print. Medians of `--rounds` (and their ratios to the
 floor's median).
 
-    .venv/bin/python bench/cli_startup.py [--rounds 30] [--write docs/BENCHMARKS.md]
+    .venv/bin/python -m bench.cli_startup [--rounds 30] [--write FILE] [--result NAME]
 """
 
 from __future__ import annotations
@@ -16,14 +16,13 @@ import argparse
 import os
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench.harness import ROOT, load_average, machine, progress, publish, start_daemon, stop_daemon
+from bench.lib.daemon import start_daemon, stop_daemon
+from bench.lib.paths import ROOT
+from bench.lib.report import add_result_option, load_average, machine, progress, publish
 from recalld.client import Client
 
 PYTHON = str(ROOT / ".venv/bin/python")
@@ -41,6 +40,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--write", type=Path, help="replace this markdown file's section with the results")
+    add_result_option(parser, "cli")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="recalld-bench-cli-") as work:
         home = Path(work)
@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> None:
         "",
         f"- Machine: {machine()}; load average at the end: {load_average()}.",
         "- The recall asks a daemon on a fresh data directory with one record, over full text.",
-        f"- Command: `.venv/bin/python bench/cli_startup.py --rounds {args.rounds} --write docs/BENCHMARKS.md`",
+        f"- Command: `.venv/bin/python -m bench.cli_startup --rounds {args.rounds} --write docs/BENCHMARKS.md`",
         f"- Date: {time.strftime('%Y-%m-%d')}",
         "",
         "| command | median (ms) | p90 (ms) | / floor |",
@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> None:
         p90 = sorted(values)[int(0.9 * (len(values) - 1))]
         lines.append(f"| `{name}` | {median * 1000:.0f} | {p90 * 1000:.0f} | {median / floor:.2f}x |")
     lines += ["", f"Medians of {args.rounds} rounds, the three commands taking turns in each."]
-    publish(lines, args.write, SECTION)
+    publish(lines, args.write, SECTION, result=args.result)
 
 
 if __name__ == "__main__":

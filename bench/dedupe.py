@@ -14,7 +14,7 @@ of one backlog find more pairs, and each pair costs its own rescoring and output
 runs with `[embedding] provider = "none"` (no chunk indexing of the 110,000 records shares the
 machine): the title model works without it.
 
-    python bench/dedupe.py [--write docs/BENCHMARKS.md] [--checks 50] [--sizes 10000,100000] [--no-audit]
+    python -m bench.dedupe [--write FILE] [--result NAME] [--checks 50] [--sizes 10000,100000] [--no-audit]
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ import itertools
 import json
 import random
 import shutil
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -35,19 +34,9 @@ from typing import cast
 import asyncpg
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench.harness import (
-    ROOT,
-    embedded_dsn,
-    load_average,
-    machine,
-    percentile,
-    progress,
-    publish,
-    start_daemon,
-    stop_daemon,
-)
+from bench.lib.daemon import embedded_dsn, start_daemon, stop_daemon
+from bench.lib.paths import ROOT
+from bench.lib.report import add_result_option, load_average, machine, percentile, progress, publish
 from recalld.actors.records import content_hash, normalise_title
 from recalld.client import Client
 
@@ -127,6 +116,7 @@ async def title_space(dsn: str) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--write", type=Path, help="replace this markdown file's dedupe section")
+    add_result_option(parser, "duplicates")
     parser.add_argument("--checks", type=int, default=50)
     parser.add_argument("--sizes", default="10000,100000")
     parser.add_argument("--no-audit", action="store_true", help="checks only (the audit at 100,000 takes minutes)")
@@ -216,7 +206,7 @@ def main() -> None:
         "  daemon's title model, the existing ones are not. Random vectors are near orthogonal, so the",
         "  audit finds almost no pairs; real backlog titles find more, each costing its own output. The",
         '  daemon runs with `[embedding] provider = "none"` so that no chunk indexing shares the machine.',
-        f"- Command: `python bench/dedupe.py --checks {args.checks} --sizes {args.sizes}"
+        f"- Command: `python -m bench.dedupe --checks {args.checks} --sizes {args.sizes}"
         f"{' --no-audit' if args.no_audit else ''}`",
         f"- Date: {time.strftime('%Y-%m-%d')}",
         "",
@@ -238,7 +228,7 @@ def main() -> None:
         "batch deduplication comes from an approximate index.",
     ]
     if args.write:
-        publish(lines, args.write, "dedupe.py")
+        publish(lines, args.write, "dedupe.py", result=args.result)
     else:
         print("\n".join(lines))
 

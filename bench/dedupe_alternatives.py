@@ -22,7 +22,7 @@ of function words for the frame contrast, and a logistic regression over cosine,
 trigram overlap, length ratio and languages, fitted on the tuned pairs (leave-one-out scores
 on them; the held-out pairs scored by the fit on all tuned pairs).
 
-    python bench/dedupe_alternatives.py [--pairs PATH]
+    python -m bench.dedupe_alternatives [--pairs PATH]
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -39,15 +38,12 @@ from typing import cast
 import anyio
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 import recalld.actors.duplicates.rules
+from bench.lib.pair_thresholds import Figures, Row, cell, figures
+from bench.lib.paths import ROOT
 from recalld.actors.duplicates.language import across_languages, english
 from recalld.actors.duplicates.rules import Contrast, content_words, contrasted, numbers_differ, staged, title_text
 from recalld.providers.local import LocalProvider
-
-ROOT = Path(__file__).resolve().parents[1]
-Row = dict[str, object]
 
 
 def trigrams(text: str) -> set[str]:
@@ -84,37 +80,6 @@ def use_multilingual(texts: list[str]) -> tuple[dict[str, np.ndarray], float] | 
     return dict(zip(texts, vectors, strict=True)), seconds / len(texts)
 
 
-def judged(rows: list[Row], score: Callable[[Row], float], threshold: float) -> tuple[int, int, int, int]:
-    dups = [r for r in rows if r["duplicate"]]
-    distinct = [r for r in rows if not r["duplicate"]]
-    return (
-        sum(score(r) >= threshold for r in dups),
-        len(dups),
-        sum(score(r) >= threshold for r in distinct),
-        len(distinct),
-    )
-
-
-def figures(rows: list[Row], score: Callable[[Row], float]) -> dict[str, object]:
-    tuned = [r for r in rows if not r["held_out"]]
-    held = [r for r in rows if r["held_out"]]
-    candidates = sorted({round(score(r), 3) for r in tuned})
-
-    def weight(t: float) -> tuple[int, float]:
-        caught, _, alarms, _ = judged(tuned, score, t)
-        return 2 * caught - alarms, t
-
-    chosen = max(candidates, key=weight)
-    reaching = [t for t in candidates if judged(tuned, score, t)[0] >= 0.95 * judged(tuned, score, t)[1]]
-    at95 = max(reaching) if reaching else None
-    return {
-        "threshold": chosen,
-        "tuned": judged(tuned, score, chosen),
-        "held_out": judged(held, score, chosen),
-        "at95": None if at95 is None else (at95, judged(tuned, score, at95), judged(held, score, at95)),
-    }
-
-
 def split_figures(rows: list[Row], score: Callable[[Row], float]) -> tuple[str, Figures, Figures]:
     """A threshold of its own for the pairs across languages, each chosen on its tuned pairs: the
     languages are the pairs' labels, which a check would have to detect, so this is the most such
@@ -127,13 +92,6 @@ def split_figures(rows: list[Row], score: Callable[[Row], float]) -> tuple[str, 
         return cast(Figures, tuple(x + y for x, y in zip(a, b, strict=True)))
 
     return f"{same['threshold']:.3f} / {cross['threshold']:.3f}", added("tuned"), added("held_out")
-
-
-Figures = tuple[int, int, int, int]
-
-
-def cell(f: tuple[int, int, int, int]) -> str:
-    return f"{f[0]}/{f[1]} caught, {f[2]}/{f[3]} false alarms"
 
 
 # Counterpart actions: two titles on either side of one of these name two items (an export and

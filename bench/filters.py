@@ -1,6 +1,6 @@
 """What exact filtering costs the vector route (`[recall] exact_filter_max_records`).
 
-    .venv/bin/python bench/filters.py [--write docs/RETRIEVAL.md]
+    .venv/bin/python -m bench.filters [--write docs/RETRIEVAL.md]
 
 On the data `bench/recall.py` left in var/bench-recall (100,000 passages, one chunk each, an
 HNSW generation; run that first). Kind and attribute filters live in PostgreSQL, so a filtered
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -28,15 +27,13 @@ import asyncpg
 import msgspec
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from bench.harness import daemon_on_recall_data, embedded_dsn, machine, progress, publish, write_option  # noqa: E402
-from bench.recall import NAMESPACE  # noqa: E402
-from recalld.actors.index.generation import load_generation, manifest_sha256  # noqa: E402
-from recalld.actors.index.handle import Handle  # noqa: E402
-from recalld.actors.index.manifest import MANIFEST_FILE, Expected, Manifest  # noqa: E402
-from recalld.store.search import Filters, filtered_records  # noqa: E402
+from bench.lib.corpus import NAMESPACE
+from bench.lib.daemon import daemon_on_recall_data, embedded_dsn
+from bench.lib.report import machine, progress, publish, write_option
+from recalld.actors.index.generation import load_generation, manifest_sha256
+from recalld.actors.index.handle import Handle
+from recalld.actors.index.manifest import MANIFEST_FILE, Expected, Manifest
+from recalld.store.search import Filters, filtered_records
 
 RUNS = 15
 READ_LIMITS = (100, 1000, 4000, 10000)
@@ -100,7 +97,7 @@ def report(reads: dict[int, float], walk: float, scoring: dict[int, float], coun
         f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {machine()}: the 100,000 passages of"
         f" `bench/recall.py` ({count} vectors, HNSW), one chunk a record.",
         "",
-        "Command: `.venv/bin/python bench/filters.py --write docs/RETRIEVAL.md`",
+        "Command: `.venv/bin/python -m bench.filters --write docs/RETRIEVAL.md`",
         "",
         "| limit | reading limit + 1 records (a filter every record passes: what a broader filter wastes) |",
         "|---:|---:|",

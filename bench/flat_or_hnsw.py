@@ -1,4 +1,4 @@
-"""Flat or HNSW: from how many vectors a graph search costs less than scoring every vector (issue 24).
+"""Flat or HNSW: from how many vectors a graph search costs less than scoring every vector.
 
 For each size, the same vectors go into the two index types a generation may use, built as the
 daemon builds them (`IndexIDMap2` over `Flat` or `HNSW32` with the daemon's efConstruction,
@@ -9,12 +9,12 @@ generation scores a namespace of at most 4,096 vectors one by one. Printed per s
 type's median search time, HNSW's recall@10 against the flat (exact) answer, and HNSW's build
 time on all cores.
 
-Vectors are synthetic (bench/recall_1m.py's: unit vectors near a 32-dimensional subspace, the
+Vectors are synthetic (bench/lib/synthetic.py: unit vectors near a 32-dimensional subspace, the
 low intrinsic dimension of text embeddings); queries are drawn the same way and are not in the
 index. With `--real WORK` the 8,000 model vectors bench/recall.py stored in WORK's data
 directory (and the corpus's queries, embedded by the local model) are measured too.
 
-    .venv/bin/python bench/flat_or_hnsw.py [--sizes 2000,5000,...] [--queries 300] [--write FILE]
+    .venv/bin/python -m bench.flat_or_hnsw [--sizes 2000,5000,...] [--queries 300] [--write FILE] [--result NAME]
 """
 
 from __future__ import annotations
@@ -28,10 +28,8 @@ from pathlib import Path
 import faiss
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench.harness import load_average, machine, progress, publish
-from bench.recall_1m import RANK, synthetic
+from bench.lib.report import add_result_option, load_average, machine, progress, publish
+from bench.lib.synthetic import RANK, synthetic
 from recalld.actors.index.generation import HNSW_EF_CONSTRUCTION, new_index
 from recalld.actors.index.settings import HNSW_EF_SEARCH
 from recalld.actors.index.vectors import BUILD_THREADS, one_thread_per_search, search_parameters
@@ -79,8 +77,8 @@ def real_vectors(work: Path, count: int) -> tuple[np.ndarray, np.ndarray]:
     """The chunk vectors bench/recall.py stored in WORK, and `count` of its queries embedded."""
     import json
 
-    from bench.harness import start_daemon, stop_daemon
-    from bench.recall import served_raw_parts
+    from bench.lib.daemon import start_daemon, stop_daemon
+    from bench.lib.head_to_head import served_raw_parts
     from recalld.actors.embedding.template import render_query
 
     socket = work / "flat-or-hnsw.sock"
@@ -100,6 +98,7 @@ def main() -> int:
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--real", type=Path, help="also bench/recall.py's stored vectors in this WORK directory")
     parser.add_argument("--write", type=Path, help="replace this markdown file's flat_or_hnsw.py section")
+    add_result_option(parser, "index")
     args = parser.parse_args()
     rng = np.random.default_rng(24)
     basis = rng.standard_normal((RANK, DIMENSION)).astype(np.float32)
@@ -110,7 +109,7 @@ def main() -> int:
         rows.append(row("man-page passages, the local model", vectors, real_queries))
     lines = [
         f"Measured {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC on {machine()}; load average at the"
-        f" end {load_average()}. Command: `.venv/bin/python bench/flat_or_hnsw.py {' '.join(sys.argv[1:])}`.",
+        f" end {load_average()}. Command: `.venv/bin/python -m bench.flat_or_hnsw {' '.join(sys.argv[1:])}`.",
         "",
         f"One query at a time on one thread, the {FETCH} best vectors; HNSW32 with efConstruction"
         f" {HNSW_EF_CONSTRUCTION} searched at efSearch {max(HNSW_EF_SEARCH, FETCH)}; build on {BUILD_THREADS} threads;"
@@ -120,7 +119,7 @@ def main() -> int:
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
         *rows,
     ]
-    publish(lines, args.write, "flat_or_hnsw.py")
+    publish(lines, args.write, "flat_or_hnsw.py", result=args.result)
     return 0
 
 

@@ -1,6 +1,6 @@
 """The full-text statement's latency per query, and what reading `or` as websearch does costs.
 
-    .venv/bin/python bench/fulltext.py [--write docs/RETRIEVAL.md]
+    .venv/bin/python -m bench.fulltext [--write docs/RETRIEVAL.md]
 
 On the data `bench/recall.py` left in var/bench-recall (100,000 passages of the Debian man pages,
 1,500 queries: NAME descriptions and option names; run that first). Each query's full-text
@@ -15,27 +15,15 @@ from __future__ import annotations
 import asyncio
 import json
 import statistics
-import sys
 import time
-from pathlib import Path
 
 import asyncpg
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from bench.harness import (  # noqa: E402
-    daemon_on_recall_data,
-    embedded_dsn,
-    machine,
-    percentile,
-    progress,
-    publish,
-    write_option,
-)
-from bench.recall import NAMESPACE  # noqa: E402
-from recalld.actors.recall.query import MAX_READINGS, QUERY_BUILDER_VERSION, build_text_query  # noqa: E402
-from recalld.store.search import Filters, full_text  # noqa: E402
+from bench.lib.corpus import NAMESPACE
+from bench.lib.daemon import daemon_on_recall_data, embedded_dsn
+from bench.lib.report import machine, percentile, progress, publish, write_option
+from recalld.actors.recall.query import MAX_READINGS, QUERY_BUILDER_VERSION, build_text_query
+from recalld.store.search import Filters, full_text
 
 CAP = 30  # [recall] fts_candidates
 RUNS = 3
@@ -76,7 +64,7 @@ def report(times: dict[str, list[tuple[float, str]]]) -> list[str]:
         f" {len(queries)} queries of `bench/recall.py`, {with_or} of them with an `or`; each query's time is the"
         f" median of {RUNS} runs, the two readings taking turns.",
         "",
-        "Command: `.venv/bin/python bench/fulltext.py --write docs/RETRIEVAL.md`",
+        "Command: `.venv/bin/python -m bench.fulltext --write docs/RETRIEVAL.md`",
         "",
         "| full-text statement | all: p50 | p95 | p99 | slowest | queries with `or`: median | slowest | their sum |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",

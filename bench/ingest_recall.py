@@ -1,26 +1,26 @@
 """Recall during a large ingest: latency and the vector route's availability while the daemon
-embeds what was just written (issue 22 item 1, "queries first").
+embeds what was just written (queries first in the embedder).
 
-    .venv/bin/python bench/ingest_recall.py --label after [--passages 2000] [--write docs/BENCHMARKS.md]
+    .venv/bin/python -m bench.ingest_recall --label after [--passages 2000] [--write FILE] [--result NAME]
 
-For the figures before a change, run this same script against the older tree (its daemon is
-started from the tree the script lies in, `python -m recalld serve` with that tree first on
+For the figures before a change, run this checkout's bench/ from the older tree (its daemon is
+started from the tree the bench package lies in, `python -m recalld serve` with that tree first on
 PYTHONPATH):
 
     git worktree add /tmp/before <commit>
-    cp bench/ingest_recall.py /tmp/before/bench/
-    .venv/bin/python /tmp/before/bench/ingest_recall.py --label before --write docs/BENCHMARKS.md
+    rm -rf /tmp/before/bench && cp -r bench /tmp/before/
+    cd /tmp/before && CHECKOUT/.venv/bin/python -m bench.ingest_recall --label before
 
 or let this script take turns between the two trees, `--rounds` runs each, and report every
 figure's median and range (the order alternates: before first in odd rounds, after first in even
 ones, so neither side always meets the machine's load later):
 
-    .venv/bin/python bench/ingest_recall.py --compare /tmp/before --rounds 3 --passages 10300 \
-        --seed 300 --limit-s 300 --write docs/BENCHMARKS.md
+    .venv/bin/python -m bench.ingest_recall --compare /tmp/before --rounds 3 --passages 10300 \
+        --seed 300 --limit-s 300 --result 10k-queries-first
 
 (`--summarize` with the same `--work` reports its results.json again, without running anything).
 
-1. Corpus: the first `--passages` man-page passages of bench/recall.py (one record each, one
+1. Corpus: the first `--passages` man-page passages of bench/lib/corpus.py (one record each, one
    chunk each: at most 40 words), and its queries, each asked once with a number appended so
    that no query vector comes from the daemon's cache: every recall embeds.
 2. A daemon on a fresh data directory (embedded PostgreSQL, the local model, default config)
@@ -42,8 +42,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -54,45 +52,16 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from bench.harness import load_average, machine, percentile, progress, publish, wait_caught_up  # noqa: E402
-from bench.recall import build_corpus  # noqa: E402
-from recalld.client import Client, ClientError  # noqa: E402
+from bench.lib.corpus import build_corpus
+from bench.lib.daemon import start_fresh, wait_caught_up
+from bench.lib.paths import ROOT
+from bench.lib.report import add_result_option, load_average, machine, percentile, progress, publish
+from recalld.client import Client, ClientError
 
 NAMESPACE = "bench-ingest"
 WRITERS = 4
 ANSWERED = {None, "vector_indexing"}
 """The vector route's state in an answer that counts as available: not named, or named partial."""
-
-
-def start(work: Path, env: dict[str, str] | None = None) -> tuple[subprocess.Popen[bytes], Path]:
-    """`recalld serve` from this tree on a fresh data directory; returned once it answers."""
-    shutil.rmtree(work / "data", ignore_errors=True)
-    (work / "data").mkdir(parents=True)
-    socket = work / "recalld.sock"
-    log = (work / "serve.log").open("ab")
-    env = {**os.environ, **(env or {}), "PYTHONPATH": str(ROOT)}
-    command = [sys.executable, "-m", "recalld", "serve", "--data-dir", str(work / "data"), "--socket", str(socket)]
-    daemon = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
-    client = Client(socket)
-    try:
-        for _ in range(480):
-            try:
-                client.request("POST", "/v1/recall", {"namespace": NAMESPACE, "query": "warm up", "routes": ["fts"]})
-                return daemon, socket
-            except (ConnectionError, ClientError):
-                if daemon.poll() is not None:
-                    raise SystemExit(f"recalld serve exited ({daemon.returncode}); see {work / 'serve.log'}") from None
-                time.sleep(0.5)
-        raise SystemExit(f"recalld did not answer within 240 s; see {work / 'serve.log'}")
-    except BaseException:
-        daemon.terminate()  # never leave a daemon behind on a data directory the next run deletes
-        daemon.wait(timeout=60)
-        raise
-    finally:
-        client.close()
 
 
 def write_all(
@@ -151,7 +120,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     # queries come from the pages' descriptions: enough pages for them whatever the size
     corpus = build_corpus(max(args.passages, 3000), args.queries)
     seed, records = corpus["records"][: args.seed], corpus["records"][args.seed : args.passages]
-    daemon, socket = start(args.work)
+    daemon, socket = start_fresh(args.work, NAMESPACE)
     try:
         client = Client(socket, timeout=120)
         progress(f"seeding {len(seed)} passages")
@@ -302,24 +271,24 @@ def summary(results: dict[str, list[dict[str, Any]]]) -> list[str]:
 
 
 def compare(args: argparse.Namespace) -> None:
-    """`--rounds` rounds of this script run from `--compare TREE` (label before) and from this
-    tree (label after), taking turns which goes first, each on a fresh daemon; every run's
-    result.json is kept under `--work`."""
-    scripts = {"before": args.compare.resolve() / "bench" / "ingest_recall.py", "after": Path(__file__).resolve()}
-    if not scripts["before"].exists():
-        raise SystemExit(f"copy this script to {scripts['before']} first")
+    """`--rounds` rounds of this script run from `--compare TREE` (label before; this checkout's
+    bench/ copied into it) and from this tree (label after), taking turns which goes first, each
+    on a fresh daemon; every run's result.json is kept under `--work`."""
+    trees = {"before": args.compare.resolve(), "after": ROOT}
+    if not (trees["before"] / "bench" / "lib").is_dir():
+        raise SystemExit(f"copy this checkout's bench/ into {trees['before']} first")
     results: dict[str, list[dict[str, Any]]] = {"before": [], "after": []}
     for round_ in range(1, args.rounds + 1):
         for side in ("before", "after") if round_ % 2 else ("after", "before"):
             work = args.work / f"round{round_}"
             progress(f"round {round_} of {args.rounds}: {side}")
-            command = [sys.executable, str(scripts[side]), "--label", side, "--work", str(work)]
+            command = [sys.executable, "-m", "bench.ingest_recall", "--label", side, "--work", str(work)]
             for option in ("passages", "seed", "queries", "limit_s", "batch"):
                 command += [f"--{option.replace('_', '-')}", str(getattr(args, option))]
-            subprocess.run(command, check=True)
+            subprocess.run(command, check=True, cwd=trees[side])
             results[side].append(json.loads((work / side / "result.json").read_text()))
             (args.work / "results.json").write_text(json.dumps(results, indent=2))
-    publish(summary(results), args.write, "ingest-recall-rounds")
+    publish(summary(results), args.write, "ingest-recall-rounds", result=args.result)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -335,9 +304,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--summarize", action="store_true", help="only report the --work's results.json again")
     parser.add_argument("--work", type=Path, default=Path("/tmp/bench-ingest-recall"))
     parser.add_argument("--write", type=Path, help="replace this markdown file's section for the label")
+    add_result_option(parser, "ingest")
     args = parser.parse_args(argv)
     if args.summarize:
-        publish(summary(json.loads((args.work / "results.json").read_text())), args.write, "ingest-recall-rounds")
+        publish(
+            summary(json.loads((args.work / "results.json").read_text())),
+            args.write,
+            "ingest-recall-rounds",
+            result=args.result,
+        )
         return
     if args.compare is not None:
         compare(args)
@@ -349,7 +324,7 @@ def main(argv: list[str] | None = None) -> None:
     progress(f"{machine()}; {args.passages} passages; daemon from {ROOT} at {commit}")
     result = {**measure(args), "commit": commit}
     (args.work / "result.json").write_text(json.dumps(result, indent=2))
-    publish(report(result, commit), args.write, f"ingest-recall-{args.label}")
+    publish(report(result, commit), args.write, f"ingest-recall-{args.label}", result=args.result)
 
 
 if __name__ == "__main__":

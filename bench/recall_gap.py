@@ -2,14 +2,14 @@
 daemon's `timings_ms.total`, beside a bare `GET /livez` over the same socket (the HTTP exchange
 alone), with the query vectors cached so that the model is out of the picture.
 
-On the corpus bench/recall.py prepared in WORK (`bench/recall.py --passages 8000 --queries 300
+On the corpus bench/recall.py prepared in WORK (`python -m bench.recall --passages 8000 --queries 300
 --work var/bench-recall-quick --prepare-only`): each client on one connection of its own, each
 round alternating `/livez` and a recall of the same 300 queries; medians per round. Two clients take turns each round:
 aiohttp's (as bench/recall.py asks), and a minimal HTTP/1.1 client on a plain socket (a request
 written as bytes, the answer read by its Content-Length), whose own cost is close to nothing,
 so that the difference between the two is the client library's share.
 
-    .venv/bin/python bench/recall_gap.py [--work var/bench-recall-quick] [--rounds 3]
+    .venv/bin/python -m bench.recall_gap [--work var/bench-recall-quick] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -19,17 +19,15 @@ import asyncio
 import json
 import socket as sockets
 import statistics
-import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import aiohttp
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench.harness import RECALL_QUICK_WORK, start_daemon, stop_daemon
-from bench.recall import NAMESPACE
+from bench.lib.corpus import NAMESPACE
+from bench.lib.daemon import start_daemon, stop_daemon
+from bench.lib.paths import RECALL_QUICK_WORK
 
 
 def ms(seconds: list[float]) -> float:

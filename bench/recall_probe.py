@@ -1,4 +1,4 @@
-"""A short probe of two builds of the daemon taking turns on the same data (issue 24): does a
+"""A short probe of two builds of the daemon taking turns on the same data: does a
 change pay? Each round starts one build's `recalld serve` on bench/recall.py's data directory,
 first asks `--new` never-asked queries at one client (the query embedded: p50 of the client's
 latency, and each stage's; a fresh slice each round, the same for both builds), with `--new-16`
@@ -11,7 +11,7 @@ then before in even ones), so neither build always meets the machine's load late
 each build's rounds are printed.
 
     git worktree add /tmp/recalld-before <commit>   # the build before the change
-    .venv/bin/python bench/recall_probe.py --before /tmp/recalld-before [--work var/bench-recall-quick]
+    .venv/bin/python -m bench.recall_probe --before /tmp/recalld-before [--work var/bench-recall-quick]
 
 "--before" is a checkout of the earlier commit (its code is put first on the daemon's
 PYTHONPATH); the other build is this checkout.
@@ -23,15 +23,13 @@ import argparse
 import asyncio
 import json
 import statistics
-import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench.harness import RECALL_QUICK_WORK, ROOT, percentile, progress, start_daemon, stop_daemon
-from bench.recall import Meter, socket_load
-from bench.recall_sweep import wait_ready
+from bench.lib.daemon import start_daemon, stop_daemon, wait_ready
+from bench.lib.load import Meter, socket_load
+from bench.lib.paths import RECALL_QUICK_WORK, ROOT
+from bench.lib.report import percentile, progress
 
 
 def one_round(

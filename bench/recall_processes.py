@@ -1,5 +1,5 @@
-"""One serving process against two sharing one listening socket (issue 24's "more than one
-serving process", measured before it is built): the first `recalld serve` owns the embedded
+"""One serving process against two sharing one listening socket (more than one serving process,
+measured before it is built): the first `recalld serve` owns the embedded
 PostgreSQL of bench/recall.py's data directory; the second follows it (the store's DSN and the
 same generations directory, as several daemons on one database already run) from a data
 directory of its own. Both get the same listening Unix socket as systemd's socket activation
@@ -8,7 +8,7 @@ Rounds take turns: the first process alone, then both, and again; each round `PO
 with the query vector cached at 16 clients (throughput, and CPU per recall of the daemons,
 PostgreSQL and this client).
 
-    .venv/bin/python bench/recall_processes.py [--work var/bench-recall-quick] [--rounds 2]
+    .venv/bin/python -m bench.recall_processes [--work var/bench-recall-quick] [--rounds 2]
 """
 
 from __future__ import annotations
@@ -20,16 +20,15 @@ import os
 import socket
 import statistics
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench.harness import RECALL_QUICK_WORK, ROOT, cpu_seconds, embedded_dsn, postgres_cpu_seconds, progress
-from bench.recall import socket_load
-from bench.recall_sweep import wait_ready
+from bench.lib.cpu import cpu_seconds, postgres_cpu_seconds
+from bench.lib.daemon import embedded_dsn, wait_ready
+from bench.lib.load import socket_load
+from bench.lib.paths import RECALL_QUICK_WORK, ROOT
+from bench.lib.report import progress
 
 # Socket activation's protocol: LISTEN_PID must be the daemon's own pid, which `exec` keeps.
 ACTIVATE = 'LISTEN_PID=$$ LISTEN_FDS=1 exec "$0" "$@"'

@@ -1,11 +1,11 @@
-"""Where the daemon's event-loop thread spends a recall (issue 24): `recalld serve` on
+"""Where the daemon's event-loop thread spends a recall: `recalld serve` on
 bench/recall.py's data directory under cProfile (the main thread only: the loop's thread; the
 model's and FAISS's worker threads are not in it), `POST /v1/recall` with the query vector cached
 at 16 clients, then the profile's largest entries by own time and by inclusive time. Also the
 HTTP layer's floor: a bare aiohttp handler on a Unix socket answering a canned body as long as
 a recall's answer, measured by the same client at 16 clients (process CPU per request).
 
-    .venv/bin/python bench/recall_profile.py [--work var/bench-recall-quick] [--queries 150]
+    .venv/bin/python -m bench.recall_profile [--work var/bench-recall-quick] [--queries 150]
 
 cProfile slows the loop several times over, so read the shares, not the milliseconds; the CPU
 per recall without the profiler is what bench/recall_probe.py measures.
@@ -19,15 +19,14 @@ import json
 import os
 import pstats
 import subprocess
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench.harness import RECALL_QUICK_WORK, ROOT, progress
-from bench.recall import NAMESPACE, socket_load
-from bench.recall_sweep import wait_ready
+from bench.lib.corpus import NAMESPACE
+from bench.lib.daemon import wait_ready
+from bench.lib.load import socket_load
+from bench.lib.paths import RECALL_QUICK_WORK, ROOT
+from bench.lib.report import progress
 from recalld.client import Client
 
 # Runs `recalld serve` with cProfile on the main thread; the stats are dumped as serve returns

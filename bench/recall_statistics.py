@@ -3,7 +3,7 @@ state of a freshly written or restored corpus until autovacuum's analyze gets to
 catch-up's `refresh_statistics` and `recalld restore` now take themselves
 (daemon/store/vectors.py, `PLANNED_AS_THEY_GROW`).
 
-On the corpus bench/recall.py prepared in WORK (`bench/recall.py --passages 8000 --queries 300
+On the corpus bench/recall.py prepared in WORK (`python -m bench.recall --passages 8000 --queries 300
 --work var/bench-recall-quick --prepare-only`), a daemon answers 16 clients' recalls with the
 query vectors cached, with the statistics PostgreSQL keeps, then with those of TABLES removed
 (pg_statistic's rows deleted and the tables' sizes unset, as before a first analyze), then
@@ -11,7 +11,7 @@ again after `ANALYZE`; per round: recalls a second and CPU per recall of Postgre
 daemon. It also prints the plan of a simplified full-text search (the words' match, rank and
 namespace of recall's statement, without its other filters) in both states.
 
-    .venv/bin/python bench/recall_statistics.py [--work var/bench-recall-quick] [--rounds 2]
+    .venv/bin/python -m bench.recall_statistics [--work var/bench-recall-quick] [--rounds 2]
         [--tables records chunks ...]
 
 It changes the statistics of WORK's database only, and leaves them taken again.
@@ -22,15 +22,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sys
 from pathlib import Path
 
 import asyncpg
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench.harness import RECALL_QUICK_WORK, cpu_seconds, embedded_dsn, postgres_cpu_seconds, start_daemon, stop_daemon
-from bench.recall import NAMESPACE, socket_load
+from bench.lib.corpus import NAMESPACE
+from bench.lib.cpu import cpu_seconds, postgres_cpu_seconds
+from bench.lib.daemon import embedded_dsn, start_daemon, stop_daemon
+from bench.lib.load import socket_load
+from bench.lib.paths import RECALL_QUICK_WORK
 from recalld.store.search import TS_CONFIG
 
 TABLES = ("records", "chunks", "indexed_records", "chunk_vectors", "title_vectors")

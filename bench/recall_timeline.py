@@ -1,14 +1,15 @@
-"""Where one client's recall spends its time, step by step, beside the raw parts (issue 24).
+"""Where one client's recall spends its time, step by step, beside the raw parts.
 
-On the corpus bench/recall.py prepared in WORK (`bench/recall.py --passages 8000 --queries 300
+On the corpus bench/recall.py prepared in WORK (`python -m bench.recall --passages 8000 --queries 300
 --work var/bench-recall-quick --prepare-only`): a daemon started with the timing hooks of
 bench/timeline/sitecustomize.py (they time functions of the recall path; no argument or result
-changes) answers never-asked queries at one client, and in turns the raw parts of bench/recall.py
+changes) answers never-asked queries at one client, and in turns the raw parts (bench/lib/head_to_head.py)
 answer the same queries (the model called directly, the daemon's FAISS file, one PostgreSQL
 query). Then the same queries again, their vectors cached. Printed: each step's median start
 and end from the handler's start, and the client's latency against the raw parts'.
 
-    .venv/bin/python bench/recall_timeline.py [--work var/bench-recall-quick] [--rounds 4] [--write FILE]
+    .venv/bin/python -m bench.recall_timeline [--work var/bench-recall-quick] [--rounds 4] \\
+        [--write FILE] [--result NAME]
 
 The hooks cost a little (see their docstring), so the ratio printed here is a hooked daemon's,
 not comparable to bench/recall.py's; read the steps' sizes and the gaps between them.
@@ -25,20 +26,11 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench.harness import (
-    RECALL_QUICK_WORK,
-    ROOT,
-    embedded_dsn,
-    load_average,
-    machine,
-    publish,
-    start_daemon,
-    stop_daemon,
-)
-from bench.recall import WARMUP, Load, one_client_rounds, raw_parts, served_raw_parts, socket_load
-from bench.recall_sweep import wait_ready
+from bench.lib.daemon import embedded_dsn, start_daemon, stop_daemon, wait_ready
+from bench.lib.head_to_head import WARMUP, one_client_rounds, raw_parts, served_raw_parts
+from bench.lib.load import Load, socket_load
+from bench.lib.paths import RECALL_QUICK_WORK, ROOT
+from bench.lib.report import add_result_option, load_average, machine, publish
 
 HOOKS = ROOT / "bench" / "timeline"
 
@@ -86,6 +78,7 @@ def main() -> int:
     parser.add_argument("--work", type=Path, default=RECALL_QUICK_WORK)
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--write", type=Path, help="replace this markdown file's recall_timeline.py section")
+    add_result_option(parser, "recall")
     args = parser.parse_args()
     work = args.work.resolve()
     queries: list[str] = json.loads((work / "corpus.json").read_text())["queries"]
@@ -116,7 +109,7 @@ def main() -> int:
 
     lines = [
         f"Measured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {machine()}; load average at the end"
-        f" {load_average()}. Command: `.venv/bin/python bench/recall_timeline.py {' '.join(sys.argv[1:])}`.",
+        f" {load_average()}. Command: `.venv/bin/python -m bench.recall_timeline {' '.join(sys.argv[1:])}`.",
         "",
         f"- New queries, one client: recalld {statistics.median(Load.merged(one.recalld).latency_ms):.2f} ms p50"
         f" (client-side), the raw parts {statistics.median(Load.merged(one.raw).latency_ms):.2f} ms;"
@@ -133,7 +126,7 @@ def main() -> int:
         ("Cached query vectors", timeline[asked_new:asked_again]),
     ):
         lines += table(title, median_spans(phase), len(phase))
-    publish(lines, args.write, "recall_timeline.py")
+    publish(lines, args.write, "recall_timeline.py", result=args.result)
     return 0
 
 

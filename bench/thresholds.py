@@ -1,6 +1,6 @@
 """Vector similarity floors (`[recall] thresholds`): what a floor costs in answers and what it buys.
 
-    .venv/bin/python bench/thresholds.py [--write docs/RETRIEVAL.md]
+    .venv/bin/python -m bench.thresholds [--write docs/RETRIEVAL.md]
 
 Both golden corpora, as bench/retrieval.py left them indexed in its data dirs (the largest
 namespace of each). For each corpus, on the vectors its daemon stored and the query vectors of the
@@ -20,27 +20,18 @@ questions it leaves without a vector answer at all.
 from __future__ import annotations
 
 import asyncio
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import asyncpg
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from bench.harness import embedded_dsn, machine, progress, publish, start_daemon, stop_daemon, write_option  # noqa: E402
-from bench.retrieval import (  # noqa: E402
-    Corpus,
-    Question,
-    embed_queries,
-    faiss_run,
-    load_corpus,
-    load_questions,
-    readiness_space,
-)
-from recalld.client import Client  # noqa: E402
+from bench.lib.daemon import embedded_dsn, start_daemon, stop_daemon
+from bench.lib.golden import Question, load_questions, readiness_space
+from bench.lib.paths import ROOT
+from bench.lib.report import machine, progress, publish, write_option
+from bench.lib.routes import Corpus, embed_queries, faiss_run, load_corpus
+from recalld.client import Client
 
 
 @dataclass
@@ -86,7 +77,9 @@ def stored_corpus(golden: Golden) -> Corpus:
     finally:
         stop_daemon(daemon)
     if corpus is None:
-        raise SystemExit(f"nothing is indexed in {golden.data_dir}: run bench/retrieval.py for {golden.name} first")
+        raise SystemExit(
+            f"nothing is indexed in {golden.data_dir}: run `python -m bench.retrieval` for {golden.name} first"
+        )
     return corpus
 
 
@@ -134,7 +127,7 @@ def report() -> list[str]:
     lines = [
         f"Measured on {machine()}: the stored vectors of `bench/retrieval.py`'s namespaces, the local model.",
         "",
-        "Command: `.venv/bin/python bench/thresholds.py --write docs/RETRIEVAL.md`",
+        "Command: `.venv/bin/python -m bench.thresholds --write docs/RETRIEVAL.md`",
         "",
         "| corpus | answers in the top 5: cosine min / 5% / median | off-topic: best cosine 5% / median / 95% |"
         + "".join(f" floor {floor:.2f}: answers lost · off-topic emptied |" for floor in FLOORS),

@@ -7,7 +7,7 @@ starts a throwaway embedded PostgreSQL (recalld.store.embedded, the server recal
 in a fresh directory under /tmp; `--dsn` uses an existing server instead (the table is created
 as a TEMP table, so nothing is left behind).
 
-    .venv/bin/python bench/golden/baseline.py [--corpus DIR] [--questions FILE] [--dsn DSN] [--misses]
+    .venv/bin/python -m bench.golden.baseline [--corpus DIR] [--questions FILE] [--dsn DSN] [--misses]
 """
 
 from __future__ import annotations
@@ -25,13 +25,7 @@ from typing import TYPE_CHECKING
 
 import asyncpg
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent.parent
-if str(HERE) not in sys.path:
-    sys.path.insert(0, str(HERE))
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-from check_questions import (  # noqa: E402  (sibling script, not a package)
+from bench.golden.check_questions import (
     DEFAULT_CORPUS,
     DEFAULT_QUESTIONS,
     KINDS,
@@ -39,8 +33,7 @@ from check_questions import (  # noqa: E402  (sibling script, not a package)
     check_corpus,
     load_questions,
 )
-
-from recalld.actors.recall.metrics import first_rank  # noqa: E402
+from recalld.actors.recall.metrics import first_rank
 
 if TYPE_CHECKING:
     from recalld.store.embedded import EmbeddedPostgres
@@ -127,11 +120,8 @@ def report(questions: list[Question], results: dict[str, list[str]], misses: boo
 
 def start_embedded() -> tuple[EmbeddedPostgres, Path, str]:
     """A throwaway embedded server under /tmp: (server, its directory, DSN)."""
-    try:
-        from recalld.store.embedded import EmbeddedPostgres
-    except ImportError:
-        sys.path.insert(0, str(REPO))
-        from recalld.store.embedded import EmbeddedPostgres
+    from recalld.store.embedded import EmbeddedPostgres
+
     workdir = Path(tempfile.mkdtemp(prefix="recalld-golden-"))
     os.chmod(workdir, 0o755)  # the server may run as the unprivileged `recalld` user
     server = EmbeddedPostgres(workdir)
@@ -146,12 +136,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--misses", action="store_true", help="list the questions missed at hit@5")
     args = parser.parse_args(argv)
     if not args.corpus.is_dir():
-        print(f"no corpus at {args.corpus}: run bench/golden/pgdocs_corpus.py first", file=sys.stderr)
+        print(f"no corpus at {args.corpus}: run `python -m bench.golden.pgdocs_corpus` first", file=sys.stderr)
         return 1
     questions, problems = load_questions(args.questions)
     problems += check_corpus(questions, args.corpus)
     if problems:
-        print("the question set does not check out; run bench/golden/check_questions.py", file=sys.stderr)
+        print("the question set does not check out; run `python -m bench.golden.check_questions`", file=sys.stderr)
         return 1
     rows = read_corpus(args.corpus)
     if args.dsn:

@@ -4,7 +4,7 @@ Every question must be well formed, every expected page must exist in the corpus
 `evidence` sentence must occur on the first (best) expected page, compared with whitespace
 collapsed and case folded. Prints the counts per kind and per area; exits 1 on any problem.
 
-    .venv/bin/python bench/golden/check_questions.py [--questions FILE] [--corpus DIR]
+    .venv/bin/python -m bench.golden.check_questions [--questions FILE] [--corpus DIR]
 """
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not args.corpus.is_dir():
         print(
-            f"no corpus at {args.corpus}: run bench/golden/pgdocs_corpus.py {args.corpus} first",
+            f"no corpus at {args.corpus}: run `python -m bench.golden.pgdocs_corpus {args.corpus}` first",
             file=sys.stderr,
         )
         return 1

@@ -1,7 +1,7 @@
 """Render installed manual pages into one plain-text document per page.
 
 The corpus of the `manpages` golden set: a second corpus, unlike the PostgreSQL documentation
-the fusion defaults were chosen on, and of the kind issue 5's acceptance set uses (real man
+the fusion defaults were chosen on, and of the kind the acceptance set of recall's fusion uses (real man
 pages, questions in a user's words and option names typed as-is).
 
 Pages come from sections 1, 5 and 8 under /usr/share/man (the 16,000 generated `gcloud` pages
@@ -13,7 +13,7 @@ underlined with `=` (the title `recalld ingest` takes from plain text; a `#` lin
 only in Markdown), a blank line, then `man`'s own rendering at 100 columns, without hyphenation,
 justification or overstrike.
 
-    .venv/bin/python bench/golden/manpages_corpus.py [OUT_DIR] [--pages N] [--questions TOML]
+    .venv/bin/python -m bench.golden.manpages_corpus [OUT_DIR] [--pages N] [--questions TOML]
 """
 
 from __future__ import annotations

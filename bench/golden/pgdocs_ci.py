@@ -1,9 +1,9 @@
-"""Build the CI golden set `bench/golden/pgdocs-ci/` from the pgdocs set (issue 20): the questions
+"""Build the CI golden set `bench/golden/pgdocs-ci/` from the pgdocs set: the questions
 whose best page is short, the pages they expect, and plausible distractors from the same parts
 of the documentation, small enough to embed in a minute or two on 2 cores.
 
-    .venv/bin/python bench/golden/pgdocs_corpus.py        # var/golden/pgdocs/ first
-    .venv/bin/python bench/golden/pgdocs_ci.py            # -> bench/golden/pgdocs-ci/
+    .venv/bin/python -m bench.golden.pgdocs_corpus        # var/golden/pgdocs/ first
+    .venv/bin/python -m bench.golden.pgdocs_ci            # -> bench/golden/pgdocs-ci/
 
 Selection, by rule (no question or page is picked by hand, none by any system's answers):
 
@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         return cast(int, (args.corpus / f"{stem}.txt").stat().st_size)  # args.corpus is Any
 
     if not args.corpus.is_dir():
-        print(f"no corpus at {args.corpus}: run bench/golden/pgdocs_corpus.py first", file=sys.stderr)
+        print(f"no corpus at {args.corpus}: run `python -m bench.golden.pgdocs_corpus` first", file=sys.stderr)
         return 1
     source = tomllib.loads(args.questions.read_text())
     kept = []

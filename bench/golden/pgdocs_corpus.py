@@ -9,7 +9,7 @@ breaks kept. The navigation header and footer of every page are dropped; code, o
 (`--section=pre-data`), program listings and table rows are kept verbatim. Standard library only
 (html.parser), so the output depends on nothing but the package version.
 
-    .venv/bin/python bench/golden/pgdocs_corpus.py [OUT_DIR] [--source DIR] [--pages GLOB ...] [--limit N]
+    .venv/bin/python -m bench.golden.pgdocs_corpus [OUT_DIR] [--source DIR] [--pages GLOB ...] [--limit N]
 """
 
 from __future__ import annotations

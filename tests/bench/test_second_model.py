@@ -1,4 +1,4 @@
-"""bench/second_model.py's ranking of pages from chunk scores: the quality step's USE and
+"""bench/lib/second_model.py's ranking of pages from chunk scores: the quality step's USE and
 averaged routes rest on it, so a page must count once, by its best chunk, ties by record id."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import uuid
 import numpy as np
 import pytest
 
-from bench import second_model
-from bench.retrieval import Corpus
+from bench.lib import second_model
+from bench.lib.routes import Corpus
 
 A, B, C = (uuid.UUID(int=i) for i in (1, 2, 3))
 

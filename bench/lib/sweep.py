@@ -1,7 +1,8 @@
 """Throughput against vector recall@10, both sides swept: recalld's `[index] hnsw_ef_search` and
-pgvector's `hnsw.ef_search`, part of `bench/recall.py`'s run (its section of docs/BENCHMARKS.md).
+pgvector's `hnsw.ef_search`, part of `python -m bench.recall`'s run (its section of
+docs/BENCHMARKS.md).
 
-At each beam, on the queries bench/recall.py asked at one client (their vectors and exact top 10
+At each beam, on the queries `python -m bench.recall` asked at one client (their vectors and exact top 10
 already known):
 
 - recalld: a daemon started on the bench's data with `RECALLD_INDEX_HNSW_EF_SEARCH` set to the
@@ -24,35 +25,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import asyncpg
 import numpy as np
 
-from bench.harness import (
-    PGVECTOR_SESSION,
-    PGVECTOR_TOP,
-    embedded_dsn,
-    progress,
-    start_daemon,
-    stop_daemon,
-    vector_codec,
-)
-from bench.recall import (
-    NAMESPACE,
-    PGVECTOR_TABLE,
-    Load,
-    Meter,
-    pgvector_load,
-    recall_at_10,
-    socket_load,
-)
-from recalld.client import Client, ClientError
+from bench.lib.corpus import NAMESPACE
+from bench.lib.daemon import embedded_dsn, start_daemon, stop_daemon, wait_ready
+from bench.lib.load import Load, Meter, socket_load
+from bench.lib.pgvector import PGVECTOR_SESSION, PGVECTOR_TABLE, PGVECTOR_TOP, pgvector_load, vector_codec
+from bench.lib.report import progress
 
 BEAMS = (20, 40, 100, 150, 250, 350, 500, 1000)
 """The beams swept on both sides. pgvector returns at most ef_search rows, so its hybrid's top 20
@@ -62,6 +49,11 @@ at 250 on 1,000 queries): with no point there, its first point past 0.95 could b
 overshoots to 1.000 at half the throughput, flattering recalld."""
 SWEEP_ROUNDS = 3
 TARGETS = (0.95, 0.99)
+
+
+def recall_at_10(found: Sequence[Sequence[Any]], exact: Sequence[Sequence[Any]]) -> float:
+    """The share of each query's exact top 10 found in its first 10, averaged over the queries."""
+    return float(np.mean([len(set(f[:10]) & set(e[:10])) / len(e[:10]) for f, e in zip(found, exact, strict=True)]))
 
 
 @dataclass
@@ -167,30 +159,6 @@ def sweep(
     return ours, theirs
 
 
-READY_QUERY = "is the vector route answering yet"
-"""What `wait_ready` asks: no bench's query, so that every query a bench asks next as new is new
-(a query asked here would come from the daemon's query-vector cache afterwards)."""
-
-
-def wait_ready(socket: Path) -> None:
-    """Until the vector route answers whole (a restarted daemon loads its generation first)."""
-    client = Client(socket, timeout=120)
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            body = {"namespace": NAMESPACE, "query": READY_QUERY, "k": 10, "routes": ["vector"]}
-            try:
-                if not client.request("POST", "/v1/recall", body)["degraded_routes"]:
-                    return
-            except ClientError as exc:
-                if exc.status != 503:  # 503: no route answered yet
-                    raise
-            time.sleep(0.2)
-    finally:
-        client.close()
-    raise SystemExit("the restarted daemon's vector route did not answer within 120 s")
-
-
 def _best(points: Sequence[Point], target: float) -> Point | None:
     """The fastest point at or above `target` recall (the narrowest beam that reaches it, usually)."""
     reached = [p for p in points if p.recall >= target]
@@ -200,7 +168,7 @@ def _best(points: Sequence[Point], target: float) -> Point | None:
 def report(ours: Sequence[Point], theirs: Sequence[Point], rounds: int = SWEEP_ROUNDS) -> list[str]:
     lines = [
         "",
-        "Throughput at 16 clients against vector recall@10, both beams swept (`bench/recall_sweep.py`):"
+        "Throughput at 16 clients against vector recall@10, both beams swept (`bench/lib/sweep.py`):"
         f" recalld with `[index] hnsw_ef_search` = the beam and {PGVECTOR_TOP} candidates per route (pgvector's"
         f" recipe), the query vector cached; pgvector's documented hybrid with `hnsw.ef_search` = the beam."
         f" Throughput is the median of {rounds} rounds taking turns; CPU per request in ms, daemon /"

@@ -1,0 +1,1 @@
+"""What the bench scripts share, one module per concern; nothing here is run on its own."""

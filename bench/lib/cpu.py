@@ -1,0 +1,41 @@
+"""CPU time spent by a process and by a PostgreSQL server, read from /proc: what a bench divides
+by the requests answered to report CPU per request."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _stat_times(pid: int) -> tuple[int, list[int]]:
+    """(parent pid, [utime, stime, cutime, cstime]) in clock ticks, from /proc/PID/stat."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[1]), [int(x) for x in fields[11:15]]
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system, every thread) a running process has used so far."""
+    _, (utime, stime, _, _) = _stat_times(pid)
+    return (utime + stime) / _TICK
+
+
+def postgres_cpu_seconds(pgdata: Path) -> float:
+    """CPU time a PostgreSQL server has used so far: the postmaster, its live processes, and
+    (through the postmaster's reaped-children times) the backends that already ended. The
+    difference of two readings is what the server spent between them, backends that came and
+    went included."""
+    postmaster = int((pgdata / "postmaster.pid").read_text().split()[0])
+    _, times = _stat_times(postmaster)
+    total = sum(times)
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            parent, (utime, stime, _, _) = _stat_times(int(entry.name))
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile
+        if parent == postmaster:
+            total += utime + stime
+    return total / _TICK
