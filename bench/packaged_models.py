@@ -162,7 +162,7 @@ QUANTISED: dict[str, Callable[[str], bool]] = {
     "mpnet-int8.onnx": lambda name: True,
     # Each layer's feed-forward down projection kept in fp32: its vectors stay at cosine 0.99 to
     # fp32's where all-int8's fall to 0.88-0.91, at 13 ms a query against 8 and fp32's 22
-    # (bench/results/quality-mpnet.md). Its input is GELU's output, whose long tail one dynamic
+    # (bench/results/models/2026-12-02-mpnet-quality.md). Its input is GELU's output, whose long tail one dynamic
     # scale per tensor quantises coarsely: the likely reason, not isolated further.
     "mpnet-int8-mixed.onnx": lambda name: not name.endswith("/output/dense/MatMul"),
 }

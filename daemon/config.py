@@ -175,7 +175,7 @@ class RecallConfig(_Section, frozen=True):
     process (the local model), whose run takes every core, so a full-text statement beside it
     only slows it down; a remote provider's wait costs this machine nothing, so full text runs
     beside it. Measured on 2 cores: 0.3-0.5 ms less per one-client recall (bench/recall_probe.py,
-    docs/BENCHMARKS.md)."""
+    bench/NOTES.md)."""
     fts_embedding_wait_ms: Annotated[int, Meta(ge=0, le=60_000)] = 50
     """The longest full text waits for the query's embedding: a short query takes the local model
     about 5 ms on 2 cores and a 256-token one about 30; beyond this the routes run side by side,

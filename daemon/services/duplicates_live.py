@@ -1,7 +1,7 @@
 """The live titles of a namespace and kind, kept in memory in step with PostgreSQL, with their
 title vectors as one matrix (`daemon/services/duplicates_rows.py`), so that a duplicate check reads only what
 changed since the last one (not 100,000 rows: that read cost a second a check,
-docs/BENCHMARKS.md) and compares with one matrix product.
+bench/NOTES.md) and compares with one matrix product.
 
 In step by change marks, as the index manager's catch-up is (`IndexBacklog.change_mark`): every
 record write takes the next `change_seq`; a mark read while no writing transaction is open
