@@ -13,54 +13,10 @@ from typing import Any
 import pytest
 
 from tests.support import ROOT, Daemon, namespace
+from tests.support.other_users import as_user
 from tests.support.waits import wait_for_generation
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="switching to another user needs root")
-
-# Runs as the other user: one HTTP/1.1 request over the socket, prints the status and the body.
-CLIENT = """
-import json, socket, sys
-path, method, target, body = sys.argv[1:5]
-s = socket.socket(socket.AF_UNIX)
-s.settimeout(30)
-try:
-    s.connect(path)
-except OSError as e:
-    print(json.dumps({"refused": e.errno})); sys.exit(0)
-head = f"{method} {target} HTTP/1.1\\r\\nHost: recalld\\r\\nConnection: close\\r\\n"
-if body:
-    head += f"Content-Type: application/json\\r\\nContent-Length: {len(body.encode())}\\r\\n"
-s.sendall((head + "\\r\\n" + body).encode())
-data = b""
-while chunk := s.recv(65536):
-    data += chunk
-status_line, _, rest = data.decode().partition("\\r\\n")
-print(json.dumps({"status": int(status_line.split()[1]), "body": json.loads(rest.partition("\\r\\n\\r\\n")[2])}))
-"""
-
-
-def as_user(daemon: Daemon, uid: int, method: str, target: str, body: Any = None) -> dict[str, Any]:
-    done = subprocess.run(
-        [
-            "setpriv",
-            f"--reuid={uid}",
-            f"--regid={uid}",
-            "--clear-groups",
-            sys.executable,
-            "-c",
-            CLIENT,
-            str(daemon.socket),
-            method,
-            target,
-            json.dumps(body) if body is not None else "",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    answer: dict[str, Any] = json.loads(done.stdout)
-    return answer
 
 
 def test_each_user_gets_what_access_grants_it(make_daemon: Any) -> None:

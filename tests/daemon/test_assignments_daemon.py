@@ -4,73 +4,35 @@ assignments")."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 import threading
-import time
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 import msgspec
 
 from recalld.wire.assignments import AssignmentsOut
-from tests.support import RECALLD, ROOT, Daemon, create_database
+from tests.support import Daemon, create_database
+from tests.support.assignments import FAST, SLOW_TICKS, assignment, entity, tie
+from tests.support.cli import recalld
 from tests.support.fake_llm import ChatService, Reply, threaded_chat_server
-
-FAST = {"RECALLD_EMBEDDING_PROVIDER": "none", "RECALLD_ASSIGNMENTS_INTERVAL_S": "0.2"}
-
-
-def entity() -> str:
-    return "e-" + uuid.uuid4().hex[:8]
-
-
-def tie(daemon: Daemon, key: str, characteristic: str, a: str, b: str) -> None:
-    status, body = daemon.call(
-        "POST",
-        "/v1/observations",
-        {
-            "observations": [
-                {"entity": key, "characteristic": characteristic, "supplier": "acme", "value": a, "trust": 0.5},
-                {"entity": key, "characteristic": characteristic, "supplier": "globex", "value": b, "trust": 0.5},
-            ]
-        },
-    )
-    assert (status, body) == (202, {"accepted": 2, "stored": 2})
-
-
-def until(probe: Callable[[], Any], timeout: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (found := probe()):
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.1)
-    return found
-
-
-def cli(daemon: Daemon, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "RECALLD_SOCKET": str(daemon.socket)}
-    return subprocess.run([*RECALLD, *args], capture_output=True, text=True, timeout=120, env=env, cwd=ROOT)
-
-
-def assignment(daemon: Daemon, key: str, characteristic: str) -> dict[str, Any] | None:
-    status, body = daemon.call("GET", f"/v1/assignments/{key}")
-    if status != 200:
-        return None
-    return next((a for a in body["assignments"] if a["characteristic"] == characteristic), None)
+from tests.support.other_users import as_user
+from tests.support.waits import eventually
 
 
 def test_with_the_resolver_off_disputes_wait_while_assignments_tick(make_daemon: Any) -> None:
     daemon = make_daemon(env={**FAST, "ASSIGNMENT_RESOLVER_ENABLED": "false"})
     key = entity()
     tie(daemon, key, "voltage", "230", "220")
-    found = until(lambda: assignment(daemon, key, "voltage"))
+    found = eventually(lambda: assignment(daemon, key, "voltage"), 60, "the tied voltage assigned")
     assert found["source"] == "auto:latest" and found["value"] == "220"
     assert found["dispute"]["state"] == "pending"
     # later observations keep being assigned; the dispute still waits for a resolver
     tie(daemon, key, "width", "1.2 m", "120 cm")
-    assert until(lambda: assignment(daemon, key, "width"))["source"] == "auto:trust_weighted"
+    assert (
+        eventually(lambda: assignment(daemon, key, "width"), 60, "the width assigned")["source"]
+        == "auto:trust_weighted"
+    )
     status, body = daemon.call("GET", f"/admin/disputes/{found['dispute']['id']}")
     assert (status, body["state"]) == (200, "pending")
     status, ready = daemon.call("GET", "/readyz")
@@ -79,17 +41,17 @@ def test_with_the_resolver_off_disputes_wait_while_assignments_tick(make_daemon:
     available = {c["name"]: c["available"] for c in caps["capabilities"]}
     assert (available["assignments.v1"], available["resolver.v1"]) == (True, False)
     # the CLI shows the same queue
-    listed = cli(daemon, "disputes", "list", "--state", "pending", "--json")
+    listed = recalld(daemon, "disputes", "list", "--state", "pending", "--json")
     assert listed.returncode == 0, listed.stderr
     assert found["dispute"]["id"] in {d["id"] for d in json.loads(listed.stdout)["disputes"]}
-    shown = cli(daemon, "assignments", key)
+    shown = recalld(daemon, "assignments", key)
     assert "voltage = 220  auto:latest  [dispute pending]" in shown.stdout
     # force-resolve needs a value while the resolver is off
     status, body = daemon.call("POST", f"/admin/disputes/{found['dispute']['id']}/force-resolve")
     assert (status, body["error"]["code"]) == (409, "conflict")
-    refused = cli(daemon, "disputes", "force-resolve", found["dispute"]["id"])
+    refused = recalld(daemon, "disputes", "force-resolve", found["dispute"]["id"])
     assert refused.returncode == 1 and "conflict" in refused.stderr
-    done = cli(daemon, "disputes", "force-resolve", found["dispute"]["id"], "--value", "230", "--json")
+    done = recalld(daemon, "disputes", "force-resolve", found["dispute"]["id"], "--value", "230", "--json")
     assert done.returncode == 0, done.stderr
     body = json.loads(done.stdout)
     assert (body["state"], body["decision"]) == ("resolved", "force")
@@ -98,7 +60,7 @@ def test_with_the_resolver_off_disputes_wait_while_assignments_tick(make_daemon:
     status, body = daemon.call("POST", f"/admin/disputes/{found['dispute']['id']}/force-resolve")
     assert (status, body["error"]["code"], body["state"]) == (409, "dispute_closed", "resolved")
     tie(daemon, key, "colour", "red", "crimson")
-    colour = until(lambda: assignment(daemon, key, "colour"))["dispute"]["id"]
+    colour = eventually(lambda: assignment(daemon, key, "colour"), 60, "the colour assigned")["dispute"]["id"]
     assert daemon.call("DELETE", f"/admin/disputes/{colour}")[0] == 200
     status, body = daemon.call("POST", f"/admin/disputes/{colour}/force-resolve")
     assert (status, body["error"]["code"], body["state"]) == (409, "dispute_closed", "superseded")
@@ -139,7 +101,7 @@ def test_moderation_decisions_apply_through_the_single_writer(make_daemon: Any) 
             mine = {d["characteristic"]: d for d in body["disputes"] if d["entity"] == key}
             return mine if len(mine) == 4 else None
 
-        queue = until(moderated)
+        queue = eventually(moderated, 60, "the moderation queue")
         assert queue["colour"]["tier"] == "low" and queue["colour"]["selected_value"] == "red"
         assert queue["shape"]["reason"] == "unparseable_answer"
         decide = lambda name, body: daemon.call("POST", f"/admin/moderation/{queue[name]['id']}/decide", body)  # noqa: E731
@@ -215,22 +177,6 @@ def test_bad_observations_are_refused_whole(make_daemon: Any) -> None:
     assert daemon.call("GET", f"/v1/assignments/{key}")[0] == 404  # nothing of the batches was written
 
 
-# Runs as another user: one request over the socket, prints its status.
-CLIENT = """
-import socket, sys
-path, method, target = sys.argv[1:4]
-s = socket.socket(socket.AF_UNIX)
-s.settimeout(30)
-try:
-    s.connect(path)
-except OSError as e:
-    print("refused"); sys.exit(0)
-body = b'{"action": "reject", "value": "x"}'
-s.sendall(f"{method} {target} HTTP/1.1\\r\\nHost: r\\r\\nConnection: close\\r\\nContent-Type: application/json\\r\\nContent-Length: {len(body)}\\r\\n\\r\\n".encode() + body)
-print(s.recv(200).decode().split()[1])
-"""
-
-
 def test_non_admin_peers_get_403_on_every_admin_route(make_daemon: Any) -> None:
     # uid 65534 may write and read every namespace, assignments included: still no admin
     daemon = make_daemon(env={**FAST, "RECALLD_ACCESS_WRITERS": '{"65534" = ["*"]}'})
@@ -244,46 +190,12 @@ def test_non_admin_peers_get_403_on_every_admin_route(make_daemon: Any) -> None:
         ("POST", f"/admin/disputes/{some}/force-resolve"),
         ("POST", f"/admin/moderation/{some}/decide"),
     ]
+    decision = {"action": "reject", "value": "x"}
     for method, target in routes:
-        done = subprocess.run(
-            [
-                "setpriv",
-                "--reuid=65534",
-                "--regid=65534",
-                "--clear-groups",
-                sys.executable,
-                "-c",
-                CLIENT,
-                str(daemon.socket),
-                method,
-                target,
-            ],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        )
-        assert done.stdout.strip() == "403", (method, target, done.stdout, done.stderr)
+        answer = as_user(daemon, 65534, method, target, decision if method == "POST" else None)
+        assert answer["status"] == 403, (method, target, answer)
     # while the same peer may use the assignment routes its rights cover
-    done = subprocess.run(
-        [
-            "setpriv",
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            sys.executable,
-            "-c",
-            CLIENT,
-            str(daemon.socket),
-            "GET",
-            f"/v1/assignments/{entity()}",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    assert done.stdout.strip() == "404"
+    assert as_user(daemon, 65534, "GET", f"/v1/assignments/{entity()}")["status"] == 404
 
 
 def test_two_daemons_on_one_database_never_run_a_resolver_tick_at_once(make_daemon: Any, postgres: Any) -> None:
@@ -306,7 +218,7 @@ def test_two_daemons_on_one_database_never_run_a_resolver_tick_at_once(make_daem
         def all_resolved() -> bool:
             return all((assignment(second, key, name) or {}).get("source") == "auto:llm_resolved" for name in names)
 
-        until(all_resolved)
+        eventually(all_resolved, 60, "every dispute resolved")
     assert len(service.requests) == len(names)  # each dispute asked once
     assert service.most_in_flight == 1  # never two ticks at once, though both daemons tick every 0.1 s
 
@@ -338,15 +250,27 @@ def test_a_late_answer_never_overwrites_what_the_suppliers_settled_meanwhile(mak
         daemon = make_daemon(env=resolver_env(url))
         key = entity()
         tie(daemon, key, "voltage", "230", "220")
-        until(lambda: service.requests)  # the resolver is asking; the answer waits for the gate
-        dispute_id = until(lambda: (assignment(daemon, key, "voltage") or {}).get("dispute", {}).get("id"))
+        eventually(lambda: service.requests, 60, "the resolver asking")  # the answer waits for the gate
+        dispute_id = eventually(
+            lambda: (assignment(daemon, key, "voltage") or {}).get("dispute", {}).get("id"),
+            60,
+            "the voltage dispute opened",
+        )
         assert dispute(daemon, dispute_id)["state"] == "in_progress"
         status, body = daemon.call("POST", f"/admin/moderation/{dispute_id}/decide", {"action": "approve"})
         assert (status, body["error"]["code"], body["state"]) == (409, "dispute_in_progress", "in_progress")
         observe(daemon, key, "voltage", "globex", "230")  # globex corrects itself
-        until(lambda: (assignment(daemon, key, "voltage") or {}).get("source") == "auto:trust_weighted")
+        eventually(
+            lambda: (assignment(daemon, key, "voltage") or {}).get("source") == "auto:trust_weighted",
+            60,
+            "the voltage assigned by trust",
+        )
         gate.set()  # the answer "220" (confidence 0.95) arrives now
-        late = until(lambda: (found := dispute(daemon, dispute_id))["state"] != "in_progress" and found)
+        late = eventually(
+            lambda: (found := dispute(daemon, dispute_id))["state"] != "in_progress" and found,
+            60,
+            "the dispute no longer in progress",
+        )
         assert service.answered == ["voltage"]
         assert (late["state"], late["reason"], late["selected_value"], late["tier"]) == (
             "superseded",
@@ -356,7 +280,7 @@ def test_a_late_answer_never_overwrites_what_the_suppliers_settled_meanwhile(mak
         )
         # ticks after it leave the settled value: another key assigned means a tick ran
         tie(daemon, key, "width", "1.2 m", "120 cm")
-        until(lambda: assignment(daemon, key, "width"))
+        eventually(lambda: assignment(daemon, key, "width"), 60, "the width assigned")
         now = assignment(daemon, key, "voltage")
         assert now is not None and (now["value"], now["source"]) == ("230", "auto:trust_weighted")
     assert len(service.requests) == 1
@@ -374,31 +298,35 @@ def test_an_approve_applies_only_to_the_values_it_answered(make_daemon: Any) -> 
             found = assignment(daemon, key, characteristic) or {}
             return found if found.get("dispute", {}).get("state") == "manual_review" else None
 
-        voltage = until(lambda: moderated("voltage"))["dispute"]["id"]
+        voltage = eventually(lambda: moderated("voltage"), 60, "the voltage under moderation")["dispute"]["id"]
         assert dispute(daemon, voltage)["selected_value"] == "220"
         # the values change while the dispute waits for a moderator: the answer is stale
         observe(daemon, key, "voltage", "globex", "230")
-        until(lambda: (assignment(daemon, key, "voltage") or {}).get("source") == "auto:trust_weighted")
+        eventually(
+            lambda: (assignment(daemon, key, "voltage") or {}).get("source") == "auto:trust_weighted",
+            60,
+            "the voltage assigned by trust",
+        )
         status, body = daemon.call("POST", f"/admin/moderation/{voltage}/decide", {"action": "approve"})
         assert (status, body["error"]["code"], body["state"]) == (409, "stale_answer", "superseded")
         assert (assignment(daemon, key, "voltage") or {})["value"] == "230"
         assert dispute(daemon, voltage)["reason"] == "stale_answer"
         # a dispute reopened on new values keeps nothing of its earlier answer to approve
-        colour = until(lambda: moderated("colour"))["dispute"]["id"]
+        colour = eventually(lambda: moderated("colour"), 60, "the colour under moderation")["dispute"]["id"]
         assert daemon.call("POST", f"/admin/moderation/{colour}/decide", {"action": "reject"})[0] == 200
         service.script["colour"] = Reply(kind="http500")  # the new values' call fails: attempts run out
         observe(daemon, key, "colour", "acme", "scarlet")
-        reopened = until(lambda: moderated("colour") and dispute(daemon, colour).get("reason") == "attempts_exhausted")
+        reopened = eventually(
+            lambda: moderated("colour") and dispute(daemon, colour).get("reason") == "attempts_exhausted",
+            60,
+            "the colour reopened with its attempts exhausted",
+        )
         assert reopened
         shown = dispute(daemon, colour)
         assert {"selected_value", "tier", "confidence", "decision"}.isdisjoint(shown)
         status, body = daemon.call("POST", f"/admin/moderation/{colour}/decide", {"action": "approve"})
         assert (status, body["error"]["code"], body["state"]) == (409, "no_answer_to_approve", "manual_review")
         assert (assignment(daemon, key, "colour") or {})["source"] == "auto:latest"
-
-
-SLOW_TICKS = {"RECALLD_EMBEDDING_PROVIDER": "none", "RECALLD_ASSIGNMENTS_INTERVAL_S": "3600"}
-"""Ticks an hour apart: what a test observes stays unassigned while it looks."""
 
 
 def test_an_observed_characteristic_shows_before_its_first_tick_with_when_that_tick_is(make_daemon: Any) -> None:
@@ -434,15 +362,15 @@ def test_the_assignments_command_says_what_waits_for_the_next_tick_and_when_it_i
     key = entity()
     tie(daemon, key, "voltage", "230 V", "220 V")
     assert daemon.call("PUT", f"/v1/assignments/{key}/colour", {"value": "red"})[0] == 200
-    shown = cli(daemon, "assignments", key)
+    shown = recalld(daemon, "assignments", key)
     assert shown.returncode == 0, shown.stderr
     lines = shown.stdout.splitlines()
     assert lines[0] == "colour = red  manual"
     waiting = re.fullmatch(r"voltage: no canonical value yet; the next assignment tick is in (\d+) s", lines[1])
     assert waiting and 0 < int(waiting.group(1)) <= 3600 and len(lines) == 2, shown.stdout
-    as_json = cli(daemon, "assignments", key, "--json")
+    as_json = recalld(daemon, "assignments", key, "--json")
     assert as_json.returncode == 0, as_json.stderr
     answer = json.loads(as_json.stdout)
     assert [u["characteristic"] for u in answer["unassigned"]] == ["voltage"] and answer["next_tick_in_s"] > 0
-    missing = cli(daemon, "assignments", entity())
+    missing = recalld(daemon, "assignments", entity())
     assert missing.returncode == 1 and "not_found" in missing.stderr

@@ -6,20 +6,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
 from recalld.store.embedded import EmbeddedPostgres
-from tests.daemon.test_access_daemon import as_user
-from tests.support import RECALLD, ROOT, Daemon, create_database, namespace, scratch_dir, sql
+from tests.support import Daemon, create_database, namespace, scratch_dir, sql
+from tests.support.cli import recalld
+from tests.support.other_users import as_user
 from tests.support.waits import wait_for_generation
 
 TOPICS = ["rotate keys", "restore the ledger", "refund an order", "page on-call"]
-
-
-def recalld(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*RECALLD, *args], capture_output=True, text=True, cwd=ROOT, timeout=300)
 
 
 def populate(daemon: Daemon, ns: str) -> tuple[list[str], list[str], list[str]]:
@@ -62,7 +58,7 @@ def test_a_backup_restored_into_an_empty_database_answers_as_before(
     recalled = answers(source, ns)
     dest = scratch_dir("recalld-backup-") / "backup"
 
-    done = recalld("--socket", str(source.socket), "backup", str(dest))
+    done = recalld(None, "--socket", str(source.socket), "backup", str(dest))
     assert done.returncode == 0, done.stderr
     manifest = json.loads((dest / "manifest.json").read_text())
     dump = (dest / manifest["dump"]["file"]).read_bytes()
@@ -75,10 +71,10 @@ def test_a_backup_restored_into_an_empty_database_answers_as_before(
     source.stop()
 
     occupied = source.env["RECALLD_STORE_DSN"]
-    refused = recalld("restore", str(dest), "--dsn", occupied)
+    refused = recalld(None, "restore", str(dest), "--dsn", occupied)
     assert refused.returncode == 1 and "not empty" in refused.stderr, refused.stderr
     target = create_database(postgres)
-    done = recalld("restore", str(dest), "--dsn", target)
+    done = recalld(None, "restore", str(dest), "--dsn", target)
     assert done.returncode == 0, done.stderr
     assert sql(target, "SELECT current, version FROM generation_pointer")[0]["current"] is None
     assert sql(target, "SELECT count(*) AS n FROM generations")[0]["n"] == 0, "generations are derived data"
@@ -100,13 +96,13 @@ def test_a_restore_refuses_a_damaged_dump_and_a_data_directory_in_use(make_daemo
     source = make_daemon()
     source.call("POST", "/v1/records", {"namespace": namespace(), "kind": "doc", "title": "one", "body": "two"})
     dest = scratch_dir("recalld-backup-") / "backup"
-    assert recalld("--socket", str(source.socket), "backup", str(dest)).returncode == 0
-    again = recalld("--socket", str(source.socket), "backup", str(dest))
+    assert recalld(None, "--socket", str(source.socket), "backup", str(dest)).returncode == 0
+    again = recalld(None, "--socket", str(source.socket), "backup", str(dest))
     assert again.returncode == 1 and "not empty" in again.stderr, "a backup never overwrites another"
 
     occupied: Path = scratch_dir("recalld-data-")
     (occupied / "something").write_text("theirs")
-    refused = recalld("restore", str(dest), "--data-dir", str(occupied))
+    refused = recalld(None, "restore", str(dest), "--data-dir", str(occupied))
     assert refused.returncode == 1 and "not empty" in refused.stderr, refused.stderr
     assert [p.name for p in occupied.iterdir()] == ["something"], "nothing of theirs touched"
 
@@ -114,7 +110,7 @@ def test_a_restore_refuses_a_damaged_dump_and_a_data_directory_in_use(make_daemo
     damage = bytearray(dump.read_bytes())
     damage[len(damage) // 2] ^= 0xFF  # one bit rot on the backup disk
     dump.write_bytes(bytes(damage))
-    damaged = recalld("restore", str(dest), "--data-dir", str(scratch_dir("recalld-data-") / "new"))
+    damaged = recalld(None, "restore", str(dest), "--data-dir", str(scratch_dir("recalld-data-") / "new"))
     assert damaged.returncode == 1 and "SHA-256" in damaged.stderr, damaged.stderr
 
 
@@ -136,20 +132,20 @@ def test_a_restore_whose_rows_differ_from_the_manifest_is_refused_and_removes_wh
     status, _ = source.call("POST", "/v1/records", {"namespace": namespace(), "kind": "doc", "title": "a", "body": "b"})
     assert status == 201
     dest = scratch_dir("recalld-backup-") / "backup"
-    assert recalld("--socket", str(source.socket), "backup", str(dest)).returncode == 0
+    assert recalld(None, "--socket", str(source.socket), "backup", str(dest)).returncode == 0
     manifest = json.loads((dest / "manifest.json").read_text())
     manifest["counts"]["records"] += 1  # the dump holds one row fewer than the manifest says
     (dest / "manifest.json").write_text(json.dumps(manifest))
 
     scratch = scratch_dir("recalld-data-")
     made = scratch / "made" / "data"
-    refused = recalld("restore", str(dest), "--data-dir", str(made))
+    refused = recalld(None, "restore", str(dest), "--data-dir", str(made))
     assert refused.returncode == 1, refused.stderr
     assert "does not match the backup's manifest (records: 1 rows, 2 in the manifest)" in refused.stderr
     assert list(scratch.iterdir()) == [], "the folders it made are gone"
 
     given = scratch / "given"
     given.mkdir()
-    refused = recalld("restore", str(dest), "--data-dir", str(given))
+    refused = recalld(None, "restore", str(dest), "--data-dir", str(given))
     assert refused.returncode == 1 and "does not match" in refused.stderr, refused.stderr
     assert given.is_dir() and list(given.iterdir()) == [], "the user's directory stays, as empty as it was"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.daemon.test_duplicates_daemon import usage_rows, wait_comparable
 from tests.support import Daemon
+from tests.support.duplicates import usage_rows, wait_comparable
 from tests.support.fake_openai import FakeOpenAI
 
 

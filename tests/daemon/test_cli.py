@@ -7,35 +7,19 @@ import os
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 from urllib.parse import quote
 
 from tests.support import ROOT, Daemon
-
-
-def recalld(daemon: Daemon, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "RECALLD_SOCKET": str(daemon.socket)}
-    return subprocess.run(
-        [sys.executable, "-m", "recalld", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-        cwd=ROOT,
-    )
+from tests.support.cli import recalld
 
 
 def test_health_exit_codes(daemon: Daemon, tmp_path: Path) -> None:
     assert recalld(daemon, "health").returncode == 0
     ready = recalld(daemon, "health", "--ready", "--json")
     assert ready.returncode == 0 and json.loads(ready.stdout)["status"] in ("pass", "warn")
-    nowhere = subprocess.run(
-        [sys.executable, "-m", "recalld", "--socket", str(tmp_path / "none.sock"), "health"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=ROOT,
-    )
+    nowhere = recalld(None, "--socket", str(tmp_path / "none.sock"), "health")
     assert nowhere.returncode == 1 and "not reachable" in nowhere.stderr
 
 
@@ -192,27 +176,29 @@ def test_usage_without_a_namespace_shows_the_daemons_own_work_as_system(daemon: 
 
 
 def test_a_printed_hit_shows_the_vector_cosine_that_min_similarity_compares() -> None:
-    from recalld.cli.commands import shown
-    from recalld.cli.text import hit_lines
+    import msgspec
 
-    hit = {
-        "id": "8f0c2d7e-0000-4000-8000-000000000001",
-        "title": "Nightly backups",
-        "source_path": "/docs/backup.md",
-        "score": 0.032258,
-        "routes": {"fts": 3, "vector": 1},
-        "route_scores": {"fts": 1.25, "vector": 0.53171},
-        "snippet": "The ledger is   dumped at 02:00\nto cold storage.",
-    }
-    assert hit_lines(1, hit, shown=shown) == [
+    from recalld.cli.recall import hit_lines
+    from recalld.wire.recall import RecallHit
+
+    hit = RecallHit(
+        id=uuid.UUID("8f0c2d7e-0000-4000-8000-000000000001"),
+        title="Nightly backups",
+        kind="doc",
+        source_path="/docs/backup.md",
+        score=0.032258,
+        routes={"fts": 3, "vector": 1},
+        route_scores={"fts": 1.25, "vector": 0.53171},
+        revision=1,
+        snippet="The ledger is   dumped at 02:00\nto cold storage.",
+    )
+    assert hit_lines(1, hit) == [
         "  1. Nightly backups  (/docs/backup.md)",
         "     score 0.0323 from fts #3, vector #1 cos 0.53; id 8f0c2d7e-0000-4000-8000-000000000001",
         "     The ledger is dumped at 02:00 to cold storage.",
     ]
-    older = {key: value for key, value in hit.items() if key not in ("route_scores", "snippet")}  # an older daemon
-    assert hit_lines(2, older, shown=shown)[1] == (
-        "     score 0.0323 from fts #3, vector #1; id 8f0c2d7e-0000-4000-8000-000000000001"
-    )
+    older = msgspec.structs.replace(hit, route_scores={}, snippet=None)  # an older daemon's: no route scores
+    assert hit_lines(2, older)[1] == "     score 0.0323 from fts #3, vector #1; id 8f0c2d7e-0000-4000-8000-000000000001"
 
 
 def test_stats_prints_precision_at_k_and_where_useful_results_ranked(daemon: Daemon, ns: str) -> None:

@@ -6,28 +6,19 @@ daemon."""
 from __future__ import annotations
 
 import os
-import pty
-import select
 import shutil
-import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from recalld.cli import EXIT_INTERRUPTED
-from tests.daemon.test_cli import recalld
 from tests.support import ROOT, Daemon, scratch_dir
-
-
-def no_daemon(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "recalld", *args], capture_output=True, text=True, timeout=60, cwd=ROOT, env=env
-    )
+from tests.support.cli import recalld
+from tests.support.terminal import in_terminal
 
 
 def test_a_query_that_starts_with_a_dash_goes_after_double_dash(daemon: Daemon, ns: str) -> None:
@@ -52,17 +43,17 @@ def test_a_query_that_starts_with_a_dash_goes_after_double_dash(daemon: Daemon, 
     ],
 )
 def test_a_misspelled_flag_command_or_choice_gets_the_closest(args: list[str], hint: str) -> None:
-    done = no_daemon(*args)
+    done = recalld(None, *args)
     assert done.returncode == 2 and hint in done.stderr, done.stderr
 
 
 def test_no_daemon_says_what_to_do_and_where_it_looked(tmp_path: Path) -> None:
     gone = tmp_path / "gone.sock"
-    done = no_daemon("--socket", str(gone), "health")
+    done = recalld(None, "--socket", str(gone), "health")
     assert done.returncode == 1
     assert f"tried {gone} (--socket)" in done.stderr and "recalld serve" in done.stderr, done.stderr
     assert "RECALLD_SOCKET" in done.stderr
-    done = no_daemon("health", env={**os.environ, "RECALLD_SOCKET": str(gone)})
+    done = recalld(None, "health", env={"RECALLD_SOCKET": str(gone)})
     assert f"tried {gone} ($RECALLD_SOCKET)" in done.stderr, done.stderr
 
 
@@ -72,12 +63,12 @@ def test_a_socket_in_ones_own_directory_is_no_alarm(tmp_path: Path) -> None:
     own = tmp_path / "open"
     own.mkdir()
     own.chmod(0o777)
-    done = no_daemon("--socket", str(own / "r.sock"), "health")
+    done = recalld(None, "--socket", str(own / "r.sock"), "health")
     assert done.returncode == 1 and "no such socket" in done.stderr and "refusing" not in done.stderr, done.stderr
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(str(own / "r.sock"))
     try:
-        done = no_daemon("--socket", str(own / "r.sock"), "health")
+        done = recalld(None, "--socket", str(own / "r.sock"), "health")
     finally:
         listener.close()
     assert done.returncode == 1 and f"chmod go-w {own}" in done.stderr, done.stderr
@@ -137,45 +128,11 @@ def test_ctrl_c_while_the_daemon_starts_prints_no_traceback(moment: str) -> None
     and leaves no process behind."""
     home = scratch_dir("recalld-test-ctrl-c-")
     try:
-        code, output = in_terminal(
-            ["serve", "--data-dir", str(home / "data"), "--socket", str(home / "r.sock")], MOMENTS[moment]
-        )
+        serve = ["serve", "--data-dir", str(home / "data"), "--socket", str(home / "r.sock")]
+        code, output = in_terminal(None, *serve, interrupt_when=MOMENTS[moment])
         assert "Traceback" not in output, output[-3000:]
         assert code in (0, EXIT_INTERRUPTED), (code, output[-2000:])
         left = subprocess.run(["pgrep", "-f", str(home)], capture_output=True, text=True).stdout
         assert left == "", f"processes left behind: {left}"
     finally:
         shutil.rmtree(home, ignore_errors=True)
-
-
-def in_terminal(args: list[str], interrupt_when: Callable[[int, str], bool], timeout_s: float = 120) -> tuple[int, str]:
-    """Run `recalld ARGS` in a pseudo-terminal of its own and type Ctrl-C once the process and its
-    output so far satisfy `interrupt_when`; the exit status and everything it wrote."""
-    pid, fd = pty.fork()
-    if pid == 0:  # the child: a session of its own, the terminal its controlling one
-        os.chdir(ROOT)
-        os.execv(sys.executable, [sys.executable, "-m", "recalld", *args])
-    output, typed = b"", False
-    deadline = time.monotonic() + timeout_s
-    try:
-        while time.monotonic() < deadline:
-            if not typed and interrupt_when(pid, output.decode(errors="replace")):
-                os.write(fd, b"\x03")  # the terminal turns it into SIGINT for its foreground group
-                typed = True
-            ready, _, _ = select.select([fd], [], [], 0.1)
-            if not ready:
-                continue
-            try:
-                data = os.read(fd, 65536)
-            except OSError:  # EIO: the child closed the terminal
-                break
-            if not data:
-                break
-            output += data
-        else:
-            os.kill(pid, signal.SIGKILL)
-            raise AssertionError(f"still running after {timeout_s} s: {output.decode(errors='replace')[-2000:]}")
-    finally:
-        os.close(fd)
-        _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status), output.decode(errors="replace")

@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tests.daemon.test_cli import recalld
 from tests.support import Daemon
+from tests.support.cli import recalld
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.waits import wait_for_generation
 

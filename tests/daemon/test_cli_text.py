@@ -5,29 +5,18 @@ names, an unknown namespace, a one-screen `health --ready`, --json."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from typing import Any
 
-from tests.daemon.test_cli import ROOT, recalld
 from tests.support import Daemon
+from tests.support.cli import recalld
 from tests.support.fake_openai import FakeOpenAI
 
 
-def bare(*args: str) -> subprocess.CompletedProcess[str]:
-    """`recalld` with no RECALLD_SOCKET in its environment."""
-    env = {k: v for k, v in os.environ.items() if k != "RECALLD_SOCKET"}
-    return subprocess.run(
-        [sys.executable, "-m", "recalld", *args], capture_output=True, text=True, timeout=120, env=env, cwd=ROOT
-    )
-
-
 def test_version_and_socket_after_the_subcommand(daemon: Daemon) -> None:
-    version = bare("--version")
+    version = recalld(None, "--version")
     assert version.returncode == 0 and version.stdout.startswith("recalld 0."), version
-    after = bare("health", "--socket", str(daemon.socket))
-    before = bare("--socket", str(daemon.socket), "health")
+    after = recalld(None, "health", "--socket", str(daemon.socket))
+    before = recalld(None, "--socket", str(daemon.socket), "health")
     assert after.returncode == before.returncode == 0, after.stderr
     assert after.stdout == before.stdout == "live (pass)\n"
 

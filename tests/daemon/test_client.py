@@ -23,8 +23,9 @@ from recalld.wire.assignments import (
 from recalld.wire.duplicates import DuplicateCheck
 from recalld.wire.recall import RecallResponse
 from recalld.wire.records import RecordCreated, RecordOut
-from tests.daemon.test_assignments_daemon import FAST, SLOW_TICKS, entity, until
 from tests.support import Daemon
+from tests.support.assignments import FAST, SLOW_TICKS, entity
+from tests.support.waits import eventually
 
 
 def test_the_sync_client_writes_recalls_and_gives_feedback(daemon: Daemon, ns: str) -> None:
@@ -133,7 +134,9 @@ def test_observations_assignments_and_disputes_in_their_wire_types(make_daemon: 
         assert observed == Observed(accepted=6, stored=6)
         with pytest.raises(ValueError):
             recalld.observe([])  # refused here, nothing sent
-        assigned = until(lambda: len((found := recalld.assignments(key)).assignments) == 3 and found)
+        assigned = eventually(
+            lambda: recalld.assignments(key), 60, "three assignments", accept=lambda found: len(found.assignments) == 3
+        )
         assert isinstance(assigned, AssignmentsOut) and assigned.unassigned == []
         raw = daemon.call("GET", f"/v1/assignments/{key}")[1]
         assert exactly(msgspec.structs.replace(assigned, next_tick_in_s=raw["next_tick_in_s"]), raw)

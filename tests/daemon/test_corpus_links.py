@@ -9,8 +9,8 @@ import json
 import os
 from pathlib import Path
 
-from tests.daemon.test_cli import recalld
 from tests.support import Daemon, sql
+from tests.support.cli import recalld
 
 SECRET = "zebracorn"
 """A word only the files outside the corpus hold."""

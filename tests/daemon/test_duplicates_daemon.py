@@ -5,12 +5,8 @@ provider's failures."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 import tempfile
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -22,44 +18,16 @@ import pytest
 from recalld.actors.duplicates.rules import title_text
 from recalld.config import DuplicatesConfig, EmbeddingConfig
 from tests.support import ROOT, Daemon, sql
+from tests.support.cli import recalld
+from tests.support.duplicates import UNLIKE_ANY, dry_run, usage_rows, wait_comparable
 from tests.support.fake_openai import FakeOpenAI, unit_vector
-
-POLL_S = 0.2
+from tests.support.waits import eventually
 
 
 def create(daemon: Daemon, ns: str, title: str, kind: str = "story", body: str = "") -> dict[str, Any]:
     status, created = daemon.call("POST", "/v1/records", {"namespace": ns, "kind": kind, "title": title, "body": body})
     assert status == 201, created
     return dict(created)
-
-
-def dry_run(daemon: Daemon, ns: str, title: str, kind: str = "story") -> dict[str, Any]:
-    status, answer = daemon.call("POST", "/v1/duplicates/check", {"namespace": ns, "kind": kind, "title": title})
-    assert status == 200, answer
-    return dict(answer)
-
-
-def wait_comparable(daemon: Daemon, ns: str, of: int, kind: str = "story", timeout: float = 120.0) -> None:
-    """Until a dry run compares with every live title of the namespace and kind: the index
-    manager's catch-up stores their vectors in the background, and each check embeds (here:
-    keeps in memory, unstored) up to `[duplicates] catch_up_titles` of those still missing."""
-    deadline = time.monotonic() + timeout
-    while True:
-        answer = dry_run(daemon, ns, "a title that is in no way like any other, zebra quartz", kind)
-        if answer["status"] != "skipped" and answer["compared"] == answer["of"] == of:
-            return
-        assert time.monotonic() < deadline, answer
-        time.sleep(POLL_S)  # polling for the condition above, not a barrier
-
-
-def usage_rows(daemon: Daemon, purpose: str, ns: str) -> int:
-    # Usage rows are written a moment after the call (write-behind): GET /v1/usage flushes them.
-    status, _ = daemon.call("GET", f"/v1/usage?namespace={ns}")
-    assert status == 200
-    rows = sql(
-        daemon.env["RECALLD_STORE_DSN"], "SELECT count(*) FROM usage WHERE purpose = $1 AND namespace = $2", purpose, ns
-    )
-    return int(rows[0][0])
 
 
 # -- the real local model
@@ -128,7 +96,7 @@ def ran(check: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_the_record_itself_and_exact_duplicates_are_not_compared(daemon: Daemon, backlog: str) -> None:
-    live = ran(dry_run(daemon, backlog, "a title that is in no way like any other, zebra quartz"))["of"]
+    live = ran(dry_run(daemon, backlog, UNLIKE_ANY))["of"]
     # The same title, folded differently: an exact duplicate, which the create would refuse. It
     # is not compared at all (one fewer in `of`), so not named.
     check = ran(dry_run(daemon, backlog, "  redefinir SENHA, por e-mail! "))
@@ -302,29 +270,13 @@ def test_dupes_lists_the_pairs_of_a_namespace(daemon: Daemon, backlog: str) -> N
     create(daemon, ns, "Archive closed tickets after a year")
     create(daemon, ns, "PayPal payment fails", kind="rule")  # other kind: not paired
     wait_comparable(daemon, ns, 3)
-    env = {**os.environ, "RECALLD_SOCKET": str(daemon.socket)}
-    done = subprocess.run(
-        [sys.executable, "-m", "recalld", "dupes", "-n", ns, "--json"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-        cwd=ROOT,
-    )
-    assert done.returncode == 0, done.stderr
+    done = recalld(daemon, "dupes", "-n", ns, "--json", check=True)
     answer = json.loads(done.stdout)
     assert [{pair["a"]["id"], pair["b"]["id"]} for pair in answer["pairs"]] == [{first["id"], second["id"]}]
     assert answer["of"] == 4 and answer["compared"] == 4
     assert "compared 4 of 4 records" in done.stderr
-    done = subprocess.run(
-        [sys.executable, "-m", "recalld", "dupes", "-n", ns, "--kind", "story"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-        cwd=ROOT,
-    )
-    assert done.returncode == 0 and "1 pairs at or above" in done.stdout, done.stdout
+    done = recalld(daemon, "dupes", "-n", ns, "--kind", "story", check=True)
+    assert "1 pairs at or above" in done.stdout, done.stdout
 
 
 def test_the_title_model_works_without_an_embedding_provider(make_daemon: Any) -> None:
@@ -363,10 +315,8 @@ def test_a_model_switch_embeds_every_title_again_in_the_new_space(make_daemon: A
         return [(r["model"], r["titles"] >= 5) for r in spaces]
 
     # the index manager embeds every title in model-b's space too (no check runs here)
-    deadline = time.monotonic() + 120
-    while stored() != [("model-a", True), ("model-b", True)]:
-        assert time.monotonic() < deadline, stored()
-        time.sleep(POLL_S)  # polling for the condition above, not a barrier
+    wanted = [("model-a", True), ("model-b", True)]
+    eventually(stored, 120, "every title embedded in both spaces", accept=lambda seen: seen == wanted)
 
 
 def test_concurrent_writes_and_checks_of_one_kind_stay_in_step(daemon: Daemon) -> None:
@@ -585,15 +535,6 @@ def documentation(root: Path) -> int:
     return copied
 
 
-def cli(daemon: Daemon, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "RECALLD_SOCKET": str(daemon.socket)}
-    done = subprocess.run(
-        [sys.executable, "-m", "recalld", *args], capture_output=True, text=True, timeout=300, env=env, cwd=ROOT
-    )
-    assert done.returncode == 0, done.stderr
-    return done
-
-
 def checks_counted(daemon: Daemon) -> dict[tuple[str, str], float]:
     """recalld_duplicate_checks_total by (status, reason)."""
     text = daemon.call("GET", "/metrics")[1]
@@ -607,20 +548,23 @@ def test_ingested_documentation_warns_on_nothing_and_dupes_lists_nothing(make_da
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder)
         files = documentation(root)
-        ingested = json.loads(cli(daemon, "ingest", str(root), "-n", "manuals", "--json").stdout)
+        ingested = json.loads(recalld(daemon, "ingest", str(root), "-n", "manuals", "--json", check=True).stdout)
         assert ingested["created"] == files and not ingested["failed"], ingested
         counted = checks_counted(daemon)
         assert counted.get(("skipped", "kind_not_checked")) == files, counted
         assert ("warned", "") not in counted and ("clear", "") not in counted, counted
-        audit = json.loads(cli(daemon, "dupes", "-n", "manuals", "--json").stdout)
+        audit = json.loads(recalld(daemon, "dupes", "-n", "manuals", "--json", check=True).stdout)
         assert audit["pairs"] == [] and audit["of"] == 0, audit
         assert audit["not_checked"] == files and audit["unchecked_kinds"] == ["doc"], audit
-        assert f"{files} records of kinds not checked" in cli(daemon, "dupes", "-n", "manuals", "-q").stdout
+        assert (
+            f"{files} records of kinds not checked"
+            in recalld(daemon, "dupes", "-n", "manuals", "-q", check=True).stdout
+        )
         # The control: the same files written as a kind that is checked do warn, and pair up.
-        cli(daemon, "ingest", str(root), "-n", "manuals-as-stories", "--kind", "story", "--json")
+        recalld(daemon, "ingest", str(root), "-n", "manuals-as-stories", "--kind", "story", "--json", check=True)
     counted = checks_counted(daemon)
     assert counted.get(("warned", ""), 0) >= 1, counted
-    stories = json.loads(cli(daemon, "dupes", "-n", "manuals-as-stories", "--json").stdout)
+    stories = json.loads(recalld(daemon, "dupes", "-n", "manuals-as-stories", "--json", check=True).stdout)
     assert stories["pairs"] and stories["not_checked"] == 0, stories
 
 
@@ -641,7 +585,7 @@ def test_the_checks_embedding_is_system_usage_never_a_namespaces(daemon: Daemon)
     assert usage["totals"]["input_tokens"] == sum(r["input_tokens"] for r in clients)
     # `recalld usage -n NS` lists the check's row too, and totals the client's work only (one
     # answer: the indexer may write more rows meanwhile)
-    *rows, totals = cli(daemon, "usage", "-n", ns).stdout.splitlines()
+    *rows, totals = recalld(daemon, "usage", "-n", ns, check=True).stdout.splitlines()
     printed = [line.split() for line in rows[1:]]
     assert [p[3] for p in printed if p[1] == "dedupe"] == ["1"], rows
     client_calls = sum(int(p[3]) for p in printed if p[1] != "dedupe")

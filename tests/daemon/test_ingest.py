@@ -6,14 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
-import pty
 import re
-import select
-import subprocess
-import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +14,13 @@ from recalld.actors.index.catch_up import index_chunks
 from recalld.actors.index.settings import IndexSettings
 from recalld.client import Client
 from recalld.client.ingest import ingest
-from tests.daemon.test_access_daemon import as_user
-from tests.daemon.test_cli import recalld
-from tests.support import ROOT, Daemon, namespace
+from tests.support import Daemon, namespace
+from tests.support.cli import recalld
 from tests.support.fake_openai import FakeOpenAI
+from tests.support.other_users import as_user
 from tests.support.pdf import pdf_bytes
+from tests.support.terminal import in_terminal
+from tests.support.waits import eventually
 
 
 def titles(daemon: Daemon, ns: str) -> list[str]:
@@ -167,21 +162,11 @@ def test_wait_follows_the_ingested_namespace_not_a_record_held_in_another(make_d
             "POST", "/v1/records", {"namespace": held, "kind": "doc", "title": "P", "body": "poison"}
         )
         assert status == 201
-        deadline = time.monotonic() + 20
-        while fake.refused == 0:  # the provider has refused the held record at least once
-            assert time.monotonic() < deadline, "the held record never reached the provider"
-            time.sleep(0.1)  # polling for the condition above, not a barrier
+        eventually(lambda: fake.refused, 20, "the provider refusing the held record at least once")
 
         (tmp_path / "a.md").write_text("# Alpha\n\nthe first file\n")
-        env = {**os.environ, "RECALLD_SOCKET": str(daemon.socket)}
-        waited = subprocess.run(
-            [sys.executable, "-m", "recalld", "ingest", str(tmp_path), "-n", ours, "--wait"],
-            capture_output=True,
-            text=True,
-            timeout=25,  # following the global `pending` would never end: the held record stays
-            env=env,
-            cwd=ROOT,
-        )
+        # following the global `pending` would never end: the held record stays
+        waited = recalld(daemon, "ingest", str(tmp_path), "-n", ours, "--wait", timeout=25)
         assert waited.returncode == 0, waited.stderr
         assert "indexed: the vector route finds all of them" in waited.stdout
 
@@ -208,42 +193,6 @@ def test_wait_follows_the_ingested_namespace_not_a_record_held_in_another(make_d
 # -- `ingest --wait` in a terminal, as a person runs it
 
 BAR = re.compile(r"\[[#.]{30}\] (\d+)/(\d+) (\w+) embedded")
-
-
-def in_terminal(
-    daemon: Daemon, *args: str, interrupt_when: Callable[[str], bool] | None = None, timeout_s: float = 120
-) -> tuple[int, str]:
-    """Run `recalld ARGS` in a pseudo-terminal (its stdout and stderr a terminal, as a person's
-    are); with `interrupt_when`, type Ctrl-C once the output so far satisfies it. Returns the exit
-    status and everything it wrote."""
-    env = {**os.environ, "RECALLD_SOCKET": str(daemon.socket), "TERM": "xterm"}
-    pid, fd = pty.fork()
-    if pid == 0:  # the child: a session of its own with the terminal as its controlling one
-        os.chdir(ROOT)
-        os.execve(sys.executable, [sys.executable, "-m", "recalld", *args], env)
-    output = b""
-    typed = False
-    deadline = time.monotonic() + timeout_s
-    try:
-        while True:
-            assert time.monotonic() < deadline, f"still running after {timeout_s} s: {output.decode()[-2000:]}"
-            ready, _, _ = select.select([fd], [], [], 0.2)
-            if not ready:
-                continue
-            try:
-                data = os.read(fd, 65536)
-            except OSError:  # EIO: the child has closed the terminal
-                break
-            if not data:
-                break
-            output += data
-            if interrupt_when is not None and not typed and interrupt_when(output.decode(errors="replace")):
-                os.write(fd, b"\x03")  # the terminal turns it into SIGINT for the foreground process
-                typed = True
-    finally:
-        os.close(fd)
-        _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status), output.decode(errors="replace")
 
 
 def bars(output: str) -> list[tuple[int, int, str]]:
@@ -301,7 +250,7 @@ def test_ctrl_c_while_waiting_says_the_daemon_goes_on_and_the_same_command_resum
         ns = namespace()
         fake.down = True  # nothing gets embedded: the wait lasts until Ctrl-C
         status, output = in_terminal(
-            daemon, "ingest", str(docs), "-n", ns, "--wait", interrupt_when=lambda out: " chunks embedded" in out
+            daemon, "ingest", str(docs), "-n", ns, "--wait", interrupt_when=lambda _, out: " chunks embedded" in out
         )
         assert "Traceback" not in output and "KeyboardInterrupt" not in output, output
         assert status == 130, output

@@ -17,8 +17,10 @@ import pytest
 
 from recalld.store.embedded import EmbeddedPostgres
 from recalld.wire.assignments import MAX_OBSERVATIONS
-from tests.daemon.test_assignments_daemon import SLOW_TICKS, cli, entity, until
 from tests.support import RECALLD, ROOT, Daemon, create_database, scratch_dir
+from tests.support.assignments import SLOW_TICKS, entity
+from tests.support.cli import recalld
+from tests.support.waits import eventually
 
 
 @pytest.fixture(scope="module")
@@ -51,19 +53,19 @@ def lines(key: str, count: int) -> list[str]:
 def test_one_observation_from_the_command_line(daemon: Daemon) -> None:
     key = entity()
     at = "2026-01-31T12:00:00Z"
-    done = cli(daemon, "observe", key, "voltage", "acme", "230 V", "--trust", "0.7", "--observed-at", at)
+    done = recalld(daemon, "observe", key, "voltage", "acme", "230 V", "--trust", "0.7", "--observed-at", at)
     assert (done.returncode, done.stdout) == (0, "accepted 1 observation, stored 1\n"), done.stderr
     assert waiting(daemon, key) == {
         "voltage": [{"value": "230 V", "trust": 0.7, "suppliers": ["acme"], "raws": ["230 V"]}]
     }
-    older = cli(daemon, "observe", key, "voltage", "acme", "220 V", "--observed-at", "2026-01-01T00:00:00+01:00")
+    older = recalld(daemon, "observe", key, "voltage", "acme", "220 V", "--observed-at", "2026-01-01T00:00:00+01:00")
     assert older.returncode == 0, older.stderr
     assert older.stdout.startswith("accepted 1 observation, stored 0 (")  # older than acme's stored one
     assert waiting(daemon, key)["voltage"][0]["value"] == "230 V"
-    as_json = cli(daemon, "observe", key, "colour", "acme", "red", "--json")
+    as_json = recalld(daemon, "observe", key, "colour", "acme", "red", "--json")
     assert (as_json.returncode, json.loads(as_json.stdout)) == (0, {"accepted": 1, "stored": 1}), as_json.stderr
     assert waiting(daemon, key)["colour"][0]["trust"] == 0.5, "the default trust"
-    refused = cli(daemon, "observe", key, "voltage", "acme", "1 V", "--trust", "1.5")
+    refused = recalld(daemon, "observe", key, "voltage", "acme", "1 V", "--trust", "1.5")
     assert refused.returncode == 1 and "invalid_value" in refused.stderr and "trust" in refused.stderr
 
 
@@ -78,7 +80,7 @@ def test_one_observation_from_the_command_line(daemon: Daemon) -> None:
     ids=["nothing", "three of four", "both forms", "a bad time"],
 )
 def test_a_command_line_that_says_no_one_thing_is_a_usage_error(daemon: Daemon, args: list[str]) -> None:
-    done = cli(daemon, "observe", *args)
+    done = recalld(daemon, "observe", *args)
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert "usage: recalld observe" in done.stderr
     assert waiting(daemon, "kettle") == {}, "nothing sent"
@@ -89,21 +91,12 @@ def test_a_file_is_sent_in_batches_the_route_takes(daemon: Daemon, tmp_path: Pat
     count = 2 * MAX_OBSERVATIONS + 500  # one request of them all would be refused
     path = tmp_path / "observations.jsonl"
     path.write_text("\n".join(lines(key, count)[:10]) + "\n\n" + "\n".join(lines(key, count)[10:]) + "\n")
-    done = cli(daemon, "observe", "--file", str(path))
+    done = recalld(daemon, "observe", "--file", str(path))
     assert (done.returncode, done.stdout) == (0, f"accepted {count} observations, stored {count}\n"), done.stderr
     assert len(waiting(daemon, key)) == count
     # stdin, as `-`
     other = entity()
-    env = {**os.environ, "RECALLD_SOCKET": str(daemon.socket)}
-    piped = subprocess.run(
-        [*RECALLD, "observe", "--file", "-", "--json"],
-        input="\n".join(lines(other, 3)),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-        cwd=ROOT,
-    )
+    piped = recalld(daemon, "observe", "--file", "-", "--json", input="\n".join(lines(other, 3)))
     assert (piped.returncode, json.loads(piped.stdout)) == (0, {"accepted": 3, "stored": 3}), piped.stderr
     assert sorted(waiting(daemon, other)) == ["c00000", "c00001", "c00002"]
 
@@ -134,7 +127,7 @@ def test_a_bad_line_is_named_and_nothing_of_its_batch_is_claimed(
     given[bad_line - 1] = bad
     path = tmp_path / "observations.jsonl"
     path.write_text("\n".join(given) + "\n")
-    done = cli(daemon, "observe", "--file", str(path))
+    done = recalld(daemon, "observe", "--file", str(path))
     assert done.returncode == 1, (done.stdout, done.stderr)
     assert f"{path} line {bad_line}: " in done.stderr and said in done.stderr, done.stderr
     first = MAX_OBSERVATIONS + 1
@@ -164,7 +157,7 @@ def test_a_batch_that_gets_no_answer_is_not_claimed_either_way(make_daemon: Any)
     assert feeding.stdin is not None
     feeding.stdin.write("\n".join(given[:MAX_OBSERVATIONS]) + "\n")
     feeding.stdin.flush()
-    until(lambda: len(waiting(own, key)) == MAX_OBSERVATIONS)  # the first batch is in
+    eventually(lambda: len(waiting(own, key)) == MAX_OBSERVATIONS, 60, "the first batch stored")
     own.stop()
     out, err = feeding.communicate("\n".join(given[MAX_OBSERVATIONS:]) + "\n", timeout=120)
     assert feeding.returncode == 1, (out, err)

@@ -4,18 +4,16 @@ the namespace forgotten afterwards, and the history."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 from recalld.actors.index.catch_up import index_chunks
 from recalld.actors.index.settings import IndexSettings
 from recalld.eval import floor as floors
-from tests.daemon.test_ingest import in_terminal
-from tests.support import ROOT, Daemon
+from tests.support import Daemon
+from tests.support.cli import recalld
+from tests.support.terminal import in_terminal
 
 DOCS = {
     "kitchen/bread.md": "# Baking sourdough bread\n\nFeed the starter, knead the dough, let it rise overnight "
@@ -56,13 +54,6 @@ kind = "natural"
 question = "when should I prune the apple trees"
 expected = "car/tyres.md"
 """
-
-
-def recalld(daemon: Daemon, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "RECALLD_SOCKET": str(daemon.socket)}
-    return subprocess.run(
-        [sys.executable, "-m", "recalld", *args], capture_output=True, text=True, timeout=300, env=env, cwd=ROOT
-    )
 
 
 def golden_set(root: Path) -> Path:

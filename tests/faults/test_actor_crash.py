@@ -17,8 +17,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.faults.test_sigkill import postmasters
 from tests.support import Daemon, scratch_dir
+from tests.support.embedded_postgres import postmasters
 from tests.support.fake_openai import FakeOpenAI
 
 

@@ -19,8 +19,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.faults.test_sigkill import dsn, postmasters
 from tests.support import Daemon, scratch_dir, sql
+from tests.support.embedded_postgres import embedded_dsn, postmasters
 from tests.support.fake_openai import FakeOpenAI
 
 NS = "pg-faults"
@@ -126,7 +126,8 @@ def test_the_store_goes_away_and_comes_back_without_a_restart(daemon: Daemon, fa
     assert not client.unexpected, client.unexpected[:5]
     assert daemon.proc.poll() is None and daemon.proc.pid == pid, "the same daemon, never restarted"
     rows = {
-        str(r["id"]): r["title"] for r in sql(dsn(daemon), "SELECT id, title FROM records WHERE namespace = $1", NS)
+        str(r["id"]): r["title"]
+        for r in sql(embedded_dsn(daemon), "SELECT id, title FROM records WHERE namespace = $1", NS)
     }
     lost = {rid for rid, title in client.acked.items() if rows.get(rid) != title}
     assert not lost, f"{len(lost)} acknowledged writes lost"

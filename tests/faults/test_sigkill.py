@@ -22,12 +22,12 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import httpx
 import pytest
 
 from tests.support import Daemon, scratch_dir, sql
+from tests.support.embedded_postgres import embedded_dsn, postmasters
 from tests.support.fake_openai import FakeOpenAI
 
 ROUNDS = int(os.environ.get("FAULT_ROUNDS", "15"))
@@ -37,29 +37,6 @@ WRITES_PER_ROUND = 10
 among writes, and a slow machine cannot leave the test with too few to prove anything."""
 NS = "faults"
 WORDS = ["ledger", "refund", "rotation", "backup", "invoice", "quota", "alert", "login", "shipping", "search"]
-
-
-def postmasters(data_dir: Path) -> list[str]:
-    """The embedded servers of this data directory (a postmaster's command line names it).
-
-    A process the postmaster has just forked carries the postmaster's command line until it
-    renames itself ("postgres: checkpointer"), so a process whose parent is one of them is not
-    counted: a test that caught a fork in that moment saw two servers.
-    """
-    parents: dict[str, str] = {}
-    for proc in Path("/proc").iterdir():
-        try:
-            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
-            stat = (proc / "stat").read_text()
-        except OSError:
-            continue
-        if (
-            cmdline
-            and Path(os.fsdecode(cmdline[0])).name == "postgres"
-            and str(data_dir).encode() in b" ".join(cmdline)
-        ):
-            parents[proc.name] = stat.rsplit(")", 1)[1].split()[1]  # the field after the state
-    return [pid for pid, parent in parents.items() if parent not in parents]
 
 
 @dataclass
@@ -105,10 +82,6 @@ def kill(daemon: Daemon) -> None:
     daemon.stop()  # closes the client; the process is gone
 
 
-def dsn(daemon: Daemon) -> str:
-    return f"postgresql://recalld@/recalld?host={daemon.data_dir / 'pg'}&port=5432"
-
-
 def write(daemon: Daemon, ledger: Ledger, rng: random.Random, stop: threading.Event, tag: str) -> None:
     """Creates, with a forget now and then, until stopped or the daemon is gone."""
     client = httpx.Client(transport=httpx.HTTPTransport(uds=str(daemon.socket)), base_url="http://r", timeout=10)
@@ -143,7 +116,7 @@ def write(daemon: Daemon, ledger: Ledger, rng: random.Random, stop: threading.Ev
 
 
 def check(daemon: Daemon, ledger: Ledger, where: str) -> None:
-    rows = {str(r["id"]): r for r in sql(dsn(daemon), "SELECT id, title, body, deleted_at FROM records")}
+    rows = {str(r["id"]): r for r in sql(embedded_dsn(daemon), "SELECT id, title, body, deleted_at FROM records")}
     for rid, (title, body) in ledger.acked.items():
         row = rows.get(rid)
         assert row is not None and (row["title"], row["body"]) == (title, body), f"{where}: acknowledged {rid} lost"
@@ -162,7 +135,7 @@ def check(daemon: Daemon, ledger: Ledger, where: str) -> None:
         status, answer = daemon.call("POST", "/v1/recall", {"namespace": NS, "query": title, "k": 50})
         assert status == 200 and rid not in {hit["id"] for hit in answer["results"]}, f"{where}: {rid} recalled"
     assert len(postmasters(daemon.data_dir)) == 1, f"{where}: {postmasters(daemon.data_dir)}"
-    pointer = sql(dsn(daemon), "SELECT current FROM generation_pointer")[0]["current"]
+    pointer = sql(embedded_dsn(daemon), "SELECT current FROM generation_pointer")[0]["current"]
     current = daemon.call("GET", "/v1/generations")[1]["current"]
     assert (current or {}).get("id") == pointer, f"{where}: not serving the pointer's generation"
 
