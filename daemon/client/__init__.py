@@ -13,6 +13,7 @@ docs/API.md lists the routes); `request` sends any route and answers its JSON as
 A refusal by the daemon (any 4xx or 5xx) raises `ClientError` with its `{"error": ...}` body
 (`code`, and `existing_id` on a 409 `exact_duplicate`); no answer at all (nobody listening, a
 queue that stays full, a socket directory another user could control) raises `ConnectionError`.
+A record id that is no UUID raises `InvalidId` (a ValueError) before anything is sent.
 """
 
 from __future__ import annotations
@@ -31,7 +32,9 @@ import httpx
 import msgspec
 
 from recalld.client.backup import READ_TIMEOUT_S, BackupWriter
-from recalld.client.calls import AsyncCalls, Call, Calls
+from recalld.client.calls import AsyncCalls, Calls
+from recalld.client.routes import Call
+from recalld.client.routes import InvalidId as InvalidId  # the client's to raise, as ClientError
 from recalld.paths import UnsafeRuntimeDirectory, check_socket_dir, check_socket_file, client_socket
 from recalld.wire.backup import BackupError, Manifest
 

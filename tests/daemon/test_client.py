@@ -88,8 +88,39 @@ def test_without_a_path_both_clients_dial_the_socket_the_environment_names(
 
 
 def test_bad_arguments_fail_before_anything_is_sent(daemon: Daemon) -> None:
-    with Client(daemon.socket) as recalld, pytest.raises(ValueError):
-        recalld.get_record("not-a-uuid")
+    with Client(daemon.socket) as recalld:
+        for call in (recalld.get_record, recalld.forget_record):
+            with pytest.raises(ValueError, match=r"'\.\./\.\./livez' is not a UUID"):
+                call("../../livez")  # as a path segment it would be another route
+
+
+def test_what_the_cli_asks_each_has_a_typed_method(daemon: Daemon, ns: str) -> None:
+    """Records and recall in their wire types, holding the daemon's JSON exactly (what `--json`
+    prints from them); the routes without a wire type answer their JSON."""
+    with Client(daemon.socket) as recalld:
+        created = recalld.create_record(ns, "rule", "Boiler service", "Every autumn, before the frost.")
+        assert exactly(recalld.get_record(created.id), daemon.call("GET", f"/v1/records/{created.id}")[1])
+        updated = recalld.update_record(created.id, ns, "rule", "Boiler service", "Every October.")
+        assert (updated.revision, updated.changed, updated.duplicate_check) == (2, True, None)
+
+        # no vector candidate is as similar as 1: full text alone answers
+        answer = recalld.recall(ns, "boiler october", thresholds={"vector": 1.0})
+        assert answer.fusion.thresholds == {"vector": 1.0}, answer.fusion
+        assert [(hit.id, hit.routes) for hit in answer.results] == [(created.id, {"fts": 1})]
+        raw = daemon.call("POST", "/v1/recall", {"namespace": ns, "query": "boiler october", "routes": ["fts"]})[1]
+        again = recalld.recall(ns, "boiler october", routes=["fts"])
+        assert exactly(msgspec.structs.replace(again, timings_ms=raw["timings_ms"], search_id=raw["search_id"]), raw)
+
+        assert recalld.live() == {"status": "pass"}
+        assert recalld.ready()["status"] in ("pass", "warn")
+        audit = recalld.audit_duplicates(ns, kind="rule", limit=1)
+        assert (audit["scanned"], audit["of"], audit["next"]) == (1, 1, None), audit
+        assert recalld.evals(golden="never-run")["runs"] == []
+        build_id = recalld.rebuild_generations()["build_id"]
+        assert build_id in [build["id"] for build in recalld.generations()["builds"]]
+        with pytest.raises(ClientError) as unknown:
+            recalld.activate_generation("no/such generation")  # one path segment, whatever it holds
+        assert (unknown.value.status, unknown.value.code) == (404, "not_found")
 
 
 def test_no_daemon_is_a_connection_error(tmp_path: object) -> None:
