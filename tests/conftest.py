@@ -21,7 +21,7 @@ from trio.testing import MockClock
 
 from recalld.store.embedded import EmbeddedPostgres
 from tests.support import Daemon, create_database, namespace, remove_run_dir, scratch_dir, share_run_dir, sql
-from tests.support.fake_openai import FakeOpenAI
+from tests.support.embedding_service import EmbeddingServer
 
 # One anyio backend fixture for the whole suite. A test runs on asyncio only unless it (or its module, via
 # `pytestmark`) carries `@pytest.mark.anyio_backends(...)`: asyncpg, aiohttp and httpx run on asyncio only,
@@ -100,10 +100,10 @@ def throwaway_cluster(server: EmbeddedPostgres) -> None:
 
 
 @pytest.fixture
-def fake() -> Iterator[FakeOpenAI]:
-    """An OpenAI/Ollama-wire embedding server on loopback (`tests/support/fake_openai.py`), 48
+def fake() -> Iterator[EmbeddingServer]:
+    """An OpenAI/Ollama-wire embedding server on loopback (`tests/support/embedding_service.py`), 48
     dimensions: a vector space of its own, unlike the local model's."""
-    server = FakeOpenAI(dimension=48)
+    server = EmbeddingServer(dimension=48)
     yield server
     server.close()
 

@@ -20,7 +20,7 @@ the Unix socket, as root (an administrator, so admin routes do their work too):
   `NON_ADMIN_REQUESTS` generated requests (a third of them schema-violating) on every route over
   one keep-alive connection: no 5xx, and every admin route among them 403.
 
-The embedding provider is tests/support/fake_openai on loopback (8 dimensions), not the local
+The embedding provider is tests/support/embedding_service on loopback (8 dimensions), not the local
 model: every route does its real work, vector recall, duplicate checks and audits, index builds
 included, but an embedding costs a hash rather than the model's CPU, so 10,000 requests fit in
 about a minute on two cores. (With no provider at all the audit route answers 503
@@ -47,7 +47,7 @@ import pytest
 
 from recalld.store.embedded import EmbeddedPostgres
 from tests.support import ROOT, Daemon, create_database, scratch_dir
-from tests.support.fake_openai import FakeOpenAI
+from tests.support.embedding_service import EmbeddingServer
 from tests.support.schema_fuzz import Generator, Request, quote
 from tests.support.snapshot import settled_snapshot
 from tests.support.waits import wait_for_generation
@@ -71,7 +71,7 @@ FIGURES: dict[str, Any] = {}
 @pytest.fixture(scope="module")
 def fuzzed(postgres: EmbeddedPostgres) -> Iterator[tuple[Daemon, list[str]]]:
     home = scratch_dir("recalld-test-fuzz-")
-    fake = FakeOpenAI(dimension=8)
+    fake = EmbeddingServer(dimension=8)
     env = {
         "RECALLD_STORE_DSN": create_database(postgres),
         **fake.env(),

@@ -7,7 +7,7 @@ from typing import Any
 
 from tests.support import Daemon
 from tests.support.duplicates import usage_rows, wait_comparable
-from tests.support.fake_openai import FakeOpenAI
+from tests.support.embedding_service import EmbeddingServer
 
 
 def record(ns: str, title: str, **extra: Any) -> dict[str, Any]:
@@ -73,7 +73,7 @@ def test_what_is_not_a_batch_is_refused_whole(daemon: Daemon, ns: str) -> None:
 # -- the duplicate checks of a batch (docs/DUPLICATES.md): one embedding call and one comparison for all
 
 
-def test_a_batch_checks_its_titles_with_one_embedding_call(make_daemon: Any, fake: FakeOpenAI) -> None:
+def test_a_batch_checks_its_titles_with_one_embedding_call(make_daemon: Any, fake: EmbeddingServer) -> None:
     daemon = make_daemon(env=fake.env())
     status, _ = daemon.call("POST", "/v1/records", record("one-call", "an existing story", kind="story"))
     assert status == 201
@@ -117,7 +117,7 @@ def test_two_near_duplicates_in_one_batch_warn(daemon: Daemon, ns: str) -> None:
     assert later[1]["compared"] == later[1]["of"] == 5
 
 
-def test_the_time_cap_is_the_whole_batch_s(make_daemon: Any, fake: FakeOpenAI) -> None:
+def test_the_time_cap_is_the_whole_batch_s(make_daemon: Any, fake: EmbeddingServer) -> None:
     daemon = make_daemon(env={**fake.env(), "RECALLD_DUPLICATES_TIME_CAP_S": "0.5"})
     status, _ = daemon.call("POST", "/v1/records", story("capped", "an existing story"))
     assert status == 201

@@ -9,12 +9,12 @@ from typing import Any
 
 from tests.support import Daemon
 from tests.support.cli import recalld
-from tests.support.fake_openai import FakeOpenAI
+from tests.support.embedding_service import EmbeddingServer
 from tests.support.waits import wait_for_generation
 
 
 def test_generations_counts_one_namespaces_pending(make_daemon: Any) -> None:
-    fake = FakeOpenAI(dimension=16)
+    fake = EmbeddingServer(dimension=16)
     try:
         daemon: Daemon = make_daemon(env=fake.env())
         status, _ = daemon.call(

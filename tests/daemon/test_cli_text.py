@@ -9,7 +9,7 @@ from typing import Any
 
 from tests.support import Daemon
 from tests.support.cli import recalld
-from tests.support.fake_openai import FakeOpenAI
+from tests.support.embedding_service import EmbeddingServer
 
 
 def test_version_and_socket_after_the_subcommand(daemon: Daemon) -> None:
@@ -73,7 +73,7 @@ def test_health_ready_fits_one_screen_and_json_has_it_all(daemon: Daemon) -> Non
 def test_a_fresh_empty_daemon_is_ready_with_nothing_indexed_yet(make_daemon: Any) -> None:
     """An empty index is not a fault: with no records there is nothing to index. Once a record
     waits for its vectors (the provider here answers after 3 s), the missing generation counts."""
-    fake = FakeOpenAI(16)
+    fake = EmbeddingServer(16)
     try:
         daemon: Daemon = make_daemon(env=fake.env())
         ready = recalld(daemon, "health", "--ready")

@@ -16,7 +16,7 @@ import pytest
 
 from recalld.actors.records import content_hash, normalise_title
 from tests.support import Daemon
-from tests.support.fake_openai import FakeOpenAI
+from tests.support.embedding_service import EmbeddingServer
 from tests.support.waits import wait_for_generation
 
 CROWD, TARGET, RULES = 100_000, 1_000, 20
@@ -46,7 +46,7 @@ def row(namespace: str, kind: str, i: int) -> tuple[Any, ...]:
 
 @pytest.mark.slow
 def test_a_small_namespace_crowded_by_a_large_one_still_fills_k(make_daemon: Any, fresh_dsn: str) -> None:
-    fake = FakeOpenAI(dimension=16)
+    fake = EmbeddingServer(dimension=16)
     try:
         env = {
             **fake.env(),

@@ -20,7 +20,7 @@ from recalld.config import DuplicatesConfig, EmbeddingConfig
 from tests.support import ROOT, Daemon, sql
 from tests.support.cli import recalld
 from tests.support.duplicates import UNLIKE_ANY, dry_run, usage_rows, wait_comparable
-from tests.support.fake_openai import FakeOpenAI, unit_vector
+from tests.support.embedding_service import EmbeddingServer, vector_for
 from tests.support.waits import eventually
 
 
@@ -165,12 +165,12 @@ def test_bad_input_to_the_dry_run_is_a_400(daemon: Daemon) -> None:
 def cosine(a: str, b: str, dimension: int) -> float:
     """The score the daemon computes for two titles with the loopback provider's vectors (the
     suite's `fake` server, tests/conftest.py)."""
-    va = np.asarray(unit_vector(title_text(a), dimension), dtype=np.float32).astype(np.float64)
-    vb = np.asarray(unit_vector(title_text(b), dimension), dtype=np.float32).astype(np.float64)
+    va = np.asarray(vector_for(title_text(a), dimension), dtype=np.float32).astype(np.float64)
+    vb = np.asarray(vector_for(title_text(b), dimension), dtype=np.float32).astype(np.float64)
     return round(float(va @ vb), 6)
 
 
-def test_a_score_equal_to_the_threshold_warns(make_daemon: Any, fake: FakeOpenAI) -> None:
+def test_a_score_equal_to_the_threshold_warns(make_daemon: Any, fake: EmbeddingServer) -> None:
     titles = [f"backlog item number {i}" for i in range(40)]
     new = "the new backlog item"
     scores = sorted((cosine(new, t, fake.dimension), t) for t in titles)
@@ -191,7 +191,7 @@ def test_a_score_equal_to_the_threshold_warns(make_daemon: Any, fake: FakeOpenAI
     assert [(s["score"], s["title"]) for s in check["similar"]] == [scores[-1], scores[-2], (threshold, at)]
 
 
-def test_an_outage_skips_with_its_reason_and_the_record_is_created(make_daemon: Any, fake: FakeOpenAI) -> None:
+def test_an_outage_skips_with_its_reason_and_the_record_is_created(make_daemon: Any, fake: EmbeddingServer) -> None:
     daemon = make_daemon(env={**fake.env(), "RECALLD_EMBEDDING_BREAKER_FAILURES": "2"})
     create(daemon, "down", "an existing story")
     wait_comparable(daemon, "down", 1)
@@ -214,7 +214,7 @@ def test_an_outage_skips_with_its_reason_and_the_record_is_created(make_daemon: 
     assert "duplicate_check_skipped" in daemon.log_path.read_text()
 
 
-def test_the_time_cap_skips_with_its_reason(make_daemon: Any, fake: FakeOpenAI) -> None:
+def test_the_time_cap_skips_with_its_reason(make_daemon: Any, fake: EmbeddingServer) -> None:
     daemon = make_daemon(env={**fake.env(), "RECALLD_DUPLICATES_TIME_CAP_S": "0.5"})
     create(daemon, "slow", "an existing story")
     wait_comparable(daemon, "slow", 1)
@@ -234,7 +234,7 @@ def test_no_provider_skips_with_its_reason(make_daemon: Any) -> None:
 
 
 @pytest.mark.slow
-def test_one_embedding_call_per_check_with_a_thousand_records(make_daemon: Any, fake: FakeOpenAI) -> None:
+def test_one_embedding_call_per_check_with_a_thousand_records(make_daemon: Any, fake: EmbeddingServer) -> None:
     daemon = make_daemon(env=fake.env())
     stories = [
         {"namespace": "many", "kind": "story", "title": f"story {i} about {i * 7919 % 1000} widgets", "body": ""}
@@ -243,12 +243,12 @@ def test_one_embedding_call_per_check_with_a_thousand_records(make_daemon: Any, 
     daemon.create_all(stories)  # batches: these writes only set up the checks below
     wait_comparable(daemon, "many", 1000, timeout=300)
     before = usage_rows(daemon, "dedupe", "many")
-    calls = fake.calls
+    calls = len(fake.calls)
     for i in range(5):
         check = create(daemon, "many", f"a brand new story {i}")["duplicate_check"]
         assert check["status"] != "skipped" and check["compared"] == check["of"] == 1000 + i
     assert usage_rows(daemon, "dedupe", "many") - before == 5
-    assert fake.calls - calls >= 5
+    assert len(fake.calls) - calls >= 5
 
 
 def test_with_nothing_to_compare_a_provider_down_is_still_a_skip(make_daemon: Any) -> None:
@@ -297,7 +297,7 @@ def test_the_title_model_works_without_an_embedding_provider(make_daemon: Any) -
     assert sql(dsn, "SELECT count(*) AS n FROM title_vectors")[0]["n"] == stored == 3
 
 
-def test_a_model_switch_embeds_every_title_again_in_the_new_space(make_daemon: Any, fake: FakeOpenAI) -> None:
+def test_a_model_switch_embeds_every_title_again_in_the_new_space(make_daemon: Any, fake: EmbeddingServer) -> None:
     daemon = make_daemon(env=fake.env(model="model-a"))
     for i in range(5):
         create(daemon, "switch", f"story number {i} of the switch")
@@ -542,7 +542,9 @@ def checks_counted(daemon: Daemon) -> dict[tuple[str, str], float]:
     return {(status, reason): float(count) for reason, status, count in found}
 
 
-def test_ingested_documentation_warns_on_nothing_and_dupes_lists_nothing(make_daemon: Any, fake: FakeOpenAI) -> None:
+def test_ingested_documentation_warns_on_nothing_and_dupes_lists_nothing(
+    make_daemon: Any, fake: EmbeddingServer
+) -> None:
     # the titles by the real title model; the bodies' chunks by the loopback provider (cheap)
     daemon = make_daemon(env={**fake.env(), "RECALLD_DUPLICATES_MODEL": "use-multilingual-v3"})
     with tempfile.TemporaryDirectory() as folder:

@@ -16,7 +16,7 @@ from recalld.actors.embedding import template
 from recalld.actors.index.generation import load_generation
 from recalld.actors.index.manifest import Expected
 from tests.support import Daemon, scratch_dir, sql
-from tests.support.fake_openai import FakeOpenAI, unit_vector
+from tests.support.embedding_service import EmbeddingServer, vector_for
 from tests.support.waits import wait_for_generation
 
 RECORDS = 1000
@@ -101,7 +101,7 @@ def test_template_change_then_model_change_over_1000_records(make_daemon: Any, f
     assert daemon.stop() == 0
 
     # A model change (another dimension): the vector route says so until the new space is built.
-    fake = FakeOpenAI(dimension=64)
+    fake = EmbeddingServer(dimension=64)
     try:
         fake.delay_s = 1.0  # each embedding call (not the start-up probe): the switch lasts a while
         daemon = make_daemon(dsn=fresh_dsn, env={**env, **fake.env()})
@@ -126,7 +126,7 @@ def test_template_change_then_model_change_over_1000_records(make_daemon: Any, f
         )
         for r in rows:  # the vector is the one the new model gave for this chunk's rendered input
             rendered = template.render_document(r["title"], r["text"], version=1).text
-            assert np.allclose(np.frombuffer(r["vector"], dtype="<f4"), unit_vector(rendered, 64), atol=1e-6)
+            assert np.allclose(np.frombuffer(r["vector"], dtype="<f4"), vector_for(rendered, 64), atol=1e-6)
         # The catalogue names the new generation current a moment before the handle serving
         # recall has loaded it: wait for the route to answer from it (a bounded wait, not a sleep).
         deadline = time.monotonic() + WAIT_S

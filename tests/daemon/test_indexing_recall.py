@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from tests.support import Daemon
-from tests.support.fake_openai import FakeOpenAI
+from tests.support.embedding_service import EmbeddingServer
 from tests.support.waits import wait_for_generation
 
 SLOW_S = 2.0
@@ -27,7 +27,7 @@ def indexing(answer: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def test_recall_during_indexing_names_the_partial_vector_route(make_daemon: Any) -> None:
-    fake = FakeOpenAI(dimension=16)
+    fake = EmbeddingServer(dimension=16)
     try:
         daemon: Daemon = make_daemon(env=fake.env())
         ns = "indexing"

@@ -16,7 +16,7 @@ from recalld.client import Client
 from recalld.client.ingest import ingest
 from tests.support import Daemon, namespace
 from tests.support.cli import recalld
-from tests.support.fake_openai import FakeOpenAI
+from tests.support.embedding_service import EmbeddingServer
 from tests.support.other_users import as_user
 from tests.support.pdf import pdf_bytes
 from tests.support.terminal import in_terminal
@@ -147,7 +147,7 @@ def test_ingest_says_what_waits_for_the_vector_index_and_wait_follows_it(
 def test_wait_follows_the_ingested_namespace_not_a_record_held_in_another(make_daemon: Any, tmp_path: Path) -> None:
     """`?namespace=` narrows `pending` to one namespace, so `ingest --wait` ends once its own
     files are indexed while another namespace's record stays held (the provider refuses it)."""
-    fake = FakeOpenAI(dimension=48)
+    fake = EmbeddingServer(dimension=48)
     try:
         ours, held = namespace(), namespace()
         daemon: Daemon = make_daemon(
@@ -216,7 +216,7 @@ def corpus(root: Path, files: int, paragraphs: int) -> int:
 def test_wait_counts_chunks_up_to_the_total_in_a_terminal(make_daemon: Any, tmp_path: Path) -> None:
     """The bar counts chunks, exactly as many as the daemon embeds; it never goes back and ends
     at its total. A slow provider (each call 0.3 s) makes the wait last several polls."""
-    fake = FakeOpenAI(dimension=32)
+    fake = EmbeddingServer(dimension=32)
     try:
         daemon: Daemon = make_daemon(env=fake.env())
         docs = tmp_path / "docs"
@@ -241,7 +241,7 @@ def test_wait_counts_chunks_up_to_the_total_in_a_terminal(make_daemon: Any, tmp_
 def test_ctrl_c_while_waiting_says_the_daemon_goes_on_and_the_same_command_resumes(
     make_daemon: Any, tmp_path: Path
 ) -> None:
-    fake = FakeOpenAI(dimension=32)
+    fake = EmbeddingServer(dimension=32)
     try:
         daemon: Daemon = make_daemon(env=fake.env())
         docs = tmp_path / "docs"

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from tests.support import Daemon, namespace
-from tests.support.fake_openai import FakeOpenAI
+from tests.support.embedding_service import EmbeddingServer
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="switching to another user needs root")
 
@@ -77,7 +77,7 @@ class World:
 
 @pytest.fixture
 def setting(make_daemon: Any) -> Iterator[tuple[Daemon, list[Peer], list[str]]]:
-    fake = FakeOpenAI(64)
+    fake = EmbeddingServer(64)
     a, b, c = namespace(), namespace(), namespace()
     peers = [
         Peer(65534, reads={a}, writes=set()),

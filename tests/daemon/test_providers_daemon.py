@@ -17,7 +17,7 @@ import asyncpg
 import pytest
 
 from tests.support import Daemon, search_rows
-from tests.support.fake_openai import FakeOpenAI
+from tests.support.embedding_service import EmbeddingServer
 
 
 def wait_vector(daemon: Daemon, ns: str, query: str, n: int, timeout: float = 60) -> dict[str, Any]:
@@ -34,7 +34,7 @@ def wait_vector(daemon: Daemon, ns: str, query: str, n: int, timeout: float = 60
 
 @pytest.mark.parametrize("provider", ["ollama", "openai"])
 def test_switching_provider_in_config_works_against_a_real_http_server(
-    make_daemon: Any, fake: FakeOpenAI, provider: str
+    make_daemon: Any, fake: EmbeddingServer, provider: str
 ) -> None:
     daemon: Daemon = make_daemon(env=fake.env(model="fake-embedder", provider=provider))
     ready = daemon.call("GET", "/readyz")[1]
@@ -47,7 +47,7 @@ def test_switching_provider_in_config_works_against_a_real_http_server(
         daemon.call("POST", "/v1/records", {"namespace": "p", "kind": "doc", "title": f"Note {i}", "body": f"text {i}"})
     answer = wait_vector(daemon, "p", "anything", 4)
     assert {hit["title"] for hit in answer["results"]} == {f"Note {i}" for i in range(4)}
-    assert fake.calls >= 3, "probe, index and query calls reached the server"
+    assert len(fake.calls) >= 3, "probe, index and query calls reached the server"
 
 
 def wait_index_usage(daemon: Daemon, ns: str, tokens: int, timeout: float = 60) -> dict[str, Any]:
@@ -64,27 +64,27 @@ def wait_index_usage(daemon: Daemon, ns: str, tokens: int, timeout: float = 60) 
         time.sleep(0.3)
 
 
-def test_usage_rows_carry_provider_tokens_and_catalogue_cost(make_daemon: Any, fake: FakeOpenAI) -> None:
-    # 2,500 micro-units per 1,000 tokens: the provider reports tokens as words here
+def test_usage_rows_carry_provider_tokens_and_catalogue_cost(make_daemon: Any, fake: EmbeddingServer) -> None:
+    # 2,500 micro-units per 1,000 tokens: the provider counts a text's words plus two
     env = {**fake.env(model="fake-embedder"), "RECALLD_EMBEDDING_PRICES": "{ fake-embedder = 2500.0 }"}
     daemon: Daemon = make_daemon(env=env)
     body = "one two three four five six seven eight nine ten"
     # a story: its title is checked for duplicates, so the index manager embeds it too (a doc's is not)
     daemon.call("POST", "/v1/records", {"namespace": "metered", "kind": "story", "title": "Ten words", "body": body})
     wait_vector(daemon, "metered", "anything", 1)
-    rows = wait_index_usage(daemon, "metered", 14)
+    rows = wait_index_usage(daemon, "metered", 18)
     index = rows["index"]
     # the indexed inputs are "Ten words\n\n<body>" and, for duplicate checks, the normalised
-    # title "ten words": 12 + 2 words as the fake provider counts them
-    assert index["input_tokens"] == 14 and index["estimated_calls"] == 0
-    assert index["cost_micros"] == 35  # 14 tokens * 2500 / 1000
-    assert rows["query"]["input_tokens"] == 1 and rows["query"]["cost_micros"] in (2, 3)
+    # title "ten words": (12 + 2) + (2 + 2) tokens as the fake provider counts them
+    assert index["input_tokens"] == 18 and index["estimated_calls"] == 0
+    assert index["cost_micros"] == 45  # 18 tokens * 2500 / 1000
+    assert rows["query"]["input_tokens"] == 3 and rows["query"]["cost_micros"] in (7, 8)
     everything = daemon.call("GET", "/v1/usage")[1]
     assert any(row["purpose"] == "probe" for row in everything["system"]), "the probe is metered as system work"
     assert all(row["purpose"] != "probe" for row in everything["usage"])
 
 
-def test_an_unpriced_model_costs_nothing_and_names_no_model(make_daemon: Any, fake: FakeOpenAI) -> None:
+def test_an_unpriced_model_costs_nothing_and_names_no_model(make_daemon: Any, fake: EmbeddingServer) -> None:
     daemon: Daemon = make_daemon(env=fake.env(model="unlisted-model"))
     daemon.call("POST", "/v1/records", {"namespace": "free", "kind": "doc", "title": "T", "body": "b"})
     wait_vector(daemon, "free", "anything", 1)
@@ -92,7 +92,7 @@ def test_an_unpriced_model_costs_nothing_and_names_no_model(make_daemon: Any, fa
     assert rows and all(row["cost_micros"] == 0 for row in rows)
 
 
-def test_provider_stopping_mid_run_degrades_to_full_text_and_recovers(make_daemon: Any, fake: FakeOpenAI) -> None:
+def test_provider_stopping_mid_run_degrades_to_full_text_and_recovers(make_daemon: Any, fake: EmbeddingServer) -> None:
     env = {**fake.env(), "RECALLD_EMBEDDING_BREAKER_FAILURES": "2", "RECALLD_EMBEDDING_BREAKER_RESET_S": "1"}
     daemon: Daemon = make_daemon(env=env)
     ns = "outage"
@@ -130,7 +130,7 @@ def test_provider_stopping_mid_run_degrades_to_full_text_and_recovers(make_daemo
     wait_vector(daemon, ns, "ledger", 1, timeout=30)
 
 
-def test_vector_required_makes_the_daemon_unready_without_a_provider(make_daemon: Any, fake: FakeOpenAI) -> None:
+def test_vector_required_makes_the_daemon_unready_without_a_provider(make_daemon: Any, fake: EmbeddingServer) -> None:
     fake.down = True
     daemon: Daemon = make_daemon(env={**fake.env(), "RECALLD_RECALL_VECTOR_REQUIRED": "true"}, wait_ready=False)
     deadline = time.monotonic() + 30
@@ -145,7 +145,9 @@ def test_vector_required_makes_the_daemon_unready_without_a_provider(make_daemon
     assert daemon.call("GET", "/livez")[0] == 200
 
 
-def test_a_short_deadline_returns_what_finished_and_names_the_late_route(make_daemon: Any, fake: FakeOpenAI) -> None:
+def test_a_short_deadline_returns_what_finished_and_names_the_late_route(
+    make_daemon: Any, fake: EmbeddingServer
+) -> None:
     daemon: Daemon = make_daemon(env=fake.env())
     ns = "deadline"
     daemon.call(
@@ -192,7 +194,7 @@ def records_locked(dsn: str) -> Iterator[None]:
 
 
 def test_routes_that_all_run_out_of_the_clients_time_answer_nothing_and_name_every_late_route(
-    make_daemon: Any, fake: FakeOpenAI
+    make_daemon: Any, fake: EmbeddingServer
 ) -> None:
     daemon: Daemon = make_daemon(env=fake.env())
     ns = "all-late"
@@ -226,7 +228,7 @@ def test_routes_that_all_run_out_of_the_clients_time_answer_nothing_and_name_eve
     assert sorted(len(json.loads(row["degraded_routes"])) for row in rows) == [1, 2]
 
 
-def test_a_vector_hit_on_a_replaced_revision_is_dropped_at_rehydration(make_daemon: Any, fake: FakeOpenAI) -> None:
+def test_a_vector_hit_on_a_replaced_revision_is_dropped_at_rehydration(make_daemon: Any, fake: EmbeddingServer) -> None:
     """Between an update and the index manager tombstoning the old chunks (it embeds the new
     revision first, slowly here), the index still holds the old revision's vectors: the vector
     route finds the record by its old text, and only rehydration can tell it is stale."""
@@ -254,7 +256,7 @@ def test_a_vector_hit_on_a_replaced_revision_is_dropped_at_rehydration(make_daem
     assert (found["id"], found["revision"]) == (created["id"], 2)
 
 
-def test_before_anything_is_indexed_the_vector_route_says_so(make_daemon: Any, fake: FakeOpenAI) -> None:
+def test_before_anything_is_indexed_the_vector_route_says_so(make_daemon: Any, fake: EmbeddingServer) -> None:
     daemon: Daemon = make_daemon(env=fake.env())
     fake.delay_s = 5.0  # the record below waits for its vectors
     daemon.call("POST", "/v1/records", {"namespace": "new", "kind": "doc", "title": "Kiln log", "body": "Fire."})
@@ -266,16 +268,18 @@ def test_before_anything_is_indexed_the_vector_route_says_so(make_daemon: Any, f
     assert body["degraded_routes"] == [{"route": "vector", "reason": "no_verified_generation"}]
 
 
-def test_a_broken_query_vector_degrades_the_vector_route_with_its_reason(make_daemon: Any, fake: FakeOpenAI) -> None:
+def test_a_broken_query_vector_degrades_the_vector_route_with_its_reason(
+    make_daemon: Any, fake: EmbeddingServer
+) -> None:
     daemon: Daemon = make_daemon(env=fake.env())
     ns = "broken-vector"
     daemon.call("POST", "/v1/records", {"namespace": ns, "kind": "doc", "title": "Kiln log", "body": "Fire at dawn."})
     wait_vector(daemon, ns, "kiln", 1)
     fake.corrupt = "smouldering"
     for _ in range(2):  # the broken vector is not kept: the repeated query asks the provider again
-        calls = fake.calls
+        calls = len(fake.calls)
         status, answer = daemon.call("POST", "/v1/recall", {"namespace": ns, "query": "kiln smouldering"})
-        assert fake.calls > calls
+        assert len(fake.calls) > calls
         assert status == 200 and [r["title"] for r in answer["results"]] == ["Kiln log"], answer
         assert [(d["route"], d["reason"]) for d in answer["degraded_routes"]] == [
             ("vector", "embedding_dimension_mismatch")
@@ -285,7 +289,7 @@ def test_a_broken_query_vector_degrades_the_vector_route_with_its_reason(make_da
     assert status == 200 and answer["degraded_routes"] == [] and "vector" in answer["results"][0]["routes"]
 
 
-def test_a_route_limit_bounds_a_slow_route_inside_a_longer_deadline(make_daemon: Any, fake: FakeOpenAI) -> None:
+def test_a_route_limit_bounds_a_slow_route_inside_a_longer_deadline(make_daemon: Any, fake: EmbeddingServer) -> None:
     daemon: Daemon = make_daemon(env={**fake.env(), "RECALLD_RECALL_ROUTE_DEADLINE_MS": "{ vector = 400 }"})
     ns = "route-limit"
     daemon.call("POST", "/v1/records", {"namespace": ns, "kind": "doc", "title": "Glaze recipe", "body": "Mix ash."})
@@ -309,7 +313,7 @@ def test_a_route_limit_bounds_a_slow_route_inside_a_longer_deadline(make_daemon:
 
 
 def test_a_record_the_provider_refuses_is_set_aside_and_its_batch_mates_are_indexed(
-    make_daemon: Any, fake: FakeOpenAI
+    make_daemon: Any, fake: EmbeddingServer
 ) -> None:
     fake.refuse = "POISON"
     daemon: Daemon = make_daemon(env=fake.env())
@@ -330,9 +334,9 @@ def test_a_record_the_provider_refuses_is_set_aside_and_its_batch_mates_are_inde
     metrics = daemon.http.get("/metrics").text
     assert re.search(r'^recalld_index_held_records\{reason="input_rejected"\} 1\.0$', metrics, re.M), metrics
     # set aside: the provider is not asked again on every poll (2 s), nor is the breaker tripped
-    calls = fake.calls
+    calls = len(fake.calls)
     time.sleep(5)
-    assert fake.calls == calls, f"{fake.calls - calls} calls while nothing changed"
+    assert len(fake.calls) == calls, f"{len(fake.calls) - calls} calls while nothing changed"
     assert daemon.call("GET", "/readyz")[1]["checks"]["embedding"]["status"] == "pass"
     # a user's query is never refused for a record's input it was batched with, and full text
     # still finds the held record
@@ -349,7 +353,7 @@ def test_a_record_the_provider_refuses_is_set_aside_and_its_batch_mates_are_inde
 
 
 def test_a_record_whose_hold_ends_is_pending_and_tried_again_without_waiting_for_a_full_recheck(
-    make_daemon: Any, fake: FakeOpenAI
+    make_daemon: Any, fake: EmbeddingServer
 ) -> None:
     # holds of 2 s, doubled per refusal; a full re-read of all records only every 10 minutes
     fake.refuse = "POISON"

@@ -17,11 +17,11 @@ import httpx
 from recalld.actors.embedding.template import render_query
 from recalld.config import Config
 from tests.support import Daemon, namespace
-from tests.support.fake_openai import FakeOpenAI
+from tests.support.embedding_service import EmbeddingServer
 from tests.support.waits import wait_for_generation
 
 
-def held_recall(daemon: Daemon, fake: FakeOpenAI, body: dict[str, Any]) -> tuple[threading.Thread, dict[str, Any]]:
+def held_recall(daemon: Daemon, fake: EmbeddingServer, body: dict[str, Any]) -> tuple[threading.Thread, dict[str, Any]]:
     """Send `body` to /v1/recall from a thread of its own (its own connection), holding its query's
     embedding at the provider; returns once the provider has the query in hand."""
     fake.hold = render_query(body["query"], version=Config().embedding.template_version).text
@@ -45,7 +45,7 @@ def create(daemon: Daemon, ns: str, title: str, body: str) -> str:
     return str(created["id"])
 
 
-def test_full_text_starts_once_the_query_vector_is_ready(make_daemon: Any, fake: FakeOpenAI) -> None:
+def test_full_text_starts_once_the_query_vector_is_ready(make_daemon: Any, fake: EmbeddingServer) -> None:
     # the duplicate check of the create below asks the held provider too: cut it short
     env = {
         "RECALLD_RECALL_FTS_WAITS_FOR_EMBEDDING": "always",
@@ -67,7 +67,7 @@ def test_full_text_starts_once_the_query_vector_is_ready(make_daemon: Any, fake:
     assert late in {r["id"] for r in answer["body"]["results"] if "fts" in r["routes"]}, answer
 
 
-def test_full_text_waits_for_a_slow_embedding_only_briefly(make_daemon: Any, fake: FakeOpenAI) -> None:
+def test_full_text_waits_for_a_slow_embedding_only_briefly(make_daemon: Any, fake: EmbeddingServer) -> None:
     # a bound well inside the request's deadline: without it full text would wait past the deadline
     env = {"RECALLD_RECALL_FTS_WAITS_FOR_EMBEDDING": "always", "RECALLD_RECALL_FTS_EMBEDDING_WAIT_MS": "200"}
     daemon: Daemon = make_daemon(env={**fake.env(), **env})

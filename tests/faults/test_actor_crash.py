@@ -19,12 +19,12 @@ import pytest
 
 from tests.support import Daemon, scratch_dir
 from tests.support.embedded_postgres import postmasters
-from tests.support.fake_openai import FakeOpenAI
+from tests.support.embedding_service import EmbeddingServer
 
 
 @pytest.fixture
 def daemon() -> Iterator[Daemon]:
-    fake = FakeOpenAI(64)
+    fake = EmbeddingServer(64)
     home = scratch_dir("recalld-crash-")
     instance = Daemon(home, fake.env())
     instance.start(timeout=180)

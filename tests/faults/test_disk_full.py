@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.support import Daemon, namespace
-from tests.support.fake_openai import FakeOpenAI
+from tests.support.embedding_service import EmbeddingServer
 from tests.support.waits import wait_for_generation
 
 SMALL = "64k"  # the first generation (12 vectors, about 20 kB) fits; one of 72 (110 kB) does not
@@ -54,7 +54,7 @@ def build(daemon: Daemon) -> dict[str, Any]:
 def test_a_build_on_a_full_disk_fails_cleanly_and_the_old_generation_serves(
     generations: Path, make_daemon: Any
 ) -> None:  # `generations` first: it is unmounted after the daemon stops
-    fake = FakeOpenAI(384)
+    fake = EmbeddingServer(384)
     try:
         daemon: Daemon = make_daemon(
             env={

@@ -21,7 +21,7 @@ import pytest
 
 from tests.support import Daemon, scratch_dir, sql
 from tests.support.embedded_postgres import embedded_dsn, postmasters
-from tests.support.fake_openai import FakeOpenAI
+from tests.support.embedding_service import EmbeddingServer
 
 NS = "pg-faults"
 FROZEN_S = 4.0
@@ -30,7 +30,7 @@ FROZEN_S = 4.0
 
 @pytest.fixture
 def daemon() -> Iterator[Daemon]:
-    fake = FakeOpenAI(64)
+    fake = EmbeddingServer(64)
     home = scratch_dir("recalld-pg-faults-")
     instance = Daemon(home, {**fake.env(), "RECALLD_STORE_HEALTH_TIMEOUT_S": "1"})
     instance.start(timeout=180)

@@ -6,7 +6,7 @@ The index is not empty when the fault starts: a generation serves the first reco
 vector route could answer but for the provider, and the reason it gives must be the provider's
 (an empty index would degrade the route for "nothing indexed" whatever the provider did).
 
-The provider is a real HTTP server on loopback (tests/support/fake_openai.py) whose faults the
+The provider is a real HTTP server on loopback (tests/support/embedding_service.py) whose faults the
 test switches on and off; the daemon is a real `recalld serve`.
 """
 
@@ -18,13 +18,13 @@ from typing import Any
 import pytest
 
 from tests.support import Daemon, namespace
-from tests.support.fake_openai import FakeOpenAI
+from tests.support.embedding_service import EmbeddingServer
 from tests.support.waits import wait_for_generation
 
 RECORDS = 8
 
 
-def fault(fake: FakeOpenAI, kind: str, on: bool) -> None:
+def fault(fake: EmbeddingServer, kind: str, on: bool) -> None:
     if kind == "down":
         fake.down = on
     elif kind == "slow":
@@ -45,7 +45,7 @@ REASONS = {
 
 @pytest.mark.parametrize("kind", FAULTS)
 def test_writes_succeed_recall_degrades_out_loud_and_the_backlog_is_embedded_after(make_daemon: Any, kind: str) -> None:
-    fake = FakeOpenAI(64)
+    fake = EmbeddingServer(64)
     try:
         daemon: Daemon = make_daemon(
             env={

@@ -28,7 +28,7 @@ import pytest
 
 from tests.support import Daemon, scratch_dir, sql
 from tests.support.embedded_postgres import embedded_dsn, postmasters
-from tests.support.fake_openai import FakeOpenAI
+from tests.support.embedding_service import EmbeddingServer
 
 ROUNDS = int(os.environ.get("FAULT_ROUNDS", "15"))
 SEED = int(os.environ.get("FAULT_SEED", "23"))
@@ -54,14 +54,14 @@ class Ledger:
 
 
 @pytest.fixture(scope="module")
-def provider() -> Iterator[FakeOpenAI]:
-    fake = FakeOpenAI(384)
+def provider() -> Iterator[EmbeddingServer]:
+    fake = EmbeddingServer(384)
     yield fake
     fake.close()
 
 
 @pytest.fixture
-def daemon(provider: FakeOpenAI) -> Iterator[Daemon]:
+def daemon(provider: EmbeddingServer) -> Iterator[Daemon]:
     home = scratch_dir("recalld-faults-")
     env = {**provider.env(), "RECALLD_INDEX_FACTORY": "HNSW32", "RECALLD_INDEX_COMPACT_SHARE": "10"}
     instance = Daemon(home, env)

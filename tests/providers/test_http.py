@@ -13,8 +13,7 @@ import pytest
 from recalld.actors.embedding.errors import EmbeddingError, Reason
 from recalld.actors.embedding.validation import validate_batch
 from recalld.providers.http import OllamaProvider, OpenAIProvider
-
-from .loopback import EmbeddingService, aiohttp_server, tokens
+from tests.support.embedding_service import EmbeddingService, aiohttp_server, tokens
 
 pytestmark = pytest.mark.anyio
 
@@ -87,7 +86,7 @@ async def test_default_models(service: EmbeddingService, url: str, http: httpx.A
 async def test_slow_server_times_out_at_the_deadline(
     service: EmbeddingService, url: str, http: httpx.AsyncClient, index: int
 ) -> None:
-    service.fault, service.delay = "slow", 5.0
+    service.fault, service.slow_s = "slow", 5.0
     provider = providers(http, url)[index]
     start = anyio.current_time()
     with pytest.raises(EmbeddingError) as caught:
