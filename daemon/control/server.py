@@ -2,7 +2,8 @@
 
 Handlers are thin: decode and check the wire type, check access, call a service, encode. Every
 failure leaves through `_errors`, which turns it into `{"error": {"code", "message"}}` with a
-4xx for anything the client did and 503 for a store outage; a 500 means a bug of ours.
+4xx for anything the client did and 503 for a store outage (PostgreSQL unreachable, or no server
+accepting writes, as during a failover); a 500 means a bug of ours.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from recalld.control.errors import not_indexable
 from recalld.control.limits import over_limit
 from recalld.control.routes import assignments, backup, duplicates, evals, records, records_batch
 from recalld.log import rejected_requests_logged
-from recalld.store.db import STORE_DOWN_ERRORS, STORE_LIMIT_ERRORS
+from recalld.store.db import STORE_DOWN_ERRORS, STORE_LIMIT_ERRORS, outage_message
 from recalld.wire.errors import ApiError, ErrorCode
 
 log = logging.getLogger("recalld.control")
@@ -61,7 +62,7 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
         log.warning(
             "store unavailable during %s %s: %s", request.method, request.path, type(exc).__name__, exc_info=exc
         )
-        response = error_response(ApiError(503, ErrorCode.STORE_UNAVAILABLE, "PostgreSQL is not reachable"))
+        response = error_response(ApiError(503, ErrorCode.STORE_UNAVAILABLE, outage_message(exc)))
     except STORE_LIMIT_ERRORS as exc:
         response = error_response(not_indexable(exc))
     except Exception:

@@ -15,9 +15,17 @@ from recalld.config import StoreConfig
 
 log = logging.getLogger("recalld.store")
 
-# What asyncpg raises when the server is unreachable or went away mid-call: a store outage
-# (503 to the client, `fail` in readiness), not a bug.
+READ_ONLY_ERRORS: tuple[type[BaseException], ...] = (asyncpg.exceptions.ReadOnlySQLTransactionError,)
+"""What a server that accepts no writes answers a write (and a LISTEN) with: a standby not yet
+promoted, or a primary made read-only (`default_transaction_read_only`). During a failover this
+is the store being unavailable, not the client's error: a 503 until there is a primary again."""
+
+# What asyncpg raises when the server is unreachable, went away mid-call or accepts no writes: a
+# store outage (503 to the client, `fail` in readiness), not a bug. With several hosts in the DSN
+# and none of them a primary, a connect raises the last host's error (OSError) or
+# TargetServerAttributeNotMatched (an InternalClientError).
 STORE_DOWN_ERRORS: tuple[type[BaseException], ...] = (
+    *READ_ONLY_ERRORS,
     OSError,
     asyncpg.exceptions.ConnectionDoesNotExistError,
     asyncpg.exceptions.CannotConnectNowError,
@@ -87,10 +95,17 @@ def _dropped_on_timeout(conn: asyncpg.Connection) -> Iterator[None]:
 
 @asynccontextmanager
 async def connection(pool: asyncpg.Pool) -> AsyncIterator[asyncpg.Connection]:
-    """`pool.acquire()`, dropping the connection when a statement times out."""
+    """`pool.acquire()`, dropping the connection when a statement times out, or when its server
+    refused a write as read-only: the pool then connects afresh, and the DSN's
+    `target_session_attrs` chooses a server that accepts writes (a promoted standby, the primary
+    back), where a pooled session on a standby would refuse every write for as long as it lived."""
     async with pool.acquire() as conn:
-        with _dropped_on_timeout(conn):
-            yield conn
+        try:
+            with _dropped_on_timeout(conn):
+                yield conn
+        except READ_ONLY_ERRORS:
+            _drop(conn)
+            raise
 
 
 @asynccontextmanager
@@ -145,12 +160,25 @@ async def open_pool(dsn: str, config: StoreConfig) -> asyncpg.Pool:
             await anyio.sleep(0.5)
 
 
+READ_ONLY_REASON = "the server is read-only (a standby not yet promoted, or default_transaction_read_only)"
+
+
+def outage_message(exc: BaseException) -> str:
+    """What a client is told of a store outage (`exc`, one of STORE_DOWN_ERRORS)."""
+    if isinstance(exc, READ_ONLY_ERRORS):
+        return f"PostgreSQL refuses writes: {READ_ONLY_REASON}"
+    return "PostgreSQL is not reachable"
+
+
 async def ping(pool: asyncpg.Pool, limit_s: float) -> str | None:
-    """None when the store answers within `limit_s` seconds, else a short reason."""
+    """None when the store answers within `limit_s` seconds and accepts writes, else a short
+    reason. A pooled connection whose server is read-only is dropped, as `connection` drops it."""
     try:
         with anyio.fail_after(limit_s):
             async with pool.acquire(timeout=limit_s) as conn:
-                await conn.fetchval("SELECT 1")
+                if await conn.fetchval("SELECT current_setting('transaction_read_only') = 'on'"):
+                    _drop(conn)
+                    return READ_ONLY_REASON
         return None
     except STORE_DOWN_ERRORS as exc:
         return f"{type(exc).__name__}: {exc}".strip(": ")[:200]
