@@ -23,6 +23,7 @@ from recalld import paths
 from recalld.config import Config
 from recalld.control.server import Listener, SocketInUse
 from recalld.store import db
+from recalld.store.dsn import writable_dsn
 from recalld.store.embedded import EmbeddedPostgres, EmbeddedPostgresError, max_connections_for
 from recalld.store.migrations import SchemaTooNew, migrate_database
 from recalld.systemd import Notifier, watchdog_interval
@@ -122,7 +123,8 @@ async def postgres(
     config: Config, data_dir: Path, notifier: Notifier
 ) -> AsyncIterator[tuple[asyncpg.Pool, str, EmbeddedPostgres | None]]:
     """The pool, over the configured server or an embedded one that lives exactly as long
-    (returned too, for `keep_running`; None with a DSN)."""
+    (returned too, for `keep_running`; None with a DSN), and the DSN that every other
+    connection of the daemon takes (`writable_dsn`: a primary, whichever host is one now)."""
     embedded: EmbeddedPostgres | None = None
     dsn = config.store.dsn
     try:
@@ -136,6 +138,7 @@ async def postgres(
             # A stop signal during this waits for the start to finish; the `finally` stops it.
             async with extending_start(notifier):  # initdb on a slow disk
                 dsn = await anyio.to_thread.run_sync(embedded.start)
+        dsn = writable_dsn(dsn)  # every connection of the daemon, and pg_dump, go to a primary
         pool = await db.open_pool(dsn, config.store)
         try:
             notifier.status("applying migrations")

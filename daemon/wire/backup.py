@@ -21,7 +21,7 @@ import hashlib
 import os
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit
 
 import msgspec
 
@@ -56,13 +56,15 @@ class Manifest(msgspec.Struct, frozen=True):
 
 def libpq_target(dsn: str) -> tuple[str, dict[str, str]]:
     """`--dbname=DSN` for PostgreSQL's tools, and their environment: a password in the DSN goes
-    by environment (PGPASSWORD), never on a command line that `ps` shows."""
-    parts = urlsplit(dsn)
+    by environment (PGPASSWORD), never on a command line that `ps` shows. The hosts go on as
+    written: several (`h1:5432,h2:5432`, which libpq tries in turn) or an IPv6 address."""
+    netloc = urlsplit(dsn).netloc
     env = dict(os.environ)
-    if parts.password is not None:
-        env["PGPASSWORD"] = parts.password
-        netloc = f"{parts.username or ''}@{parts.hostname or ''}" + (f":{parts.port}" if parts.port else "")
-        dsn = urlunsplit(parts._replace(netloc=netloc))
+    userinfo, at, hosts = netloc.rpartition("@")
+    user, colon, password = userinfo.partition(":")
+    if at and colon:
+        env["PGPASSWORD"] = unquote(password)
+        dsn = dsn.replace(f"//{netloc}", f"//{user}@{hosts}", 1)
     return f"--dbname={dsn}", env
 
 
