@@ -107,15 +107,21 @@ def test_output_cut_short_by_head_ends_quietly(daemon: Daemon, ns: str) -> None:
     assert piped.stderr == "", piped.stderr
 
 
-def python_started(pid: int) -> bool:
-    """The child has become the Python process (exec done): it is importing the CLI now."""
-    return b"-m\0recalld" in Path(f"/proc/{pid}/cmdline").read_bytes()
+def importing_the_cli(pid: int) -> bool:
+    """The child is importing the CLI: msgspec's compiled module, which the CLI's first imports
+    load, is mapped into it. Earlier than that, the interpreter itself is starting (runpy looking
+    for the module), and a Ctrl-C there is Python's own traceback, the same for any Python
+    program, before a line of recalld has run."""
+    try:
+        return b"msgspec" in Path(f"/proc/{pid}/maps").read_bytes()
+    except FileNotFoundError:
+        return False
 
 
 # The moments a Ctrl-C can come while `recalld serve` starts, told by the process and what it has
 # printed so far: while Python imports the CLI, while the embedded PostgreSQL starts, once ready.
 MOMENTS: dict[str, Callable[[int, str], bool]] = {
-    "importing": lambda pid, output: python_started(pid),
+    "importing": lambda pid, output: importing_the_cli(pid),
     "postgres starting": lambda pid, output: "initialised the embedded PostgreSQL" in output,
     "ready": lambda pid, output: "recalld ready" in output,
 }
