@@ -1,4 +1,4 @@
-"""A namespace of 1,000 records crowded by 100,000 in another still gets k results.
+"""A namespace of 1,000 records crowded by 20,000 in another still gets k results.
 
 The crowd is embedded by a fast controlled provider on loopback (the real model would need
 hours for that many chunks on 2 cores) and its records are written straight into PostgreSQL;
@@ -19,7 +19,7 @@ from tests.support import Daemon
 from tests.support.embedding_service import EmbeddingServer
 from tests.support.waits import wait_for_generation
 
-CROWD, TARGET, RULES = 100_000, 1_000, 20
+CROWD, TARGET, RULES = 20_000, 1_000, 20
 
 
 def insert(dsn: str, rows: list[tuple[Any, ...]]) -> None:
@@ -52,7 +52,7 @@ def test_a_small_namespace_crowded_by_a_large_one_still_fills_k(make_daemon: Any
             **fake.env(),
             "RECALLD_INDEX_INDEX_BATCH": "500",
             # A flat scan filtered to the small namespace, as this test was written for (`auto`
-            # would build a graph for 101,000 vectors, and score the small namespace one by one).
+            # would build a graph for 21,000 vectors, and score the small namespace one by one).
             "RECALLD_INDEX_FACTORY": "Flat",
             "RECALLD_EMBEDDING_MAX_BATCH": "1000",
             "RECALLD_RECALL_MAX_K": "200",
