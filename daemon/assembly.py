@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,6 +88,8 @@ def assemble(
     supervisor: Supervisor  # bound last; the closures below read it only when called, after that
     usage = UsageStore(pool)
     generations = Path(config.index.directory) if config.index.directory else data_dir / "generations"
+    # Who this daemon is among those sharing the database (the copies it builds say it).
+    member = f"{socket.gethostname()}:{generations.absolute()}"
     provider = early.recall or make_provider(config.embedding, http)
     embedder = None
     index = None
@@ -110,20 +113,27 @@ def assemble(
             new_generation_id=new_generation_id,
             on_swap=lambda why: metrics.handle_swaps.labels(why=why.split()[0]).inc(),
             extend_start=notifier.extend_timeout,
-            titles=PgTitleStore(pool, unchecked_kinds=config.duplicates.unchecked_kinds),
+            titles=PgTitleStore(pool, unchecked_kinds=config.duplicates.unchecked_kinds)
+            if config.duplicates.enabled
+            else None,
             title_embedder=title_embedder,
+            member=member,
         )
     query_vectors = QueryVectorCache(config.recall.query_cache)
     indexing = IndexingStatus(index) if index is not None else None
     searches = SearchRecorder(pool)
     metrics.watch(embedder, index, query_vectors, searches)
     health = Health()
-    duplicates = DuplicateChecker(
-        PgTitleStore(pool, unchecked_kinds=config.duplicates.unchecked_kinds),
-        title_embedder or embedder,
-        config.duplicates,
-        metrics,
-        wake=index.wake if index is not None else None,
+    duplicates = (
+        DuplicateChecker(
+            PgTitleStore(pool, unchecked_kinds=config.duplicates.unchecked_kinds),
+            title_embedder or embedder,
+            config.duplicates,
+            metrics,
+            wake=index.wake if index is not None else None,
+        )
+        if config.duplicates.enabled
+        else None
     )
     assignments = build_assignments(
         config, pool=pool, http=http, usage=usage, metrics=metrics, prices=config.embedding.prices
@@ -217,7 +227,7 @@ async def _capabilities(
     health: Health,
     embedder: Embedder | None,
     index: IndexManager | None,
-    duplicates: DuplicateChecker,
+    duplicates: DuplicateChecker | None,
     assignments: AssignmentService,
 ) -> dict[str, bool]:
     """What /v1/capabilities answers: which features this daemon can serve right now."""
@@ -228,7 +238,7 @@ async def _capabilities(
         "recall.structured.v1": store_up,
         "recall.vector.v1": index is not None and index.problem() is None,
         "embedding.v1": embedder is not None and embedder.health().status == "pass",
-        "duplicates.v1": store_up and duplicates.available,
+        "duplicates.v1": store_up and duplicates is not None and duplicates.available,
         "assignments.v1": store_up,
         "resolver.v1": store_up and assignments.resolver_state() == "ok",
     }

@@ -233,6 +233,9 @@ class RecordsConfig(_Section, frozen=True):
 class DuplicatesConfig(_Section, frozen=True):
     """Semantic duplicate warnings on create (docs/DUPLICATES.md)."""
 
+    enabled: bool = True
+    """false: no check runs, no title is embedded or stored, and no title model is loaded; every
+    write's `duplicate_check` is `skipped` with reason `disabled`, and the audit answers 503."""
     model: Literal["auto", "embedding", "use-multilingual-v3"] = "auto"
     """What embeds titles: `use-multilingual-v3`, the multilingual title model shipped with
     recalld (it separates duplicates better, across languages too); `embedding`, the

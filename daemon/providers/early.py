@@ -45,7 +45,7 @@ def load_early(config: Config, *, cache: Path | None = None) -> EarlyModels:
         recall = LocalProvider(model=embedding.model)
         recall.start_loading()
     title = None
-    if uses_title_model(config.duplicates.model, embedding.provider):
+    if config.duplicates.enabled and uses_title_model(config.duplicates.model, embedding.provider):
         title = TitleModelProvider(cache)
         title.start_loading()
     return EarlyModels(recall=recall, title=title)

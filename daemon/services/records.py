@@ -170,11 +170,11 @@ class RecordWrites:
         raise AssertionError("unreachable: the last try returns or raises")
 
     def check_unavailable(self) -> DuplicateCheck:
-        """The answer of a check that cannot run here: no duplicate checker was assembled."""
-        threshold = self._config.duplicates.threshold
-        return DuplicateCheck(
-            status="skipped", reason=DuplicateSkipReason.UNAVAILABLE, threshold=threshold, compared=0, of=0
-        )
+        """The answer of a check that cannot run here: turned off by configuration, or no
+        duplicate checker was assembled."""
+        settings = self._config.duplicates
+        reason = DuplicateSkipReason.UNAVAILABLE if settings.enabled else DuplicateSkipReason.DISABLED
+        return DuplicateCheck(status="skipped", reason=reason, threshold=settings.threshold, compared=0, of=0)
 
     async def duplicate_check(self, record: RecordIn | RecordUpdate, record_id: uuid.UUID) -> DuplicateCheck:
         if self._duplicates is None:

@@ -24,6 +24,8 @@ class DuplicateSkipReason(StrEnum):
     """The embedder's circuit breaker is open after provider failures: no call was made."""
     TIME_CAP = "time_cap_exceeded"
     """The check did not finish within `[duplicates] time_cap_s`."""
+    DISABLED = "disabled"
+    """`[duplicates] enabled = false`: the operator turned the check off."""
     KIND_NOT_CHECKED = "kind_not_checked"
     """The record's kind is in `[duplicates] unchecked_kinds` (by default `doc`, what `recalld
     ingest` writes): its records are neither checked nor compared with."""

@@ -17,10 +17,11 @@ AUDIT_MAX_PAGE = 10_000
 
 
 def _checker(request: web.Request) -> DuplicateChecker:
-    checker = request.app[SERVICES].duplicates
-    if checker is None:  # only a daemon assembled without one (tests of other parts)
-        raise ApiError(503, ErrorCode.ROUTE_UNAVAILABLE, "this daemon has no duplicate check")
-    return checker
+    services = request.app[SERVICES]
+    if services.duplicates is None:
+        why = "is turned off ([duplicates] enabled = false)" if not services.config.duplicates.enabled else "is missing"
+        raise ApiError(503, ErrorCode.ROUTE_UNAVAILABLE, f"this daemon's duplicate check {why}")
+    return services.duplicates
 
 
 async def check(request: web.Request) -> web.Response:
@@ -32,7 +33,9 @@ async def check(request: web.Request) -> web.Response:
     check_text("kind", asked.kind, max_chars=limits.max_kind_chars)
     check_text("title", asked.title, max_chars=limits.max_title_chars, max_bytes=TITLE_MAX_BYTES)
     services.access.require_read(peer(request), asked.namespace)
-    answer = await _checker(request).check(asked.namespace, asked.kind, asked.title, dry_run=True)
+    if services.duplicates is None:  # the answer a create would get
+        return ok(services.writes.check_unavailable())
+    answer = await services.duplicates.check(asked.namespace, asked.kind, asked.title, dry_run=True)
     return ok(answer)
 
 
