@@ -23,6 +23,8 @@ from recalld.actors.ports.usage import SinkUnavailable, UsageRow, UsageSink
 from recalld.providers.http import HTTP_MAX_CONCURRENCY, OllamaProvider, OpenAIProvider
 from recalld.providers.local import LocalProvider
 from tests.support.embedding_service import EmbeddingService, serve, tokens
+from tests.support.usage_sink import ListSink
+from tests.support.waits import eventually_async
 
 pytestmark = [pytest.mark.anyio, pytest.mark.anyio_backends("asyncio", "trio")]
 
@@ -36,19 +38,6 @@ def backend(anyio_backend: object) -> str:
 def unit(backend: str) -> float:
     """One test "second": real and short on asyncio, exact on trio's mock clock."""
     return 0.1 if backend == "asyncio" else 1.0
-
-
-class ListSink:
-    def __init__(self) -> None:
-        self.rows: list[UsageRow] = []
-        self.writes = 0
-
-    async def record(self, rows: Sequence[UsageRow]) -> None:
-        self.rows.extend(rows)
-        self.writes += 1
-
-    def work(self) -> list[UsageRow]:
-        return [r for r in self.rows if r.purpose != "probe"]
 
 
 @pytest.fixture
@@ -152,9 +141,8 @@ async def test_failed_probe_still_starts_and_recovers_in_the_background(
             await embedder.embed(["hello"], purpose="query", namespace="ns1")
         assert caught.value.reason is Reason.PROVIDER_ERROR
         service.fault = "ok"
-        with anyio.fail_after(20 * unit):
-            while embedder.space is None:  # noqa: ASYNC110 (polls what /readyz would read)
-                await anyio.sleep(0.1 * unit)
+        # what /readyz reads
+        await eventually_async(lambda: embedder.space, 20 * unit, "the probe passing", poll=0.1 * unit)
         assert embedder.health().status == "pass"
         assert embedder.probe is not None and embedder.probe.attempts >= 2
         result = await embedder.embed(["hello"], purpose="query", namespace="ns1")
@@ -545,9 +533,7 @@ async def test_graceful_stop_under_the_supervisor_finishes_in_flight_calls(
             service.fail_next("slow")
             service.slow_s = 2 * unit
             tasks.start_soon(call)
-            with anyio.fail_after(5 * unit):
-                while service.in_flight == 0:  # noqa: ASYNC110 (waits for the server to see the call)
-                    await anyio.sleep(0.01 * unit)
+            await eventually_async(lambda: service.in_flight, 5 * unit, "the server seeing the call", poll=0.01 * unit)
             stop.cancel()  # SIGTERM's path: the supervisor asks the embedder to stop
         assert len(results) == 1 and results[0].vectors.shape == (1, 8)  # finished, not cancelled
         assert [r.purpose for r in sink.rows] == ["probe", "query"]  # usage flushed on the way out

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import anyio
@@ -12,7 +11,8 @@ from recalld.actors.embedding.meter import BATCH_BUCKETS, Counters, Meter
 from recalld.actors.embedding.metering import estimate_tokens
 from recalld.actors.embedding.settings import EmbedderSettings
 from recalld.actors.ports.embedding import ProviderBatch, ProviderInfo
-from recalld.actors.ports.usage import Purpose, UsageRow
+from recalld.actors.ports.usage import Purpose
+from tests.support.usage_sink import ListSink
 
 pytestmark = [pytest.mark.anyio, pytest.mark.anyio_backends("asyncio", "trio")]
 
@@ -22,14 +22,6 @@ class Part:
     texts: list[str]
     purpose: Purpose
     namespace: str | None
-
-
-class ListSink:
-    def __init__(self) -> None:
-        self.rows: list[UsageRow] = []
-
-    async def record(self, rows: Sequence[UsageRow]) -> None:
-        self.rows.extend(rows)
 
 
 QUERY = Part(["aa"], "query", "ns1")

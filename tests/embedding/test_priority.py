@@ -18,6 +18,7 @@ from recalld.actors.embedding.errors import EmbeddingError, Reason
 from recalld.actors.ports.usage import UsageRow
 from recalld.providers.http import HTTP_MAX_CONCURRENCY, OpenAIProvider
 from tests.support.embedding_service import EmbeddingService, serve
+from tests.support.waits import eventually_async
 
 pytestmark = [pytest.mark.anyio, pytest.mark.anyio_backends("asyncio", "trio")]
 
@@ -56,9 +57,13 @@ async def slow_embedder(
 
 async def wait_for_busy_provider(service: EmbeddingService, unit: float) -> None:
     """Until every provider slot holds an indexing call (a condition, not a sleep)."""
-    with anyio.fail_after(20 * unit):
-        while service.in_flight < HTTP_MAX_CONCURRENCY:  # noqa: ASYNC110 (the server's state, no event to wait on)
-            await anyio.sleep(0.001)
+    await eventually_async(
+        lambda: service.in_flight,
+        20 * unit,
+        "an indexing call in every provider slot",
+        accept=lambda busy: busy >= HTTP_MAX_CONCURRENCY,
+        poll=0.001,
+    )
 
 
 async def test_a_query_goes_before_queued_indexing_alone_in_its_call(unit: float, backend: str) -> None:

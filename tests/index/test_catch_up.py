@@ -14,7 +14,8 @@ import pytest
 
 from recalld.actors.embedding.embedder import EmbedderSettings
 from recalld.actors.ports.embedding import ProviderBatch, ProviderInfo
-from tests.index.test_index_manager import Cluster, WordsProvider, until
+from tests.support.index_cluster import MOCK_SECOND, REAL_S, Cluster, WordsProvider
+from tests.support.waits import eventually_async
 
 pytestmark = [pytest.mark.anyio, pytest.mark.anyio_backends("trio")]
 
@@ -45,7 +46,9 @@ async def test_a_batch_of_records_fills_the_provider_calls(tmp_path: Path, concu
     for i in range(RECORDS):
         await cluster.records.create("ns", f"Record {i}", f"a short body {i}")
     async with cluster.daemon(index_batch=RECORDS) as manager:
-        await until(lambda: manager.pending == 0 and manager.full_passes >= 1, "caught up")
+        await eventually_async(
+            lambda: manager.pending == 0 and manager.full_passes >= 1, REAL_S, "caught up", poll=MOCK_SECOND
+        )
     # The probe and the pace's one-text first call, then calls of max_batch texts (the mock
     # clock makes every call take no time, so the pace allows max_batch). Records that queued
     # their texts one per pass of the event loop went out one or two a call.

@@ -21,6 +21,7 @@ from recalld.actors.index.generation import Generation, build_generation, load_g
 from recalld.actors.index.handle import Handle, HandleCell, Hit
 from recalld.actors.index.listing import list_generation_dirs
 from recalld.actors.index.manifest import Expected
+from tests.support.waits import eventually_async
 
 from .common import id_map_for, space, unit_vectors
 
@@ -108,9 +109,13 @@ async def test_searches_never_see_a_closed_handle_a_mixed_space_or_a_forgotten_v
     async def swap(new: Handle) -> None:
         nonlocal swapped_while_leased
         # Swap only while searches hold the current handle, so every swap races running searches.
-        # (Polling: the cell publishes counters, not events, and this is test pacing only.)
-        while not (cell.open_leases > 0 and cell.live_handles == 1):  # noqa: ASYNC110
-            await anyio.sleep(0.001)
+        # (Polling: the cell publishes counters, not events.)
+        await eventually_async(
+            lambda: cell.open_leases > 0 and cell.live_handles == 1,
+            20,
+            "searches holding the current handle",
+            poll=0.001,
+        )
         handles.append(new)
         cell.swap(new)
         # More than one live handle: the replaced one is still leased by running searches.

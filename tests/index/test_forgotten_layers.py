@@ -32,11 +32,11 @@ import pytest
 from recalld.actors.index.handle import Handle, _search
 from recalld.actors.index.manager import IndexManager
 from recalld.actors.index.vectors import SurrogateSet, VectorSet
-from tests.index.test_index_manager import Cluster, cluster, current_generation, rendered, until, vector_of
+from tests.support.index_cluster import MOCK_SECOND, REAL_S, Cluster, current_generation, rendered, vector_of
+from tests.support.waits import eventually_async
 
 pytestmark = [pytest.mark.anyio, pytest.mark.anyio_backends("trio")]
 
-__all__ = ["cluster"]  # the fixture, imported for pytest
 
 FORGOTTEN = ("Forgotten", "the pass phrase of the old vault")
 REPLACED = ("Replaced", "the first draft of the budget")
@@ -105,7 +105,9 @@ async def forget_and_replace(cluster: Cluster) -> tuple[uuid.UUID, uuid.UUID]:
     for title, text in KEPT:
         await cluster.records.create("ns", title, text)
     async with cluster.daemon() as manager:
-        await until(lambda: current_generation(manager) == "g1", "g1 holds every record")
+        await eventually_async(
+            lambda: current_generation(manager) == "g1", REAL_S, "g1 holds every record", poll=MOCK_SECOND
+        )
     await cluster.records.forget(forgotten)
     await cluster.records.update(replaced, REPLACED[0], "the approved budget")
     return forgotten, replaced
@@ -129,11 +131,13 @@ def assert_each_layer_alone(cluster: Cluster, manager: IndexManager, forgotten: 
 async def test_each_layer_alone_after_a_restart(cluster: Cluster) -> None:
     forgotten, replaced = await forget_and_replace(cluster)
     async with cluster.daemon(**NO_ROLLBACK) as restarted:
-        await until(
+        await eventually_async(
             lambda: (
                 bool(surrogates_of(cluster, replaced, 2)) and surrogates_of(cluster, replaced, 2) <= delta(restarted)
             ),
+            REAL_S,
             "the new revision indexed and in the handle",
+            poll=MOCK_SECOND,
         )
         assert current_generation(restarted) == "g1", "still the generation built before the forget"
         assert_each_layer_alone(cluster, restarted, forgotten, replaced)
@@ -142,11 +146,22 @@ async def test_each_layer_alone_after_a_restart(cluster: Cluster) -> None:
 async def test_each_layer_alone_after_a_rollback(cluster: Cluster) -> None:
     forgotten, replaced = await forget_and_replace(cluster)
     async with cluster.daemon(**NO_ROLLBACK) as manager:
-        await until(lambda: current_generation(manager) == "g1" and manager.pending == 0, "caught up on g1")
+        await eventually_async(
+            lambda: current_generation(manager) == "g1" and manager.pending == 0,
+            REAL_S,
+            "caught up on g1",
+            poll=MOCK_SECOND,
+        )
         manager.request_rebuild()
-        await until(lambda: current_generation(manager) == "g2", "g2, built after the forget")
+        await eventually_async(
+            lambda: current_generation(manager) == "g2", REAL_S, "g2, built after the forget", poll=MOCK_SECOND
+        )
         assert not set(manager.cell.current().base.id_map.surrogate.tolist()) & surrogates_of(cluster, forgotten, 1)
         await manager.activate("g1")
-        await until(lambda: current_generation(manager) == "g1", "rolled back to g1")
-        await until(lambda: bool(manager.cell.current().tombstones), "its tombstones applied")
+        await eventually_async(
+            lambda: current_generation(manager) == "g1", REAL_S, "rolled back to g1", poll=MOCK_SECOND
+        )
+        await eventually_async(
+            lambda: bool(manager.cell.current().tombstones), REAL_S, "its tombstones applied", poll=MOCK_SECOND
+        )
         assert_each_layer_alone(cluster, manager, forgotten, replaced)

@@ -10,176 +10,37 @@ may still jump, so time is asserted only as bounds far from the poll interval.
 
 from __future__ import annotations
 
-import hashlib
 import itertools
-import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
-from pathlib import Path
-from types import TracebackType
-from typing import Self
 
 import anyio
-import numpy as np
-import numpy.typing as npt
 import pytest
 
-from recalld.actors.embedding.embedder import Embedder, EmbedderSettings
-from recalld.actors.embedding.errors import EmbeddingError, Reason
-from recalld.actors.embedding.template import render_document
+from recalld.actors.embedding.embedder import EmbedderSettings
 from recalld.actors.index.builds import GenerationNotFound
 from recalld.actors.index.chunking import chunk_text
 from recalld.actors.index.manager import IndexManager
 from recalld.actors.index.manifest import GenerationCorrupt
-from recalld.actors.index.settings import IndexSettings
-from recalld.actors.ports.embedding import ProviderBatch, ProviderInfo
 from recalld.actors.ports.index import GenerationRow
-from recalld.actors.ports.usage import UsageRow
-from tests.kernel.fakes import FakeDatabase, FakeLockServer, FakeRecords, FakeVectorStore
+from tests.kernel.fakes import FakeDatabase, FakeVectorStore
+from tests.support.index_cluster import (
+    MOCK_SECOND,
+    POISON,
+    REAL_S,
+    SETTINGS,
+    Cluster,
+    body,
+    chunks_of,
+    current_generation,
+    find,
+    live_chunks,
+    rendered,
+)
+from tests.support.waits import eventually_async
 
 pytestmark = [pytest.mark.anyio, pytest.mark.anyio_backends("trio")]
 
-DIM = 8
-POISON = "POISON"
-"""A chunk containing this comes back from the provider as NaN: its record's input is at fault."""
-
-
-class WordsProvider:
-    """An in-process embedding provider: a text's vector is a pure function of the text."""
-
-    def __init__(self) -> None:
-        self.down = False
-        """Every call fails with `provider_unavailable` while set."""
-        self.gate: str | None = None
-        """A call with a text containing this waits until `opened` is set."""
-        self.opened = anyio.Event()
-
-    def describe(self) -> ProviderInfo:
-        return ProviderInfo(provider="test", model="words")
-
-    async def embed(self, texts: Sequence[str], *, timeout: float) -> ProviderBatch:  # noqa: ASYNC109
-        await anyio.lowlevel.checkpoint()
-        if self.gate is not None and any(self.gate in text for text in texts):
-            await self.opened.wait()
-        if self.down:
-            raise EmbeddingError(Reason.PROVIDER_UNAVAILABLE, "the provider is down")
-        return ProviderBatch(vectors=np.stack([vector_of(t) for t in texts]), input_tokens=len(texts))
-
-    async def aclose(self) -> None:
-        pass
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        pass
-
-
-def vector_of(text: str) -> npt.NDArray[np.float32]:
-    if POISON in text:
-        return np.full(DIM, np.nan, np.float32)
-    seed = int(hashlib.sha256(text.encode()).hexdigest()[:8], 16)
-    v = np.random.default_rng(seed).standard_normal(DIM).astype(np.float32)
-    return v / np.linalg.norm(v)
-
-
-class ListSink:
-    def __init__(self) -> None:
-        self.rows: list[UsageRow] = []
-
-    async def record(self, rows: Sequence[UsageRow]) -> None:
-        self.rows.extend(rows)
-
-
-SETTINGS = {"chunk_chars": 200, "chunk_overlap": 20, "index_batch": 4, "poll_s": 2.0, "quiet_s": 1.0}
-SETTINGS |= {"hold_s": 600.0, "recheck_s": 1e6}
-
-
-@dataclass
-class Cluster:
-    """Daemons sharing one database, one builder lock and one generations directory."""
-
-    root: Path
-    db: FakeDatabase = field(default_factory=FakeDatabase)
-    locks: FakeLockServer = field(default_factory=FakeLockServer)
-    provider: WordsProvider = field(default_factory=WordsProvider)
-    ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
-
-    @property
-    def records(self) -> FakeRecords:
-        return FakeRecords(self.db)
-
-    @asynccontextmanager
-    async def daemon(
-        self, store: FakeVectorStore | None = None, *, embedding: EmbedderSettings | None = None, **settings: float
-    ) -> AsyncIterator[IndexManager]:
-        """An embedder and an index manager running until the block ends (a crash, if it raises)."""
-        embedder = Embedder(self.provider, usage=ListSink(), settings=embedding or EmbedderSettings(max_wait_s=0.0))
-        lock = self.locks.lock()
-        manager = IndexManager(
-            store or FakeVectorStore(self.db),
-            lock,
-            embedder,
-            IndexSettings(root=self.root, **{**SETTINGS, **settings}),
-            new_generation_id=lambda: f"g{next(self.ids)}",
-        )
-        try:
-            async with anyio.create_task_group() as tasks:
-                await tasks.start(embedder.run)
-                await tasks.start(manager.run)
-                yield manager
-                tasks.cancel_scope.cancel()
-        finally:
-            lock.drop()  # a daemon's lock goes with it, even when it dies
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> Cluster:
-    return Cluster(tmp_path / "generations")
-
-
-async def until(condition: Callable[[], bool], what: str, *, real_s: float = 20.0) -> None:
-    """Wait for `condition`, re-checked every mock second; the bound is real time, since a
-    worker thread lets the mock clock run."""
-    give_up = time.monotonic() + real_s
-    while not condition():
-        assert time.monotonic() < give_up, f"never: {what}"
-        await anyio.sleep(1.0)
-
-
-def body(words: int, seed: int) -> str:
-    return " ".join(f"w{seed}x{i}" for i in range(words))
-
-
-def chunks_of(text: str) -> int:
-    return len(chunk_text(text, max_chars=int(SETTINGS["chunk_chars"]), overlap=int(SETTINGS["chunk_overlap"])))
-
-
-def current_generation(manager: IndexManager) -> str | None:
-    handle = manager.cell.current()
-    return None if handle is None or handle.base is None else handle.base.manifest.generation_id
-
-
-def live_chunks(cluster: Cluster) -> int:
-    return sum(1 for c in cluster.db.chunks.values() if c.retired_at is None)
-
-
-async def find(manager: IndexManager, text: str, namespace: str = "ns") -> uuid.UUID | None:
-    hits, _ = await manager.search(vector_of(text), namespace=namespace, k_records=1)
-    return hits[0].record_id if hits else None
-
-
 # -- catch-up and holds
-
-
-def rendered(title: str, text: str) -> str:
-    """What the model embeds for a record's first chunk."""
-    first = chunk_text(text, max_chars=int(SETTINGS["chunk_chars"]), overlap=int(SETTINGS["chunk_overlap"]))[0]
-    return render_document(title, first, version=1).text
 
 
 CATCH_UP = [
@@ -211,8 +72,10 @@ async def test_the_catch_up_stores_every_record_it_can_and_holds_refused_inputs(
     # Holds that never end here: the mock clock jumps while worker threads run, and on a loaded
     # machine it passed the default 600 s before the check below (the retry has its own test).
     async with cluster.daemon(index_batch=batch, hold_s=1e9) as manager:
-        await until(lambda: manager.full_passes >= 1, "a first step")
-        await until(lambda: live_chunks(cluster) == stored and manager.pending == pending, "caught up")
+        await eventually_async(lambda: manager.full_passes >= 1, REAL_S, "a first step", poll=MOCK_SECOND)
+        await eventually_async(
+            lambda: live_chunks(cluster) == stored and manager.pending == pending, REAL_S, "caught up", poll=MOCK_SECOND
+        )
         await anyio.sleep(30)  # more steps change nothing
         assert (live_chunks(cluster), manager.pending, manager.held) == (stored, pending, held)
         handle = manager.cell.current()
@@ -226,11 +89,18 @@ async def test_a_held_record_is_retried_when_its_hold_ends_and_the_wait_doubles(
     refused = await cluster.records.create("ns", "Refused", f"nothing {POISON}")
     await cluster.records.create("ns", "Fine", "fine")
     async with cluster.daemon() as manager:
-        await until(lambda: manager.held == {"embedding_not_finite": 1}, "the refused record is held")
+        await eventually_async(
+            lambda: manager.held == {"embedding_not_finite": 1}, REAL_S, "the refused record is held", poll=MOCK_SECOND
+        )
         space = next(iter(cluster.db.spaces))
         holds = []
         for attempt in (1, 2, 3):
-            await until(lambda a=attempt: cluster.db.holds[(space, refused)].attempts == a, f"attempt {attempt}")
+            await eventually_async(
+                lambda a=attempt: cluster.db.holds[(space, refused)].attempts == a,
+                REAL_S,
+                f"attempt {attempt}",
+                poll=MOCK_SECOND,
+            )
             holds.append(cluster.db.holds[(space, refused)])
         for earlier, later in itertools.pairwise(holds):
             assert later.held_at >= earlier.retry_at, "not tried again before its hold ended"
@@ -242,51 +112,71 @@ async def test_a_held_record_is_retried_when_its_hold_ends_and_the_wait_doubles(
 
         await cluster.records.update(refused, "Refused", "mended")  # a new revision is tried at once
         manager.wake()
-        await until(lambda: manager.pending == 0 and manager.held == {}, "the new revision indexed")
+        await eventually_async(
+            lambda: manager.pending == 0 and manager.held == {}, REAL_S, "the new revision indexed", poll=MOCK_SECOND
+        )
 
 
 async def test_provider_trouble_ends_a_pass_and_the_next_step_resumes(cluster: Cluster) -> None:
     async with cluster.daemon() as manager:
-        await until(lambda: manager.full_passes >= 1, "a first step")
+        await eventually_async(lambda: manager.full_passes >= 1, REAL_S, "a first step", poll=MOCK_SECOND)
         cluster.provider.down = True
         for i in range(3):
             await cluster.records.create("ns", f"R{i}", f"body {i}")
         manager.wake()
-        await until(lambda: manager.pending == 3 and manager.snapshot()["last_error"] is not None, "the failure seen")
+        await eventually_async(
+            lambda: manager.pending == 3 and manager.snapshot()["last_error"] is not None,
+            REAL_S,
+            "the failure seen",
+            poll=MOCK_SECOND,
+        )
         assert manager.held == {} and live_chunks(cluster) == 0, "provider trouble holds nothing"
         cluster.provider.down = False
-        await until(lambda: manager.pending == 0 and live_chunks(cluster) == 3, "resumed")
+        await eventually_async(
+            lambda: manager.pending == 0 and live_chunks(cluster) == 3, REAL_S, "resumed", poll=MOCK_SECOND
+        )
 
 
 async def test_pending_counts_the_namespaces_asked_for(cluster: Cluster) -> None:
     async with cluster.daemon() as manager:
-        await until(lambda: manager.full_passes >= 1, "a first step")
+        await eventually_async(lambda: manager.full_passes >= 1, REAL_S, "a first step", poll=MOCK_SECOND)
         await cluster.records.create("ns", "Indexed", "indexed")
         manager.wake()
-        await until(lambda: manager.pending == 0 and live_chunks(cluster) == 1, "the first record indexed")
+        await eventually_async(
+            lambda: manager.pending == 0 and live_chunks(cluster) == 1,
+            REAL_S,
+            "the first record indexed",
+            poll=MOCK_SECOND,
+        )
         cluster.provider.down = True
         for i in range(3):
             await cluster.records.create("other", f"Waiting {i}", f"waiting {i}")
         await cluster.records.create("ns", f"Held {POISON}", "refused")
         manager.wake()
-        await until(lambda: manager.pending == 4, "the failure seen")
+        await eventually_async(lambda: manager.pending == 4, REAL_S, "the failure seen", poll=MOCK_SECOND)
         assert [await manager.count_pending(ns) for ns in (None, ["ns"], ["other"], ["elsewhere"])] == [4, 1, 3, 0]
 
         cluster.provider.down = False
         manager.wake()
-        await until(lambda: manager.pending == 1 and manager.held == {"embedding_not_finite": 1}, "the rest indexed")
+        await eventually_async(
+            lambda: manager.pending == 1 and manager.held == {"embedding_not_finite": 1},
+            REAL_S,
+            "the rest indexed",
+            poll=MOCK_SECOND,
+        )
         assert [await manager.count_pending(ns) for ns in (["ns"], ["other"], ["ns", "other"])] == [1, 0, 1]
         assert await manager.count_pending(["ns"], with_held=False) == 0, "held is not waiting for indexing"
         assert await manager.count_unsearchable(["ns"]) == 0 and await manager.count_unsearchable(["other"]) == 0
 
 
-async def pending_chunks_become(
-    manager: IndexManager, wanted: int, what: str, *, namespace: str = "ns", real_s: float = 20.0
-) -> None:
-    give_up = time.monotonic() + real_s
-    while (counted := await manager.count_pending_chunks([namespace])) != wanted:
-        assert time.monotonic() < give_up, f"never: {what} (pending chunks {counted}, not {wanted})"
-        await anyio.sleep(1.0)
+async def pending_chunks_become(manager: IndexManager, wanted: int, what: str, *, namespace: str = "ns") -> None:
+    await eventually_async(
+        lambda: manager.count_pending_chunks([namespace]),
+        REAL_S,
+        f"{what} (pending chunks {wanted})",
+        accept=lambda counted: counted == wanted,
+        poll=MOCK_SECOND,
+    )
 
 
 async def test_pending_chunks_count_the_chunks_still_to_embed_and_fall_a_slice_at_a_time(cluster: Cluster) -> None:
@@ -298,7 +188,7 @@ async def test_pending_chunks_count_the_chunks_still_to_embed_and_fall_a_slice_a
     # (one call at a time) busy for good, failing every later call.
     patient = EmbedderSettings(max_wait_s=0.0, timeout_s=1e9)
     async with cluster.daemon(embedding=patient) as manager:
-        await until(lambda: manager.full_passes >= 1, "a first step")
+        await eventually_async(lambda: manager.full_passes >= 1, REAL_S, "a first step", poll=MOCK_SECOND)
         cluster.provider.down = True
         large = body(2400, 1) + " GATE " + body(40, 2)  # the gate's chunk is past the first slices
         small = "a short one"
@@ -310,7 +200,12 @@ async def test_pending_chunks_count_the_chunks_still_to_embed_and_fall_a_slice_a
             await cluster.records.create("mates", title, text)
         await cluster.records.create("other", "Elsewhere", body(300, 3))
         manager.wake()
-        await until(lambda: manager.snapshot()["last_error"] is not None, "the provider's failure seen")
+        await eventually_async(
+            lambda: manager.snapshot()["last_error"] is not None,
+            REAL_S,
+            "the provider's failure seen",
+            poll=MOCK_SECOND,
+        )
         large_chunks = chunks_of(large)
         assert large_chunks > 2 * step and chunks_of(repeated) > len(
             set(chunk_text(repeated, max_chars=200, overlap=20))
@@ -335,7 +230,7 @@ async def test_pending_chunks_count_the_chunks_still_to_embed_and_fall_a_slice_a
         cluster.provider.opened.set()
         await pending_chunks_become(manager, 0, "every chunk embedded")
         await pending_chunks_become(manager, 0, "every batch-mate's chunk embedded", namespace="mates")
-        await until(lambda: manager.pending == 0, "all indexed")
+        await eventually_async(lambda: manager.pending == 0, REAL_S, "all indexed", poll=MOCK_SECOND)
         assert await manager.count_pending_chunks(["other"]) == 0
 
 
@@ -359,16 +254,29 @@ async def test_a_generation_is_built_when_caught_up_and_quiet_or_when_the_delta_
     for i in range(first):
         await cluster.records.create("ns", f"First {i}", f"first {i}")
     async with cluster.daemon() as manager:
-        await until(lambda: manager.cell.current() is not None or first == 0, "a handle")
-        await until(lambda: manager.pending == 0 and live_chunks(cluster) == first, "caught up")
+        await eventually_async(
+            lambda: manager.cell.current() is not None or first == 0, REAL_S, "a handle", poll=MOCK_SECOND
+        )
+        await eventually_async(
+            lambda: manager.pending == 0 and live_chunks(cluster) == first, REAL_S, "caught up", poll=MOCK_SECOND
+        )
         if first:
-            await until(lambda: current_generation(manager) == "g1", "the first generation")
+            await eventually_async(
+                lambda: current_generation(manager) == "g1", REAL_S, "the first generation", poll=MOCK_SECOND
+            )
         for i in range(later):
             await cluster.records.create("ns", f"Later {i}", f"later {i}")
         manager.wake()
-        await until(lambda: live_chunks(cluster) == first + later, "the later records stored")
+        await eventually_async(
+            lambda: live_chunks(cluster) == first + later, REAL_S, "the later records stored", poll=MOCK_SECOND
+        )
         await anyio.sleep(60)  # a minute of polls: any build due has started
-        await until(lambda: all(b.state not in ("queued", "running") for b in manager.builds()), "builds ended")
+        await eventually_async(
+            lambda: all(b.state not in ("queued", "running") for b in manager.builds()),
+            REAL_S,
+            "builds ended",
+            poll=MOCK_SECOND,
+        )
         assert len(cluster.db.generations) == built
         assert [b.state for b in manager.builds()] == ["done"] * built
         handle = manager.cell.current()
@@ -379,9 +287,13 @@ async def test_a_requested_rebuild_runs_and_the_pointer_keeps_the_previous(clust
     for i in range(3):
         await cluster.records.create("ns", f"R{i}", f"body {i}")
     async with cluster.daemon() as manager:
-        await until(lambda: current_generation(manager) == "g1", "the first generation")
+        await eventually_async(
+            lambda: current_generation(manager) == "g1", REAL_S, "the first generation", poll=MOCK_SECOND
+        )
         status = manager.request_rebuild()
-        await until(lambda: current_generation(manager) == "g2", "the requested one")
+        await eventually_async(
+            lambda: current_generation(manager) == "g2", REAL_S, "the requested one", poll=MOCK_SECOND
+        )
         assert (status.state, status.reason, status.generation) == ("done", "requested", "g2")
         assert (cluster.db.current, cluster.db.previous) == ("g2", "g1")
 
@@ -396,14 +308,18 @@ async def test_an_auto_factory_builds_flat_below_its_threshold_and_hnsw_from_it(
         await create(i)
     # `auto` is the default factory; no automatic compaction here, so g2 is the requested rebuild
     async with cluster.daemon(auto_hnsw_from=8, compact_share=10.0) as manager:
-        await until(lambda: current_generation(manager) == "g1", "the first generation")
+        await eventually_async(
+            lambda: current_generation(manager) == "g1", REAL_S, "the first generation", poll=MOCK_SECOND
+        )
         assert cluster.db.generations["g1"].index_type == "Flat"
         for i in range(6, 9):
             await create(i)
         manager.wake()
-        await until(lambda: live_chunks(cluster) == 9, "the later records stored")
+        await eventually_async(lambda: live_chunks(cluster) == 9, REAL_S, "the later records stored", poll=MOCK_SECOND)
         manager.request_rebuild()
-        await until(lambda: current_generation(manager) == "g2", "the rebuilt generation")
+        await eventually_async(
+            lambda: current_generation(manager) == "g2", REAL_S, "the rebuilt generation", poll=MOCK_SECOND
+        )
         assert cluster.db.generations["g2"].index_type == "HNSW32"
         for record, (title, text) in records.items():
             assert await find(manager, rendered(title, text)) == record
@@ -416,16 +332,28 @@ async def test_a_follower_serves_what_the_builder_builds_and_stores(cluster: Clu
     for i in range(4):
         await cluster.records.create("ns", f"R{i}", f"body {i}")
     async with cluster.daemon() as builder:
-        await until(lambda: current_generation(builder) == "g1", "the builder's generation")
+        await eventually_async(
+            lambda: current_generation(builder) == "g1", REAL_S, "the builder's generation", poll=MOCK_SECOND
+        )
         async with cluster.daemon() as follower:
             assert builder.is_builder
-            await until(lambda: current_generation(follower) == "g1", "the follower follows the pointer")
+            await eventually_async(
+                lambda: current_generation(follower) == "g1",
+                REAL_S,
+                "the follower follows the pointer",
+                poll=MOCK_SECOND,
+            )
             assert not follower.is_builder
             added = await cluster.records.create("ns", "Added", "added later")
             builder.wake()
-            await until(lambda: live_chunks(cluster) == 5, "the builder stored it")
+            await eventually_async(lambda: live_chunks(cluster) == 5, REAL_S, "the builder stored it", poll=MOCK_SECOND)
             follower.wake()  # as the record notification does
-            await until(lambda: (h := follower.cell.current()) is not None and h.count == 5, "the follower's delta")
+            await eventually_async(
+                lambda: (h := follower.cell.current()) is not None and h.count == 5,
+                REAL_S,
+                "the follower's delta",
+                poll=MOCK_SECOND,
+            )
             assert await find(follower, rendered("Added", "added later")) == added
             # The builder may compact the delta meanwhile (once the mock clock has run past its
             # quiet time, as it does when a loaded machine keeps a worker thread slow).
@@ -436,18 +364,32 @@ async def test_activate_rolls_back_and_the_delta_since_keeps_every_record_search
     for i in range(5):
         await cluster.records.create("ns", f"R{i}", f"body {i}")
     async with cluster.daemon() as manager:
-        await until(lambda: current_generation(manager) == "g1", "g1")
+        await eventually_async(lambda: current_generation(manager) == "g1", REAL_S, "g1", poll=MOCK_SECOND)
         for i in range(5, 10):
             await cluster.records.create("ns", f"R{i}", f"body {i}")
         manager.wake()
-        await until(lambda: current_generation(manager) == "g2", "g2 compacts the delta")
-        await until(lambda: (h := manager.cell.current()) is not None and h.delta_count == 0, "g2 serving")
+        await eventually_async(
+            lambda: current_generation(manager) == "g2", REAL_S, "g2 compacts the delta", poll=MOCK_SECOND
+        )
+        await eventually_async(
+            lambda: (h := manager.cell.current()) is not None and h.delta_count == 0,
+            REAL_S,
+            "g2 serving",
+            poll=MOCK_SECOND,
+        )
         assert (cluster.db.current, cluster.db.previous) == ("g2", "g1")
 
         row = await manager.activate("g1")
         assert isinstance(row, GenerationRow) and row.id == "g1"
-        await until(lambda: current_generation(manager) == "g1", "g1 serving again")
-        await until(lambda: (h := manager.cell.current()) is not None and h.count == 10, "and its delta")
+        await eventually_async(
+            lambda: current_generation(manager) == "g1", REAL_S, "g1 serving again", poll=MOCK_SECOND
+        )
+        await eventually_async(
+            lambda: (h := manager.cell.current()) is not None and h.count == 10,
+            REAL_S,
+            "and its delta",
+            poll=MOCK_SECOND,
+        )
         handle = manager.cell.current()
         assert handle is not None and handle.count == 10 and handle.delta_count == 5
         assert (cluster.db.current, cluster.db.previous) == ("g1", "g2")
@@ -477,19 +419,24 @@ async def test_a_crash_mid_build_leaves_the_previous_generation_and_a_restart_bu
     for i in range(3):
         await cluster.records.create("ns", f"R{i}", f"body {i}")
     async with cluster.daemon() as manager:
-        await until(lambda: current_generation(manager) == "g1", "g1")
+        await eventually_async(lambda: current_generation(manager) == "g1", REAL_S, "g1", poll=MOCK_SECOND)
     stalled = StalledStore(cluster.db)
     async with cluster.daemon(store=stalled) as manager:
         for i in range(3, 9):
             await cluster.records.create("ns", f"R{i}", f"body {i}")
         manager.wake()
-        await until(stalled.stalled.is_set, "the build reached the store")
+        await eventually_async(stalled.stalled.is_set, REAL_S, "the build reached the store", poll=MOCK_SECOND)
     # the daemon died there: its build's files are written, its row never added
     assert (cluster.root / "g2").is_dir() and "g2" not in cluster.db.generations
     assert cluster.db.current == "g1"
 
     async with cluster.daemon() as restarted:
-        await until(lambda: current_generation(restarted) == "g3", "a new generation beside the orphan")
+        await eventually_async(
+            lambda: current_generation(restarted) == "g3",
+            REAL_S,
+            "a new generation beside the orphan",
+            poll=MOCK_SECOND,
+        )
         handle = restarted.cell.current()
         assert handle is not None and handle.count == 9 and handle.delta_count == 0
         assert cluster.db.current == "g3" and cluster.db.previous == "g1"
@@ -509,15 +456,29 @@ async def test_forgotten_vectors_count_toward_compaction(
 ) -> None:
     ids = [await cluster.records.create("ns", f"First {i}", f"first {i}") for i in range(10)]
     async with cluster.daemon() as manager:
-        await until(lambda: current_generation(manager) == "g1", "the first generation")
+        await eventually_async(
+            lambda: current_generation(manager) == "g1", REAL_S, "the first generation", poll=MOCK_SECOND
+        )
         for record_id in ids[:forgotten]:
             assert await cluster.records.forget(record_id)
         manager.wake()
-        await until(lambda: len(manager.cell.current().tombstones) >= forgotten, "the tombstones taken in")  # type: ignore[union-attr]
+        await eventually_async(
+            lambda: len(manager.cell.current().tombstones) >= forgotten,
+            REAL_S,
+            "the tombstones taken in",
+            poll=MOCK_SECOND,
+        )  # type: ignore[union-attr]
         await anyio.sleep(60)  # a minute of polls: any build due has started
-        await until(lambda: all(b.state not in ("queued", "running") for b in manager.builds()), "builds ended")
+        await eventually_async(
+            lambda: all(b.state not in ("queued", "running") for b in manager.builds()),
+            REAL_S,
+            "builds ended",
+            poll=MOCK_SECOND,
+        )
         assert len(cluster.db.generations) == built
-        await until(lambda: current_generation(manager) == f"g{built}", "the last generation serving")
+        await eventually_async(
+            lambda: current_generation(manager) == f"g{built}", REAL_S, "the last generation serving", poll=MOCK_SECOND
+        )
         handle = manager.cell.current()
         assert handle is not None and handle.base is not None
         assert handle.base.count == (10 - forgotten if built == 2 else 10)
@@ -531,6 +492,8 @@ async def test_chunks_a_record_repeats_word_for_word_are_stored_once(cluster: Cl
     assert len(chunks) > 2 * len(distinct), "the body repeats its chunks"
     record_id = await cluster.records.create("ns", "A repetitive manual", body)
     async with cluster.daemon() as manager:
-        await until(lambda: manager.pending == 0 and live_chunks(cluster) > 0, "caught up")
+        await eventually_async(
+            lambda: manager.pending == 0 and live_chunks(cluster) > 0, REAL_S, "caught up", poll=MOCK_SECOND
+        )
         assert sorted(c.text for c in cluster.db.chunks.values()) == sorted(distinct)
         assert await find(manager, rendered("A repetitive manual", sentence.strip())) == record_id

@@ -15,11 +15,10 @@ import pytest
 
 from recalld.actors.index.manifest import IndexReason
 from recalld.actors.index.problems import IndexUnavailable
-from tests.index.test_index_manager import Cluster, cluster, current_generation, find, rendered, until
+from tests.support.index_cluster import MOCK_SECOND, REAL_S, Cluster, current_generation, find, rendered
+from tests.support.waits import eventually_async
 
 pytestmark = [pytest.mark.anyio, pytest.mark.anyio_backends("trio")]
-
-__all__ = ["cluster"]  # the fixture, imported for pytest
 
 
 def restore(cluster: Cluster) -> None:
@@ -34,7 +33,7 @@ async def test_the_vector_route_says_rebuilding_after_a_restore_until_the_space_
     texts = [f"body {i}" for i in range(3)]
     ids = [await cluster.records.create("ns", f"R{i}", text) for i, text in enumerate(texts)]
     async with cluster.daemon() as manager:
-        await until(lambda: current_generation(manager) == "g1", "g1")
+        await eventually_async(lambda: current_generation(manager) == "g1", REAL_S, "g1", poll=MOCK_SECOND)
     restore(cluster)
     vectors = dict(cluster.db.vectors)
 
@@ -44,7 +43,9 @@ async def test_the_vector_route_says_rebuilding_after_a_restore_until_the_space_
             await find(restarted, rendered("R0", texts[0]))
         assert refused.value.reason == IndexReason.VECTOR_SPACE_REBUILDING
         cluster.provider.down = True  # the rebuild needs the stored vectors alone
-        await until(lambda: current_generation(restarted) is not None, "a generation rebuilt")
+        await eventually_async(
+            lambda: current_generation(restarted) is not None, REAL_S, "a generation rebuilt", poll=MOCK_SECOND
+        )
         assert restarted.problem() is None
         for i, record_id in enumerate(ids):
             assert await find(restarted, rendered(f"R{i}", texts[i])) == record_id

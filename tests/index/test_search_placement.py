@@ -26,7 +26,8 @@ from recalld.actors.index.placement import (
 )
 from recalld.actors.index.vectors import EXACT_NAMESPACE_MAX
 from tests.index.common import id_map_for, space, unit_vectors
-from tests.index.test_index_manager import Cluster, rendered, until, vector_of
+from tests.support.index_cluster import MOCK_SECOND, REAL_S, Cluster, rendered, vector_of
+from tests.support.waits import eventually_async
 
 pytestmark = [pytest.mark.anyio, pytest.mark.anyio_backends("trio")]
 
@@ -44,7 +45,9 @@ def cluster(tmp_path: Path) -> Cluster:
 async def test_a_cheap_handle_is_searched_on_the_loop_with_the_same_answers(cluster: Cluster) -> None:
     ids = [await cluster.records.create("ns", f"Record {i}", f"body {i}") for i in range(20)]
     async with cluster.daemon(inline_search_max_s=LOOP_BOUND_S) as manager:
-        await until(lambda: manager.pending == 0 and manager.cell.current() is not None, "caught up")
+        await eventually_async(
+            lambda: manager.pending == 0 and manager.cell.current() is not None, REAL_S, "caught up", poll=MOCK_SECOND
+        )
         handle = manager.cell.current()
         assert handle is not None and handle.count == 20
         loop_thread = threading.get_ident()
@@ -69,7 +72,9 @@ async def test_a_cheap_handle_is_searched_on_the_loop_with_the_same_answers(clus
         # then on the loop, and neither returns the record.
         assert await cluster.records.forget(ids[3])
         manager.wake()
-        await until(lambda: manager.cell.current() is not handle, "the tombstone taken in")
+        await eventually_async(
+            lambda: manager.cell.current() is not handle, REAL_S, "the tombstone taken in", poll=MOCK_SECOND
+        )
         after, threads = await search()
         assert loop_thread not in threads, "a new handle's first search runs in a worker thread"
         assert ids[3] not in after and after[:4] == [i for i in first if i != ids[3]]
@@ -99,7 +104,9 @@ async def test_a_filtered_or_large_search_never_runs_on_the_loop(cluster: Cluste
     is not what the ordinary ones measured."""
     ids = [await cluster.records.create("ns", f"Record {i}", f"body {i}") for i in range(20)]
     async with cluster.daemon(inline_search_max_s=LOOP_BOUND_S) as manager:
-        await until(lambda: manager.pending == 0 and manager.cell.current() is not None, "caught up")
+        await eventually_async(
+            lambda: manager.pending == 0 and manager.cell.current() is not None, REAL_S, "caught up", poll=MOCK_SECOND
+        )
         loop_thread = threading.get_ident()
         query = vector_of(rendered("Record 3", "body 3"))
 
