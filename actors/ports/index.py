@@ -75,6 +75,21 @@ class GenerationRow(msgspec.Struct, frozen=True, kw_only=True):
     deactivated_at: datetime | None = None
 
 
+class GenerationCopy(msgspec.Struct, frozen=True, kw_only=True):
+    """A copy of a published generation that a daemon built from the stored vectors rather than
+    the builder's files (a fleet shares nothing but PostgreSQL): what loading it must match."""
+
+    generation_id: str
+    manifest_sha256: str
+    """The copy's own manifest digest: its files are not the builder's byte for byte."""
+    count: int
+    """Vectors it holds: the live ones stored up to the generation's source watermark when it
+    was built (fewer than the builder's when chunks were retired since)."""
+    member: str
+    """Which daemon built it (host and generations directory), for people."""
+    built_at: datetime
+
+
 class Pointer(msgspec.Struct, frozen=True, kw_only=True):
     current: GenerationRow | None
     previous: str | None
@@ -193,6 +208,11 @@ class DeltaSource(Protocol):
         """Surrogates of retired chunks at or below `up_to` (tombstones for a handle that far)."""
         ...
 
+    async def count_vectors_after(self, space_id: str, after: int) -> int:
+        """Vectors stored in the space with a surrogate above `after`: what a handle that far
+        has not taken in yet."""
+        ...
+
 
 class BuildSource(Protocol):
     """What a generation build reads."""
@@ -201,6 +221,23 @@ class BuildSource(Protocol):
         """In one snapshot: every live chunk's vectors in the space cut by `chunker` (surrogate
         order), the source watermark (highest surrogate with a vector in the space), the
         tombstone watermark (highest record change) and the records still to index."""
+        ...
+
+
+class CopySource(Protocol):
+    """What a daemon's own copy of a published generation is built from, and where it is recorded."""
+
+    async def copy_snapshot(self, space_id: str, chunker: str, dimension: int, up_to: int) -> VectorRows:
+        """In one snapshot: the live chunks' vectors in the space cut by `chunker` with a
+        surrogate at or below `up_to` (a generation's source watermark), in surrogate order."""
+        ...
+
+    async def add_copy(self, copy: GenerationCopy) -> None:
+        """Record a copy of a generation (its row must exist)."""
+        ...
+
+    async def copies(self, generation_id: str) -> list[GenerationCopy]:
+        """The copies recorded of a generation, oldest first."""
         ...
 
 
@@ -246,7 +283,15 @@ class SweptStore(GenerationCatalogue, IndexHolds, RetiredChunks, Protocol):
 
 
 class VectorStore(
-    SpaceCatalogue, IndexBacklog, IndexHolds, DeltaSource, BuildSource, GenerationCatalogue, RetiredChunks, Protocol
+    SpaceCatalogue,
+    IndexBacklog,
+    IndexHolds,
+    DeltaSource,
+    BuildSource,
+    CopySource,
+    GenerationCatalogue,
+    RetiredChunks,
+    Protocol,
 ):
     """The index manager's durable side (PostgreSQL in the daemon): every role above."""
 

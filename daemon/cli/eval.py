@@ -10,20 +10,22 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from recalld.cli.connected import connected
-from recalld.cli.output import EXIT_FAIL, EXIT_OK, EXIT_USAGE, Output, shown
-from recalld.cli.parser import Subparsers
 from recalld.client import Client, ClientError
 from recalld.eval import floor as floors
 from recalld.eval.golden import GoldenSetError, load
 from recalld.eval.report import as_json, passed, text
 from recalld.eval.run import ROUTES, EvalError, EvalRun, evaluate
 
+EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
-def register(sub: Subparsers) -> None:
+
+def add_parser(sub: Any) -> None:
+    """The `eval` subcommand, on the CLI's subparsers."""
     parser = sub.add_parser(
         "eval",
         help="measure recall on a golden set (hit@5, MRR@10, recall@10, nDCG@10) against its floor",
@@ -54,35 +56,27 @@ def register(sub: Subparsers) -> None:
     )
 
 
-def run(args: argparse.Namespace, out: Output) -> int:
-    return connected(args, out, _eval)
-
-
-def _show(text: str) -> str:
-    """Titles and paths in the report come from files and records: control characters escaped,
-    its lines kept."""
-    return shown(text, keep="\n")
-
-
-def _eval(client: Client, args: argparse.Namespace, out: Output) -> int:
+def cmd_eval(client: Client, args: argparse.Namespace, *, show: Callable[[str], str] = str) -> int:
+    """`show` makes text safe for a terminal (the CLI's `shown`): titles and paths in the report
+    come from files and records and could carry control characters."""
     if args.history:
-        return history(client, args, out)
+        return history(client, args, show)
     if not args.golden:
-        out.err("recalld eval: name a golden set (or --history)")
+        print("recalld eval: name a golden set (or --history)", file=sys.stderr)
         return EXIT_USAGE
     routes = [r.strip() for r in args.routes.split(",") if r.strip()]
     unknown = [r for r in routes if r not in ROUTES]
     if unknown or not routes:
-        out.err(f"recalld eval: --routes takes {', '.join(ROUTES)}, not {args.routes!r}")
+        print(f"recalld eval: --routes takes {', '.join(ROUTES)}, not {args.routes!r}", file=sys.stderr)
         return EXIT_USAGE
     if args.accept and "fused" not in routes:
-        out.err("recalld eval: --accept needs the fused route: the floor is its count")
+        print("recalld eval: --accept needs the fused route: the floor is its count", file=sys.stderr)
         return EXIT_USAGE
     try:
         golden = load(Path(args.golden), corpus=Path(args.corpus) if args.corpus else None)
         known = floors.read(golden.floor_path)
     except (GoldenSetError, floors.FloorFileError) as exc:
-        out.err(f"recalld eval: {exc}")
+        print(f"recalld eval: {exc}", file=sys.stderr)
         return EXIT_USAGE
     try:
         run = evaluate(
@@ -95,7 +89,7 @@ def _eval(client: Client, args: argparse.Namespace, out: Output) -> int:
             allow_skipped=args.allow_skipped,
         )
     except EvalError as exc:
-        out.err(f"recalld eval: {exc}")
+        print(f"recalld eval: {exc}", file=sys.stderr)
         return EXIT_FAIL
 
     judgement = acceptance = None
@@ -109,23 +103,23 @@ def _eval(client: Client, args: argparse.Namespace, out: Output) -> int:
             if acceptance in (floors.Acceptance.FIRST, floors.Acceptance.RAISED):
                 floors.write(golden.floor_path, raised)
                 judgement = floors.judge(raised, run.space, count, of)
-    record(client, run, judgement, out)
+    record(client, run, judgement)
     if args.plot:
         from recalld.eval.plot import PlotUnavailable, write_png
 
         try:
             write_png(run, judgement, Path(args.plot))
         except PlotUnavailable as exc:
-            out.err(f"recalld eval: {exc}")
+            print(f"recalld eval: {exc}", file=sys.stderr)
             return EXIT_USAGE
     if args.json:
-        out.print(json.dumps(as_json(run, judgement, acceptance), indent=2, ensure_ascii=False))
+        print(json.dumps(as_json(run, judgement, acceptance), indent=2, ensure_ascii=False))
     else:
-        out.print(_show(text(run, judgement, acceptance, misses=args.misses)))
+        print(show(text(run, judgement, acceptance, misses=args.misses)))
     return EXIT_OK if passed(run, judgement) else EXIT_FAIL
 
 
-def record(client: Client, run: EvalRun, judgement: floors.Judgement | None, out: Output) -> None:
+def record(client: Client, run: EvalRun, judgement: floors.Judgement | None) -> None:
     """Keep the run in the daemon's eval history (`--history`); a daemon that cannot is said so,
     and the eval's own verdict stands."""
     scores = run.scores()
@@ -151,30 +145,28 @@ def record(client: Client, run: EvalRun, judgement: floors.Judgement | None, out
         "duration_s": round(run.duration_s, 3),
     }
     try:
-        client.record_eval(body)
+        client.request("POST", "/v1/evals", body)
     except ClientError as exc:
-        out.err(f"recalld eval: the run was not recorded in the daemon's history: {exc}")
+        print(f"recalld eval: the run was not recorded in the daemon's history: {exc}", file=sys.stderr)
 
 
-def history(client: Client, args: argparse.Namespace, out: Output) -> int:
-    golden: str | None = None
+def history(client: Client, args: argparse.Namespace, show: Callable[[str], str]) -> int:
+    params: dict[str, str] = {}
     if args.golden:
         path = Path(args.golden)
         try:
-            golden = load(path).name if path.exists() else args.golden
+            params["golden"] = load(path).name if path.exists() else args.golden
         except GoldenSetError:
-            golden = path.stem
-    answer = client.evals(golden=golden)
+            params["golden"] = path.stem
+    answer = client.request("GET", "/v1/evals", params=params)
     if args.json:
-        out.print(json.dumps(answer, indent=2, ensure_ascii=False))
+        print(json.dumps(answer, indent=2, ensure_ascii=False))
         return EXIT_OK
     runs = answer["runs"]
     if not runs:
-        out.print("no eval runs recorded" + (f" for {golden}" if golden is not None else ""))
+        print("no eval runs recorded" + (f" for {params['golden']}" if params else ""))
         return EXIT_OK
-    out.print(
-        f"{'started (UTC)':<17} {'golden':<16} {'fused':>9} {'floor':>6} {'fts':>9} {'vector':>9} {'MRR':>6}  space"
-    )
+    print(f"{'started (UTC)':<17} {'golden':<16} {'fused':>9} {'floor':>6} {'fts':>9} {'vector':>9} {'MRR':>6}  space")
     for row in runs:
         routes = row["routes"]
 
@@ -184,13 +176,13 @@ def history(client: Client, args: argparse.Namespace, out: Output) -> int:
 
         mrr = routes.get("fused", {}).get("all", {}).get("mrr_at_10")
         space = row["space"]
-        out.print(
-            _show(
+        print(
+            show(
                 f"{row['started_at'][:16].replace('T', ' '):<17} {row['golden'][:16]:<16} {hits('fused'):>9} "
                 f"{'-' if row['floor'] is None else row['floor']:>6} {hits('fts'):>9} {hits('vector'):>9} "
                 f"{'-' if mrr is None else f'{mrr:.3f}':>6}  "
                 f"{space['provider']}:{space['model']}:{space['dimension']}:template-v{space['template_version']}"
-                f"{'  ' + row['verdict'] if row['verdict'] else ''}",
+                f"{'  ' + row['verdict'] if row['verdict'] else ''}"
             )
         )
     return EXIT_OK

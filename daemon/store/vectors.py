@@ -18,10 +18,22 @@ import msgspec
 import numpy as np
 
 from recalld.actors.ports.embedding import VectorSpace
-from recalld.actors.ports.index import BodyToIndex, GenerationRow, Holds, Pointer, RecordToIndex, VectorRows
+from recalld.actors.ports.index import (
+    BodyToIndex,
+    GenerationCopy,
+    GenerationRow,
+    Holds,
+    Pointer,
+    RecordToIndex,
+    VectorRows,
+)
 from recalld.store import db
 
 GENERATION_CHANNEL = "recalld_generation"
+"""NOTIFY channel of the vector index: the pointer moved (payload: the generation id), or the
+builder stored vectors (payload: `vectors`). Every daemon listening wakes its index manager."""
+
+VECTORS_STORED = "vectors"
 
 
 # Live records whose current revision has no vectors in space $1 cut by chunker $2 yet.
@@ -296,6 +308,8 @@ class PgVectorStore:
                 space_id,
                 [record.id for record, *_ in kept],
             )
+            # Delivered at commit: the other daemons take the new vectors in now, not at their next poll.
+            await conn.execute("SELECT pg_notify($1, $2)", GENERATION_CHANNEL, VECTORS_STORED)
             await conn.execute(
                 """INSERT INTO indexed_records (space_id, record_id, revision, chunker)
                    SELECT $1, k.record_id, k.revision, $4 FROM unnest($2::uuid[], $3::int[]) AS k (record_id, revision)
@@ -342,6 +356,14 @@ class PgVectorStore:
             )
         return np.fromiter((r["surrogate"] for r in rows), dtype=np.int64, count=len(rows))
 
+    async def count_vectors_after(self, space_id: str, after: int) -> int:
+        async with db.connection(self._pool) as conn:
+            return int(
+                await conn.fetchval(
+                    "SELECT count(*) FROM chunk_vectors WHERE space_id = $1 AND surrogate > $2", space_id, after
+                )
+            )
+
     async def retired_chunks(self, retired_before: dt.datetime, *, after: int, limit: int) -> np.ndarray:
         async with db.connection(self._pool) as conn:
             rows = await conn.fetch(
@@ -385,6 +407,43 @@ class PgVectorStore:
             tombstone = await conn.fetchval("SELECT coalesce(max(change_seq), 0) FROM records")
             missing = await _count_to_index(conn, space_id, chunker)
         return _rows(rows, dimension), int(source), int(tombstone), int(missing)
+
+    async def copy_snapshot(self, space_id: str, chunker: str, dimension: int, up_to: int) -> VectorRows:
+        """What a daemon's own copy of a generation holds, read in one snapshot: the live chunks
+        of its space and chunker stored up to its source watermark. Chunks retired since the
+        builder's snapshot are not among them (their vectors are deleted when they retire)."""
+        async with db.connection(self._pool) as conn, db.transaction(conn, isolation="repeatable_read", readonly=True):
+            rows = await conn.fetch(
+                """SELECT c.surrogate, c.record_id, c.revision, c.namespace, v.vector
+                   FROM chunk_vectors v JOIN chunks c ON c.surrogate = v.surrogate
+                   WHERE v.space_id = $1 AND v.surrogate <= $3 AND c.chunker = $2 AND c.retired_at IS NULL
+                   ORDER BY v.surrogate""",
+                space_id,
+                chunker,
+                up_to,
+            )
+        return _rows(rows, dimension)
+
+    async def add_copy(self, copy: GenerationCopy) -> None:
+        async with db.connection(self._pool) as conn:
+            await conn.execute(
+                """INSERT INTO generation_copies (generation_id, manifest_sha256, count, member, built_at)
+                   VALUES ($1, $2, $3, $4, $5)""",
+                copy.generation_id,
+                copy.manifest_sha256,
+                copy.count,
+                copy.member,
+                copy.built_at,
+            )
+
+    async def copies(self, generation_id: str) -> list[GenerationCopy]:
+        async with db.connection(self._pool) as conn:
+            rows = await conn.fetch(
+                """SELECT generation_id, manifest_sha256, count, member, built_at FROM generation_copies
+                   WHERE generation_id = $1 ORDER BY built_at, manifest_sha256""",
+                generation_id,
+            )
+        return [GenerationCopy(**dict(row)) for row in rows]
 
     # -- generations and the pointer
 

@@ -22,7 +22,15 @@ import numpy as np
 import numpy.typing as npt
 
 from recalld.actors.ports.embedding import VectorSpace
-from recalld.actors.ports.index import BodyToIndex, GenerationRow, Holds, Pointer, RecordToIndex, VectorRows
+from recalld.actors.ports.index import (
+    BodyToIndex,
+    GenerationCopy,
+    GenerationRow,
+    Holds,
+    Pointer,
+    RecordToIndex,
+    VectorRows,
+)
 
 
 def _wall() -> dt.datetime:
@@ -76,6 +84,7 @@ class FakeDatabase:
         self.holds: dict[tuple[str, uuid.UUID], _Hold] = {}
         self.spaces: dict[str, object] = {}
         self.generations: dict[str, GenerationRow] = {}
+        self.copies: dict[tuple[str, str], GenerationCopy] = {}
         self.current: str | None = None
         self.previous: str | None = None
         self.version = 0
@@ -299,6 +308,9 @@ class FakeVectorStore:
         found = sorted(s for s, c in self.db.chunks.items() if c.retired_at is not None and s <= up_to)
         return np.array(found, dtype=np.int64)
 
+    async def count_vectors_after(self, space_id: str, after: int) -> int:
+        return sum(1 for space, s in self.db.vectors if space == space_id and s > after)
+
     # -- BuildSource
 
     async def build_snapshot(self, space_id: str, chunker: str, dimension: int) -> tuple[VectorRows, int, int, int]:
@@ -306,6 +318,22 @@ class FakeVectorStore:
         source = max((s for space, s in self.db.vectors if space == space_id), default=0)
         tombstone = max((r.change_seq for r in self.db.records.values()), default=0)
         return rows, source, tombstone, len(self._to_index(space_id, chunker, 0))
+
+    # -- CopySource
+
+    async def copy_snapshot(self, space_id: str, chunker: str, dimension: int, up_to: int) -> VectorRows:
+        chosen = [(s, c) for s, c in self._live_vectors(space_id, chunker) if s <= up_to]
+        return self._rows(space_id, chosen, dimension)
+
+    async def add_copy(self, copy: GenerationCopy) -> None:
+        assert copy.generation_id in self.db.generations, "a copy names a generation row"  # a foreign key
+        key = (copy.generation_id, copy.manifest_sha256)
+        assert key not in self.db.copies, "the copy is recorded already"  # the primary key
+        self.db.copies[key] = copy
+
+    async def copies(self, generation_id: str) -> list[GenerationCopy]:
+        found = [c for (g, _), c in self.db.copies.items() if g == generation_id]
+        return sorted(found, key=lambda c: (c.built_at, c.manifest_sha256))
 
     # -- GenerationCatalogue
 

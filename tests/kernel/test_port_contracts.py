@@ -19,7 +19,15 @@ import numpy.typing as npt
 import pytest
 
 from recalld.actors.ports.embedding import VectorSpace
-from recalld.actors.ports.index import BuilderLock, GenerationRow, Holds, Pointer, RecordToIndex, VectorStore
+from recalld.actors.ports.index import (
+    BuilderLock,
+    GenerationCopy,
+    GenerationRow,
+    Holds,
+    Pointer,
+    RecordToIndex,
+    VectorStore,
+)
 from recalld.store.builder_lock import PgBuilderLock
 from recalld.store.records import RecordFields, RecordRepository
 from recalld.store.vectors import PgVectorStore
@@ -344,6 +352,34 @@ async def test_a_build_snapshot_holds_the_live_chunks_of_its_chunker_and_the_wat
     assert len(other) == 0 and missing_other == 2
 
 
+async def test_a_copy_snapshot_holds_the_live_chunks_stored_up_to_a_watermark(world: World) -> None:
+    store = world.store
+    await store.ensure_space(SPACE)
+    a = await world.records.create("ns", "A", "a")
+    b = await world.records.create("ns", "B", "b")
+    await index_all(world, count=2)
+    built, source, *_ = await store.build_snapshot(SPACE.key, CHUNKER, DIM)
+    assert await store.count_vectors_after(SPACE.key, source) == 0
+    await world.records.create("ns", "C", "c")
+    await index_all(world)
+    assert await store.count_vectors_after(SPACE.key, source) == 1, "stored after the watermark"
+    assert await store.count_vectors_after(SPACE.key, 0) == 5
+    copy = await store.copy_snapshot(SPACE.key, CHUNKER, DIM, source)
+    assert copy.surrogates.tolist() == built.surrogates.tolist() and copy.record_ids == [a, a, b, b]
+    np.testing.assert_array_equal(copy.vectors, built.vectors)
+    assert copy.revisions.tolist() == [1, 1, 1, 1] and copy.namespaces == ["ns"] * 4
+
+    await world.records.forget(b)
+    assert (await store.copy_snapshot(SPACE.key, CHUNKER, DIM, source)).record_ids == [a, a], (
+        "a chunk retired since the generation's snapshot is not in a copy"
+    )
+    assert await store.count_vectors_after(SPACE.key, 0) == 3, "a retired chunk leaves no vector"
+    assert len(await store.copy_snapshot(SPACE.key, "another-chunker", DIM, source)) == 0
+    assert len(await store.copy_snapshot(OTHER.key, CHUNKER, DIM, source)) == 0
+    empty = await store.copy_snapshot(SPACE.key, CHUNKER, DIM, 0)
+    assert (len(empty), empty.vectors.shape) == (0, (0, DIM))
+
+
 # -- GenerationCatalogue
 
 
@@ -390,6 +426,23 @@ async def test_the_pointer_moves_by_compare_and_swap_and_remembers_the_previous(
     rolled = await store.pointer()
     assert rolled.current is not None and rolled.current.id == "g1" and rolled.current.deactivated_at is None
     assert (rolled.previous, rolled.version) == ("g2", 4)
+
+
+async def test_the_copies_of_a_generation_are_recorded_by_their_digest(world: World) -> None:
+    store = world.store
+    await store.ensure_space(SPACE)
+    for number in (1, 2):
+        await store.add_generation(generation_row(f"g{number}", number))
+    assert await store.copies("g1") == []
+    at = dt.datetime(2026, 1, 2, tzinfo=dt.UTC)
+    later = GenerationCopy(
+        generation_id="g1", manifest_sha256="b" * 64, count=2, member="host-b:/srv/b", built_at=at + dt.timedelta(1)
+    )
+    earlier = GenerationCopy(generation_id="g1", manifest_sha256="a" * 64, count=3, member="host-a:/srv/a", built_at=at)
+    await store.add_copy(later)
+    await store.add_copy(earlier)
+    assert await store.copies("g1") == [earlier, later], "oldest first"
+    assert await store.copies("g2") == []
 
 
 async def test_retiring_a_generation_is_fenced(world: World) -> None:
