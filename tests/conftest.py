@@ -11,6 +11,7 @@ socket, exactly as a client would.
 from __future__ import annotations
 
 import shutil
+import subprocess
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,10 @@ from trio.testing import MockClock
 
 from recalld.store.embedded import EmbeddedPostgres
 from tests.support import Daemon, create_database, namespace, remove_run_dir, scratch_dir, share_run_dir, sql
+from tests.support.cli import recalld
 from tests.support.embedding_service import EmbeddingServer
+from tests.support.other_users import as_user
+from tests.support.terminal import in_terminal
 
 # One anyio backend fixture for the whole suite. A test runs on asyncio only unless it (or its module, via
 # `pytestmark`) carries `@pytest.mark.anyio_backends(...)`: asyncpg, aiohttp and httpx run on asyncio only,
@@ -33,6 +37,30 @@ ANYIO_BACKENDS = ("asyncio", "trio")
 
 
 pytest_plugins = ["pytester", "tests.support.exclusive"]
+
+
+PG_FIXTURES = frozenset({"postgres", "pool", "fresh_dsn", "daemon", "make_daemon"})
+"""Fixtures that need the session's PostgreSQL: a test using any of them, even through a fixture
+of its own, is marked `pg`."""
+PROCESS_FIXTURES = frozenset({"daemon", "make_daemon"})
+"""Fixtures that start a daemon: a test using any of them is marked `process`."""
+PROCESS_HELPERS = (subprocess, Daemon, recalld, in_terminal, as_user)
+"""What starts a process otherwise: the tests of a module that imports one of these are marked
+`process` (a few of them may start none; a test that needs none sits where none is imported)."""
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """What a test needs is a mark, not a folder: `pg` and `process` from the fixtures it uses and
+    the helpers its module imports; `-m "not pg and not process"` runs the tests that need neither."""
+    for item in items:
+        used = set(getattr(item, "fixturenames", ()))
+        module = vars(getattr(item, "module", None) or pytest)
+        starts = any(any(value is helper for helper in PROCESS_HELPERS) for value in module.values())
+        if used & PG_FIXTURES:
+            item.add_marker(pytest.mark.pg)
+        if used & PROCESS_FIXTURES or starts:
+            item.add_marker(pytest.mark.process)
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -28,6 +28,7 @@ def test_ruff(command: list[str]) -> None:
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-1000:]
 
 
+@pytest.mark.slow
 def test_mypy_strict_on_recalld_and_bench() -> None:
     done = run_mypy()
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-1000:]

@@ -10,6 +10,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from recalld.actors.index.catch_up import index_chunks
 from recalld.actors.index.settings import IndexSettings
 from recalld.client import Client
@@ -238,6 +240,7 @@ def test_wait_counts_chunks_up_to_the_total_in_a_terminal(make_daemon: Any, tmp_
         fake.close()
 
 
+@pytest.mark.slow
 def test_ctrl_c_while_waiting_says_the_daemon_goes_on_and_the_same_command_resumes(
     make_daemon: Any, tmp_path: Path
 ) -> None:

@@ -140,6 +140,7 @@ def check(daemon: Daemon, ledger: Ledger, where: str) -> None:
     assert (current or {}).get("id") == pointer, f"{where}: not serving the pointer's generation"
 
 
+@pytest.mark.slow
 def test_sigkill_during_ingest_and_builds_loses_no_acknowledged_write(daemon: Daemon) -> None:
     rng = random.Random(SEED)
     ledger = Ledger()
