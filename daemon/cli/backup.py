@@ -6,43 +6,59 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from pathlib import Path
 
+from recalld.cli.connected import connected
+from recalld.cli.output import EXIT_FAIL, EXIT_OK, Output
+from recalld.cli.parser import Subparsers
 from recalld.client import Client
 from recalld.client.backup import DirectoryNotEmpty
 from recalld.wire.backup import BackupError
 
-EXIT_OK, EXIT_FAIL = 0, 1
+
+def register(sub: Subparsers) -> None:
+    backup = sub.add_parser("backup", help="write a consistent backup of the running daemon's store (admin)")
+    backup.add_argument("dest", help="a new or empty directory")
+    restore = sub.add_parser("restore", help="restore a backup into an empty data directory or database")
+    restore.add_argument("source", help="a directory written by `recalld backup`")
+    target = restore.add_mutually_exclusive_group(required=True)
+    target.add_argument("--data-dir", help="an empty or new data directory (the daemon stopped)")
+    target.add_argument("--dsn", help="an empty database on an external PostgreSQL")
 
 
-def cmd_backup(client: Client, args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, out: Output) -> int:
+    if args.command == "restore":  # the daemon is stopped: no socket to talk to
+        return _restore(args, out)
+    return connected(args, out, _backup)
+
+
+def _backup(client: Client, args: argparse.Namespace, out: Output) -> int:
     dest = Path(args.dest).absolute()
     try:
         manifest = client.backup(dest)
     except DirectoryNotEmpty as exc:
-        print(f"recalld: {exc}", file=sys.stderr)
+        out.err(f"recalld: {exc}")
         return EXIT_FAIL
     except (BackupError, OSError) as exc:  # OSError: ConnectionError too, nothing was written
-        print(f"recalld: backup failed: {exc}", file=sys.stderr)
+        out.err(f"recalld: backup failed: {exc}")
         return EXIT_FAIL
     assert manifest.dump is not None
     records = manifest.counts.get("records", 0)
-    print(
+    out.print(
         f"backup of schema version {manifest.schema_version} in {dest}: {records} records, "
         f"{len(manifest.vector_spaces)} vector spaces, {manifest.dump.bytes} bytes (sha256 {manifest.dump.sha256})"
     )
     return EXIT_OK
 
 
-def cmd_restore(args: argparse.Namespace) -> int:
+def _restore(args: argparse.Namespace, out: Output) -> int:
     # here, not at the top: the server's side (PostgreSQL, the data directory's lock) is loaded
     # for this command alone, not for every client command
     from recalld.store.embedded import EmbeddedPostgresError
     from recalld.store.restore import restore_into_data_dir, restore_into_database
 
     source = Path(args.source).absolute()
-    # Restored records are as private as the daemon's own files (see cmd_serve).
+    # Restored records are as private as the daemon's own files (see `recalld serve`).
     os.umask(os.umask(0o077) | 0o077)
     try:
         if args.dsn:
@@ -53,21 +69,11 @@ def cmd_restore(args: argparse.Namespace) -> int:
             manifest = restore_into_data_dir(source, data_dir)
             where = str(data_dir)
     except (BackupError, EmbeddedPostgresError, OSError) as exc:
-        print(f"recalld: restore failed: {exc}", file=sys.stderr)
+        out.err(f"recalld: restore failed: {exc}")
         return EXIT_FAIL
-    print(
+    out.print(
         f"restored {manifest.counts.get('records', 0)} records (schema version {manifest.schema_version}) into "
         f"{where}; the daemon rebuilds {len(manifest.vector_spaces)} vector spaces from their stored vectors "
         "when it starts"
     )
     return EXIT_OK
-
-
-def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    backup = sub.add_parser("backup", help="write a consistent backup of the running daemon's store (admin)")
-    backup.add_argument("dest", help="a new or empty directory")
-    restore = sub.add_parser("restore", help="restore a backup into an empty data directory or database")
-    restore.add_argument("source", help="a directory written by `recalld backup`")
-    target = restore.add_mutually_exclusive_group(required=True)
-    target.add_argument("--data-dir", help="an empty or new data directory (the daemon stopped)")
-    target.add_argument("--dsn", help="an empty database on an external PostgreSQL")

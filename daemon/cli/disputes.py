@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import argparse
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 import msgspec
 
+from recalld.cli.connected import connected
+from recalld.cli.output import EXIT_OK, Output, shown
+from recalld.cli.parser import Subparsers
 from recalld.client import Client
 from recalld.wire.assignments import Dispute
 
-EXIT_OK = 0
-Shown = Callable[[str], str]
 ACTIONS = ("approve", "override", "reject", "escalate")
 
 
@@ -33,7 +33,7 @@ class _EitherOrder(argparse.Action):
         setattr(namespace, self.dest, values)
 
 
-def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subparsers) -> None:
     disputes = sub.add_parser("disputes", help="the dispute queue and moderation (administrators)")
     verbs = disputes.add_subparsers(dest="verb", required=True)
     listing = verbs.add_parser("list", help="disputes, oldest id first")
@@ -54,7 +54,11 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         verb.add_argument("--json", action="store_true")
 
 
-def _line(dispute: Dispute, shown: Shown) -> str:
+def run(args: argparse.Namespace, out: Output) -> int:
+    return connected(args, out, _disputes)
+
+
+def _line(dispute: Dispute) -> str:
     return (
         f"{dispute.id}  {dispute.state:<17} {dispute.tier or '-':<6}  {shown(dispute.entity)}"
         f"  {shown(dispute.characteristic)} = {shown(dispute.winning_value)}"
@@ -62,7 +66,7 @@ def _line(dispute: Dispute, shown: Shown) -> str:
     )
 
 
-def cmd_disputes(client: Client, args: argparse.Namespace, *, shown: Shown, print_json: Callable[[Any], None]) -> int:
+def _disputes(client: Client, args: argparse.Namespace, out: Output) -> int:
     if args.verb == "list":
         found: list[Dispute] = []
         after: uuid.UUID | None = None
@@ -75,10 +79,10 @@ def cmd_disputes(client: Client, args: argparse.Namespace, *, shown: Shown, prin
             if after is None:
                 break
         if args.json:
-            print_json({"disputes": msgspec.to_builtins(found)})
+            out.json({"disputes": msgspec.to_builtins(found)})
         else:
             for dispute in found:
-                print(_line(dispute, shown))
+                out.print(_line(dispute))
         return EXIT_OK
     if args.verb == "show":
         answer = client.dispute(args.id)
@@ -89,7 +93,7 @@ def cmd_disputes(client: Client, args: argparse.Namespace, *, shown: Shown, prin
     else:
         answer = client.decide(args.id, args.action, value=args.value)
     if args.json or args.verb == "show":
-        print_json(msgspec.to_builtins(answer))
+        out.json(msgspec.to_builtins(answer))
     else:
-        print(_line(answer, shown))
+        out.print(_line(answer))
     return EXIT_OK

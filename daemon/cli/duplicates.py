@@ -10,18 +10,18 @@
 from __future__ import annotations
 
 import argparse
-import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from recalld.cli.connected import connected
+from recalld.cli.output import EXIT_FAIL, EXIT_OK, EXIT_USAGE, Output, shown
+from recalld.cli.parser import Subparsers
 from recalld.client import Client
 
-EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 AUDIT_PAGE = 2000
 
 
-def add_commands(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     dupes = sub.add_parser("dupes", help="near-duplicate record pairs of a namespace (titles above the threshold)")
     dupes.add_argument("--namespace", "-n", required=True)
     dupes.add_argument("--kind", help="only records of this kind (default: every kind, each against its own)")
@@ -35,35 +35,31 @@ def add_commands(sub: Any) -> None:
     calibrate.add_argument("--json", action="store_true")
 
 
-Shown = Callable[[str], str]
-"""The CLI's `shown` (daemon/cli/commands.py): text made safe for a terminal. Passed in, since the CLI
-imports this module."""
+def run(args: argparse.Namespace, out: Output) -> int:
+    if args.command == "calibrate":  # the model runs here: no daemon needed
+        return _calibrate(args, out)
+    return connected(args, out, _dupes)
 
 
-def cmd_dupes(client: Client, args: argparse.Namespace, *, shown: Shown, print_json: Callable[[Any], None]) -> int:
+def _dupes(client: Client, args: argparse.Namespace, out: Output) -> int:
     pairs: list[dict[str, Any]] = []
     after: str | None = None
     scanned = 0
     answer: dict[str, Any] = {}
     while True:
-        body: dict[str, Any] = {"namespace": args.namespace, "limit": AUDIT_PAGE}
-        if args.kind:
-            body["kind"] = args.kind
-        if after:
-            body["after"] = after
-        answer = client.request("POST", "/v1/duplicates/audit", body)
+        answer = client.audit_duplicates(args.namespace, kind=args.kind or None, after=after or None, limit=AUDIT_PAGE)
         pairs += answer["pairs"]
         scanned += answer["scanned"]
         if not args.quiet:
-            print(f"\rcompared {scanned} of {answer['of']} records, {len(pairs)} pairs", end="", file=sys.stderr)
+            out.err(f"\rcompared {scanned} of {answer['of']} records, {len(pairs)} pairs", end="")
         after = answer["next"]
         if after is None:
             break
     if not args.quiet:
-        print(file=sys.stderr)
+        out.err()
     pairs.sort(key=lambda p: -p["score"])
     if args.json:
-        print_json(
+        out.json(
             {
                 "pairs": pairs,
                 "threshold": answer["threshold"],
@@ -75,18 +71,20 @@ def cmd_dupes(client: Client, args: argparse.Namespace, *, shown: Shown, print_j
         )
         return EXIT_OK
     for pair in pairs:
-        print(f"{pair['score']:.3f}  {pair['kind']}  {pair['a']['id']}  {shown(pair['a']['title'])}")
-        print(f"{'':>7}{'':{len(pair['kind'])}}  {pair['b']['id']}  {shown(pair['b']['title'])}")
+        out.print(f"{pair['score']:.3f}  {pair['kind']}  {pair['a']['id']}  {shown(pair['a']['title'])}")
+        out.print(f"{'':>7}{'':{len(pair['kind'])}}  {pair['b']['id']}  {shown(pair['b']['title'])}")
     missing = answer["of"] - answer["compared"]
     note = f" ({missing} records have no title vector yet and were not compared)" if missing else ""
-    print(f"{len(pairs)} pairs at or above {answer['threshold']}{note}")
+    out.print(f"{len(pairs)} pairs at or above {answer['threshold']}{note}")
     if answer.get("not_checked"):
         kinds = ", ".join(shown(kind) for kind in answer["unchecked_kinds"])
-        print(f"{answer['not_checked']} records of kinds not checked ({kinds}: [duplicates] unchecked_kinds) left out")
+        out.print(
+            f"{answer['not_checked']} records of kinds not checked ({kinds}: [duplicates] unchecked_kinds) left out"
+        )
     return EXIT_OK
 
 
-def cmd_calibrate(args: argparse.Namespace, *, shown: Shown) -> int:
+def _calibrate(args: argparse.Namespace, out: Output) -> int:
     import anyio
 
     from recalld.actors.embedding.errors import EmbeddingError
@@ -98,40 +96,40 @@ def cmd_calibrate(args: argparse.Namespace, *, shown: Shown) -> int:
         pairs = load_pairs(Path(args.pairs))
         result = anyio.run(calibrate, pairs, config)
     except (ConfigError, PairsError) as exc:
-        print(f"recalld calibrate: {exc}", file=sys.stderr)
+        out.err(f"recalld calibrate: {exc}")
         return EXIT_USAGE
     except EmbeddingError as exc:
-        print(f"recalld calibrate: the embedding provider failed: {exc}", file=sys.stderr)
+        out.err(f"recalld calibrate: the embedding provider failed: {exc}")
         return EXIT_FAIL
     if args.json:
-        print(dumps(result))
+        out.print(dumps(result))
         return EXIT_OK
     contrast = result.contrast
-    print(
+    out.print(
         f"model {result.model}, threshold {result.threshold} (inclusive), "
         f"contrast stage: penalty {contrast.penalty} at most {contrast.slot_words} words apart"
         f"{' or naming other numbers' if contrast.numbers else ''}"
         f"{f', titles in two languages {contrast.cross_language} higher' if contrast.cross_language else ''}"
     )
-    print(f"{'score':>6} {'cosine':>6}  {'verdict':<7} {'expected':<8} {'':<12} set       pair")
+    out.print(f"{'score':>6} {'cosine':>6}  {'verdict':<7} {'expected':<8} {'':<12} set       pair")
     for p in sorted(result.pairs, key=lambda p: p.score):
         expected = "warn" if p.pair.duplicate else "clear"
         verdict = "warn" if p.warns else "clear"
         mark = "" if verdict == expected else ("MISSED" if p.pair.duplicate else "FALSE ALARM")
         held = "held-out" if p.pair.held_out else "tuned"
-        print(
+        out.print(
             f"{p.score:6.3f} {p.cosine:6.3f}  {verdict:<7} {expected:<8} {mark:<12} {held:<9} "
             f"{shown(p.pair.a)} | {shown(p.pair.b)}"
         )
     for name, held_out in (("tuned", False), ("held-out", True), ("all", None)):
         t = result.tally(held_out)
-        print(
+        out.print(
             f"{name:>8}: caught {t.caught} of {t.duplicates} duplicates ({t.caught / max(t.duplicates, 1):.0%}), "
             f"{t.false_alarms} false alarms of {t.distinct} distinct pairs ({t.false_alarms / max(t.distinct, 1):.0%})"
         )
     for label, span in (("scores", result.separating()), ("cosines", result.separating(staged=False))):
         if span is None:
-            print(f"no threshold separates the pairs by their {label}")
+            out.print(f"no threshold separates the pairs by their {label}")
         else:
-            print(f"any threshold in ({span[0]}, {span[1]}] separates the pairs by their {label}")
+            out.print(f"any threshold in ({span[0]}, {span[1]}] separates the pairs by their {label}")
     return EXIT_OK

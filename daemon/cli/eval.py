@@ -10,22 +10,20 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from recalld.cli.connected import connected
+from recalld.cli.output import EXIT_FAIL, EXIT_OK, EXIT_USAGE, Output, shown
+from recalld.cli.parser import Subparsers
 from recalld.client import Client, ClientError
 from recalld.eval import floor as floors
 from recalld.eval.golden import GoldenSetError, load
 from recalld.eval.report import as_json, passed, text
 from recalld.eval.run import ROUTES, EvalError, EvalRun, evaluate
 
-EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
-
-def add_parser(sub: Any) -> None:
-    """The `eval` subcommand, on the CLI's subparsers."""
+def register(sub: Subparsers) -> None:
     parser = sub.add_parser(
         "eval",
         help="measure recall on a golden set (hit@5, MRR@10, recall@10, nDCG@10) against its floor",
@@ -56,27 +54,35 @@ def add_parser(sub: Any) -> None:
     )
 
 
-def cmd_eval(client: Client, args: argparse.Namespace, *, show: Callable[[str], str] = str) -> int:
-    """`show` makes text safe for a terminal (the CLI's `shown`): titles and paths in the report
-    come from files and records and could carry control characters."""
+def run(args: argparse.Namespace, out: Output) -> int:
+    return connected(args, out, _eval)
+
+
+def _show(text: str) -> str:
+    """Titles and paths in the report come from files and records: control characters escaped,
+    its lines kept."""
+    return shown(text, keep="\n")
+
+
+def _eval(client: Client, args: argparse.Namespace, out: Output) -> int:
     if args.history:
-        return history(client, args, show)
+        return history(client, args, out)
     if not args.golden:
-        print("recalld eval: name a golden set (or --history)", file=sys.stderr)
+        out.err("recalld eval: name a golden set (or --history)")
         return EXIT_USAGE
     routes = [r.strip() for r in args.routes.split(",") if r.strip()]
     unknown = [r for r in routes if r not in ROUTES]
     if unknown or not routes:
-        print(f"recalld eval: --routes takes {', '.join(ROUTES)}, not {args.routes!r}", file=sys.stderr)
+        out.err(f"recalld eval: --routes takes {', '.join(ROUTES)}, not {args.routes!r}")
         return EXIT_USAGE
     if args.accept and "fused" not in routes:
-        print("recalld eval: --accept needs the fused route: the floor is its count", file=sys.stderr)
+        out.err("recalld eval: --accept needs the fused route: the floor is its count")
         return EXIT_USAGE
     try:
         golden = load(Path(args.golden), corpus=Path(args.corpus) if args.corpus else None)
         known = floors.read(golden.floor_path)
     except (GoldenSetError, floors.FloorFileError) as exc:
-        print(f"recalld eval: {exc}", file=sys.stderr)
+        out.err(f"recalld eval: {exc}")
         return EXIT_USAGE
     try:
         run = evaluate(
@@ -89,7 +95,7 @@ def cmd_eval(client: Client, args: argparse.Namespace, *, show: Callable[[str], 
             allow_skipped=args.allow_skipped,
         )
     except EvalError as exc:
-        print(f"recalld eval: {exc}", file=sys.stderr)
+        out.err(f"recalld eval: {exc}")
         return EXIT_FAIL
 
     judgement = acceptance = None
@@ -103,23 +109,23 @@ def cmd_eval(client: Client, args: argparse.Namespace, *, show: Callable[[str], 
             if acceptance in (floors.Acceptance.FIRST, floors.Acceptance.RAISED):
                 floors.write(golden.floor_path, raised)
                 judgement = floors.judge(raised, run.space, count, of)
-    record(client, run, judgement)
+    record(client, run, judgement, out)
     if args.plot:
         from recalld.eval.plot import PlotUnavailable, write_png
 
         try:
             write_png(run, judgement, Path(args.plot))
         except PlotUnavailable as exc:
-            print(f"recalld eval: {exc}", file=sys.stderr)
+            out.err(f"recalld eval: {exc}")
             return EXIT_USAGE
     if args.json:
-        print(json.dumps(as_json(run, judgement, acceptance), indent=2, ensure_ascii=False))
+        out.print(json.dumps(as_json(run, judgement, acceptance), indent=2, ensure_ascii=False))
     else:
-        print(show(text(run, judgement, acceptance, misses=args.misses)))
+        out.print(_show(text(run, judgement, acceptance, misses=args.misses)))
     return EXIT_OK if passed(run, judgement) else EXIT_FAIL
 
 
-def record(client: Client, run: EvalRun, judgement: floors.Judgement | None) -> None:
+def record(client: Client, run: EvalRun, judgement: floors.Judgement | None, out: Output) -> None:
     """Keep the run in the daemon's eval history (`--history`); a daemon that cannot is said so,
     and the eval's own verdict stands."""
     scores = run.scores()
@@ -145,28 +151,30 @@ def record(client: Client, run: EvalRun, judgement: floors.Judgement | None) -> 
         "duration_s": round(run.duration_s, 3),
     }
     try:
-        client.request("POST", "/v1/evals", body)
+        client.record_eval(body)
     except ClientError as exc:
-        print(f"recalld eval: the run was not recorded in the daemon's history: {exc}", file=sys.stderr)
+        out.err(f"recalld eval: the run was not recorded in the daemon's history: {exc}")
 
 
-def history(client: Client, args: argparse.Namespace, show: Callable[[str], str]) -> int:
-    params: dict[str, str] = {}
+def history(client: Client, args: argparse.Namespace, out: Output) -> int:
+    golden: str | None = None
     if args.golden:
         path = Path(args.golden)
         try:
-            params["golden"] = load(path).name if path.exists() else args.golden
+            golden = load(path).name if path.exists() else args.golden
         except GoldenSetError:
-            params["golden"] = path.stem
-    answer = client.request("GET", "/v1/evals", params=params)
+            golden = path.stem
+    answer = client.evals(golden=golden)
     if args.json:
-        print(json.dumps(answer, indent=2, ensure_ascii=False))
+        out.print(json.dumps(answer, indent=2, ensure_ascii=False))
         return EXIT_OK
     runs = answer["runs"]
     if not runs:
-        print("no eval runs recorded" + (f" for {params['golden']}" if params else ""))
+        out.print("no eval runs recorded" + (f" for {golden}" if golden is not None else ""))
         return EXIT_OK
-    print(f"{'started (UTC)':<17} {'golden':<16} {'fused':>9} {'floor':>6} {'fts':>9} {'vector':>9} {'MRR':>6}  space")
+    out.print(
+        f"{'started (UTC)':<17} {'golden':<16} {'fused':>9} {'floor':>6} {'fts':>9} {'vector':>9} {'MRR':>6}  space"
+    )
     for row in runs:
         routes = row["routes"]
 
@@ -176,13 +184,13 @@ def history(client: Client, args: argparse.Namespace, show: Callable[[str], str]
 
         mrr = routes.get("fused", {}).get("all", {}).get("mrr_at_10")
         space = row["space"]
-        print(
-            show(
+        out.print(
+            _show(
                 f"{row['started_at'][:16].replace('T', ' '):<17} {row['golden'][:16]:<16} {hits('fused'):>9} "
                 f"{'-' if row['floor'] is None else row['floor']:>6} {hits('fts'):>9} {hits('vector'):>9} "
                 f"{'-' if mrr is None else f'{mrr:.3f}':>6}  "
                 f"{space['provider']}:{space['model']}:{space['dimension']}:template-v{space['template_version']}"
-                f"{'  ' + row['verdict'] if row['verdict'] else ''}"
+                f"{'  ' + row['verdict'] if row['verdict'] else ''}",
             )
         )
     return EXIT_OK

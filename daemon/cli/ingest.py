@@ -6,21 +6,21 @@ import argparse
 import dataclasses
 import json
 import shlex
-import sys
 import time
 from pathlib import Path
 
 from recalld.actors import progress
+from recalld.cli.connected import connected
+from recalld.cli.output import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, Output
+from recalld.cli.parser import Subparsers
 from recalld.client import Client, ClientError
 from recalld.client.ingest import Progress, Summary, ingest
 
-EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
-EXIT_INTERRUPTED = 130
-"""As a shell reports a command ended by Ctrl-C (128 + SIGINT)."""
 POLL_S = 1.0
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def register(sub: Subparsers) -> None:
+    parser = sub.add_parser("ingest", help="index a folder of text and markdown files")
     parser.add_argument("path")
     parser.add_argument("--namespace", "-n", default="default")
     parser.add_argument("--kind", default="doc")
@@ -29,6 +29,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--wait", action="store_true", help="after the upload, follow the embedding until the vector route has them"
     )
+    parser.add_argument("--json", action="store_true", help="print the daemon's answer as JSON")
+
+
+def run(args: argparse.Namespace, out: Output) -> int:
+    return connected(args, out, _ingest)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,7 +51,7 @@ def backlog(client: Client, namespace: str) -> Backlog | None:
     """What the vector route still waits for in `namespace`; None when the daemon has no vector
     index at all (no embedding provider), so nothing is waited for."""
     try:
-        answer = client.request("GET", "/v1/generations", params={"namespace": namespace})
+        answer = client.generations(namespace)
     except ClientError as exc:
         if exc.status == 503 and exc.code == "route_unavailable":
             return None
@@ -64,7 +69,7 @@ def time_left(seconds: float) -> str:
     return f"about {seconds:.0f} s left" if seconds < 90 else f"about {seconds / 60:.0f} min left"
 
 
-def wait_indexed(client: Client, namespace: str, *, show: bool, bar: Progress | None = None) -> None:
+def wait_indexed(client: Client, namespace: str, out: Output, *, show: bool, bar: Progress | None = None) -> None:
     """Until the vector route finds every record of `namespace`, with a bar counting the chunks
     embedded (`recalld.actors.progress`: never back, ending at its total; the time left from the rate
     of a moving window, smoothed). `bar`: the caller's, to close if interrupted."""
@@ -72,7 +77,7 @@ def wait_indexed(client: Client, namespace: str, *, show: bool, bar: Progress | 
     started = clock()
     now = backlog(client, namespace)
     if now is None:
-        print(NO_VECTOR_INDEX)
+        out.print(NO_VECTOR_INDEX)
         return
     by_chunks = now.chunks is not None
     estimate = progress.begin(now.chunks if now.chunks is not None else now.records, started)
@@ -90,59 +95,57 @@ def wait_indexed(client: Client, namespace: str, *, show: bool, bar: Progress | 
         count = now.chunks if by_chunks and now.chunks is not None else now.records
         estimate = progress.advance(estimate, 0 if now.records == 0 else count, clock())
     bar.show(estimate.total, total=estimate.total, last=True)
-    print(f"indexed: the vector route finds all of them ({clock() - started:.0f} s)")
+    out.print(f"indexed: the vector route finds all of them ({clock() - started:.0f} s)")
 
 
 def resume_command(args: argparse.Namespace) -> str:
     return f"recalld ingest {shlex.quote(args.path)} -n {shlex.quote(args.namespace)} --wait"
 
 
-def cmd_ingest(client: Client, args: argparse.Namespace) -> int:
+def _ingest(client: Client, args: argparse.Namespace, out: Output) -> int:
     root = Path(args.path)
     if not (root.is_dir() or root.is_file()):
-        print(f"recalld: {args.path} is neither a folder nor a file", file=sys.stderr)
+        out.err(f"recalld: {args.path} is neither a folder nor a file")
         return EXIT_USAGE
-    as_json = getattr(args, "json", False)
+    as_json = args.json
     bar = Progress(0, not (args.quiet or as_json))
     try:
         summary = ingest(
             client, root, namespace=args.namespace, kind=args.kind, progress=not (args.quiet or as_json), sync=args.sync
         )
     except KeyboardInterrupt:
-        print(
+        out.err(
             "\nrecalld ingest: interrupted; the files sent so far are stored. Running the same command again "
-            "goes on from there (files already stored and unchanged are not written again).",
-            file=sys.stderr,
+            "goes on from there (files already stored and unchanged are not written again)."
         )
         return EXIT_INTERRUPTED
     try:
-        return _after_upload(client, args, summary, as_json, bar)
+        return _after_upload(client, args, summary, out, bar)
     except KeyboardInterrupt:
         bar.close()
-        print(
+        out.err(
             "recalld ingest: interrupted; the daemon goes on embedding what was written. "
-            f"To follow it again, run the same command: {resume_command(args)}",
-            file=sys.stderr,
+            f"To follow it again, run the same command: {resume_command(args)}"
         )
         return EXIT_INTERRUPTED
 
 
-def _after_upload(client: Client, args: argparse.Namespace, summary: Summary, as_json: bool, bar: Progress) -> int:
-    if as_json:
+def _after_upload(client: Client, args: argparse.Namespace, summary: Summary, out: Output, bar: Progress) -> int:
+    if args.json:
         if args.wait:
-            wait_indexed(client, args.namespace, show=False)
-        print(json.dumps(dataclasses.asdict(summary) | {"pending": pending(client, args.namespace)}, indent=2))
+            wait_indexed(client, args.namespace, out, show=False)
+        out.print(json.dumps(dataclasses.asdict(summary) | {"pending": pending(client, args.namespace)}, indent=2))
         return EXIT_OK if not summary.failed else EXIT_FAIL
     for line in summary.skipped_lines():
-        print(line, file=sys.stderr)
-    print(summary.line())
+        out.err(line)
+    out.print(summary.line())
     written = summary.created + summary.updated
     if args.wait:
-        wait_indexed(client, args.namespace, show=not args.quiet, bar=bar)
+        wait_indexed(client, args.namespace, out, show=not args.quiet, bar=bar)
     elif written:
         waiting = pending(client, args.namespace)
         if waiting:
-            print(
+            out.print(
                 f"{waiting} records wait for the vector index (full text finds them already); "
                 f"follow with: {resume_command(args)}, or recalld generations"
             )

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tomllib
 from pathlib import Path
 
+from recalld.cli.output import EXIT_FAIL, EXIT_OK, EXIT_USAGE, Output
+from recalld.cli.parser import Subparsers
 from recalld.paths import client_socket
 
-EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
-
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subparsers) -> None:
     mcp = sub.add_parser("mcp", help="serve a namespace as MCP tools over stdio, for AI agents")
     mcp.add_argument("--namespace", "-n", required=True)
     mcp.add_argument(
@@ -58,13 +57,14 @@ def max_k(args: argparse.Namespace) -> int:
         return load(args.config or os.environ.get("RECALLD_CONFIG") or None).recall.max_k
 
 
-def cmd_mcp(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, out: Output) -> int:
+    """A server of its own on stdio, with a client of its own (`recalld.client.mcp`)."""
     from recalld.config import ConfigError
 
     try:
         limit = max_k(args)
     except ConfigError as exc:
-        print(f"recalld: {exc}", file=sys.stderr)
+        out.err(f"recalld: {exc}")
         return EXIT_USAGE
     try:
         from recalld.client.mcp import build
@@ -72,7 +72,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         if exc.name is None or not exc.name.startswith("mcp"):
             raise
         # the recalld package's folder: the checkout's daemon/, or site-packages/recalld
-        print(missing_sdk_hint(checkout_of(Path(__file__).parents[1])), file=sys.stderr)
+        out.err(missing_sdk_hint(checkout_of(Path(__file__).parents[1])))
         return EXIT_FAIL
     build(args.namespace, getattr(args, "socket", None), max_k=limit).run("stdio")
     return EXIT_OK

@@ -51,8 +51,15 @@ def users() -> Iterator[Users]:
     shutil.rmtree(chosen.default_dir, ignore_errors=True)
 
 
+FORGED_ANSWER = (
+    b'{"id": "00000000-0000-4000-8000-00000000f0f0", "revision": 1,'
+    b' "duplicate_check": {"status": "clear", "threshold": 0.5, "compared": 0, "of": 0}}'
+)
+
+
 class Impostor:
-    """A listener at `path` that answers every request with a forged 201, recording what came."""
+    """A listener at `path` that answers every request with a forged 201 (a create's answer, as
+    the daemon would give it), recording what came."""
 
     def __init__(self, path: Path, mode: int = 0o666) -> None:
         self.path = path
@@ -73,7 +80,7 @@ class Impostor:
             with conn:
                 conn.settimeout(10)
                 self.arrived.append(self._read_request(conn))
-                body = b'{"id": "forged"}'
+                body = FORGED_ANSWER
                 conn.sendall(
                     b"HTTP/1.1 201 Created\r\nContent-Type: application/json\r\n"
                     + f"Content-Length: {len(body)}\r\n\r\n".encode()

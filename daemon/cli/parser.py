@@ -1,4 +1,6 @@
-"""The CLI's usage errors, each with a hint at what was meant.
+"""The CLI's argument parser: the root, what every subcommand accepts (`--socket`, and the
+`--attr KEY=VALUE` pairs of put and recall), and usage errors that come with a hint at what was
+meant.
 
 argparse says what is wrong; this adds how to put it right, from the command line itself:
 
@@ -12,10 +14,16 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import importlib.metadata
+import json
 import sys
 from collections.abc import Sequence
+from typing import Any, TypeAlias, cast
 
-EXIT_USAGE = 2
+from recalld.cli.output import EXIT_USAGE
+
+Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+"""What a command group's `register` adds its subcommands to."""
 
 
 class UsageError(Exception):
@@ -33,6 +41,47 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:  # type: ignore[override]
         raise UsageError(self, message)
+
+
+def version() -> str:
+    try:
+        return f"recalld {importlib.metadata.version('recalld')}"
+    except importlib.metadata.PackageNotFoundError:
+        return "recalld (version unknown: not installed as a package)"
+
+
+def root(description: str) -> tuple[Parser, Subparsers]:
+    """The `recalld` parser and the subparsers each command group registers on (argparse makes
+    them of the parent's class: `Parser` too)."""
+    parser = Parser(prog="recalld", description=description)
+    parser.add_argument("--socket", help="control socket (default: $RECALLD_SOCKET, then the runtime dir)")
+    return parser, cast(Subparsers, parser.add_subparsers(dest="command", required=True))
+
+
+def finish(parser: argparse.ArgumentParser, sub: Subparsers) -> None:
+    """`--version`; `--socket` accepted after any subcommand as well (the top-level `--socket`
+    stays the default when a subcommand does not give one)."""
+    parser.add_argument("--version", action="version", version=version())
+    for command in sub.choices.values():
+        known = {option for action in command._actions for option in action.option_strings}
+        if "--socket" not in known:
+            command.add_argument(
+                "--socket", default=argparse.SUPPRESS, help="control socket (also accepted before the subcommand)"
+            )
+
+
+def attributes(pairs: Sequence[str]) -> dict[str, Any]:
+    """`--attr KEY=VALUE`s: each value as JSON when it parses (`n=3` a number), else as text."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise SystemExit(f"--attr expects key=value, got {pair!r}")
+        try:
+            out[key] = json.loads(value)
+        except ValueError:
+            out[key] = value
+    return out
 
 
 def _options(parser: argparse.ArgumentParser) -> list[str]:
