@@ -25,8 +25,10 @@ SERVER_SIDE = (
     "numpy",
     "onnxruntime",
     "tokenizers",
+    "recalld.app",
     "recalld.config",
     "recalld.control",
+    "recalld.services",
     "recalld.store",
     "recalld.providers",
     "recalld.actors.embedding.embedder",
@@ -79,6 +81,12 @@ def written(daemon: Daemon, tmp_path_factory: pytest.TempPathFactory) -> dict[st
         "POST", "/v1/records", {"namespace": ns, "kind": "rule", "title": "Refunds need two approvals", "body": "x"}
     )
     assert status == 201, created
+    status, forgettable = daemon.call(
+        "POST", "/v1/records", {"namespace": ns, "kind": "rule", "title": "Old parking rules", "body": "y"}
+    )
+    assert status == 201, forgettable
+    status, found = daemon.call("POST", "/v1/recall", {"namespace": ns, "query": "refund approvals", "routes": ["fts"]})
+    assert status == 200 and [hit["id"] for hit in found["results"]] == [created["id"]], found
     observed = {"entity": "kettle", "characteristic": "wattage", "supplier": "acme", "value": "1500 W", "trust": 0.5}
     assert daemon.call("POST", "/v1/observations", {"observations": [observed]})[0] == 202
     folder = tmp_path_factory.mktemp("corpus")
@@ -89,6 +97,8 @@ def written(daemon: Daemon, tmp_path_factory: pytest.TempPathFactory) -> dict[st
     return {
         "ns": ns,
         "id": created["id"],
+        "forgettable": forgettable["id"],
+        "search": found["search_id"],
         "folder": str(folder),
         "observations": str(observations),
         "backup": str(backup),
@@ -98,13 +108,20 @@ def written(daemon: Daemon, tmp_path_factory: pytest.TempPathFactory) -> dict[st
 COMMANDS = [
     ["--version"],
     ["--help"],
+    ["health"],
     ["health", "--ready"],
     ["put", "-n", "{ns}", "--kind", "rule", "--title", "Invoices are due in 30 days", "--body", "Net 30."],
+    ["put", "--id", "{id}", "-n", "{ns}", "--kind", "rule", "--title", "Refunds need two approvals", "--body", "z"],
     ["get", "{id}"],
+    ["forget", "{forgettable}"],
     ["recall", "-n", "{ns}", "refund approvals"],
+    ["recall", "-n", "{ns}", "refund approvals", "--json", "--min-similarity", "0.2"],
+    ["feedback", "{search}", "{id}", "--useful"],
     ["usage", "-n", "{ns}"],
     ["stats", "-n", "{ns}"],
     ["generations"],
+    ["generations", "-n", "{ns}", "--json"],
+    ["eval", "--history"],
     ["dupes", "-n", "{ns}"],
     ["observe", "kettle", "height", "acme", "24 cm", "--trust", "0.7"],
     ["observe", "--file", "{observations}"],
@@ -115,7 +132,9 @@ COMMANDS = [
 ]
 
 
-@pytest.mark.parametrize("command", COMMANDS, ids=[" ".join(c[:1]) for c in COMMANDS])
+@pytest.mark.parametrize(
+    "command", COMMANDS, ids=[" ".join(c[:1] + [a for a in c[1:] if a.startswith("--")]) for c in COMMANDS]
+)
 def test_a_client_command_loads_nothing_of_the_server(
     daemon: Daemon, written: dict[str, str], tmp_path: Path, command: list[str]
 ) -> None:
