@@ -4,12 +4,38 @@ generations. The others follow the generation pointer."""
 from __future__ import annotations
 
 import datetime as dt
+import logging
+import socket
 import uuid
 
+import anyio
 import asyncpg
+
+from recalld.store.db import STORE_DOWN_ERRORS
+
+log = logging.getLogger("recalld.index")
 
 BUILDER_LOCK_KEY = 0x7265_6361_6C6C_02
 """Arbitrary but fixed: the advisory lock whose holder embeds, stores vectors and builds."""
+
+APPLICATION_NAME = "recalld builder"
+"""The lock connection's `application_name`: with `pg_stat_activity.client_addr` it tells an
+operator which member holds the lock (docs/OPERATIONS.md, "Running a fleet")."""
+
+HOLDER_SQL = """SELECT a.application_name, a.client_addr, a.pid, a.backend_start
+FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+WHERE l.locktype = 'advisory' AND l.granted AND l.classid = 7497059 AND l.objid = 1634495490"""
+"""Who holds the builder lock: PostgreSQL shows a bigint advisory key as its high and low 32 bits
+(`BUILDER_LOCK_KEY`). Quoted in docs/OPERATIONS.md, "Running a fleet"."""
+
+CHECK_TIMEOUT_S = 5.0
+"""How long the holder waits for its lock connection to answer before it counts the lock lost."""
+
+KEEPALIVE = {"tcp_keepalives_idle": "10", "tcp_keepalives_interval": "5", "tcp_keepalives_count": "3"}
+"""The server's keepalives on the lock connection (TCP only): a holder whose host died or was
+cut off without a word loses the lock after about 10 + 3 x 5 = 25 s, when PostgreSQL gives up on
+its connection, instead of the system's default of hours. A process that dies on a live host
+loses it at once (its kernel closes the connection)."""
 
 
 class PgBuilderLock:
@@ -17,31 +43,49 @@ class PgBuilderLock:
 
     A session-level advisory lock lives and dies with its connection, so it cannot come from
     the pool: if the connection drops, the lock is gone, `held` says so, and the next
-    `try_acquire` competes for it again.
+    `try_acquire` competes for it again. A holder's `try_acquire` asks its connection to
+    answer (`CHECK_TIMEOUT_S`), so a connection that silently stopped answering is given up
+    before the holder takes another step as the builder.
     """
 
-    def __init__(self, dsn: str) -> None:
+    def __init__(self, dsn: str, *, member: str | None = None) -> None:
         self._dsn = dsn
         self._conn: asyncpg.Connection | None = None
+        self._name = f"{APPLICATION_NAME} {member or socket.gethostname()}"[:63]
 
     @property
     def held(self) -> bool:
         return self._conn is not None and not self._conn.is_closed()
 
     async def try_acquire(self) -> bool:
-        if self.held:
+        if self.held and await self._answers():
             return True
         await self.release()
-        conn = await asyncpg.connect(self._dsn, timeout=5)
+        conn = await asyncpg.connect(
+            self._dsn, timeout=5, server_settings={"application_name": self._name, **KEEPALIVE}
+        )
         try:
             if await conn.fetchval("SELECT pg_try_advisory_lock($1)", BUILDER_LOCK_KEY):
                 self._conn = conn
+                log.info("this daemon holds the builder lock now")
                 return True
         except BaseException:
             conn.terminate()
             raise
         await conn.close()
         return False
+
+    async def _answers(self) -> bool:
+        """Whether the lock's connection still answers; a holder cut off from the server does not
+        know that PostgreSQL may have ended its session (and freed the lock) meanwhile."""
+        assert self._conn is not None
+        try:
+            with anyio.fail_after(CHECK_TIMEOUT_S):
+                await self._conn.fetchval("SELECT 1")
+            return True
+        except STORE_DOWN_ERRORS as exc:
+            log.warning("the builder lock's connection stopped answering (%s): the lock is lost", type(exc).__name__)
+            return False
 
     async def release(self) -> None:
         conn, self._conn = self._conn, None
