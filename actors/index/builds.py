@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import os
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -15,10 +16,17 @@ import msgspec
 
 from recalld.actors.index.generation import Generation, IdMap, build_generation, load_generation, manifest_sha256
 from recalld.actors.index.handle import Handle
-from recalld.actors.index.manifest import Expected
+from recalld.actors.index.manifest import Corruption, Expected, GenerationCorrupt
 from recalld.actors.index.settings import IndexSettings, factory_for
 from recalld.actors.ports.embedding import VectorSpace
-from recalld.actors.ports.index import BuildSource, GenerationCatalogue, GenerationRow, VectorRows
+from recalld.actors.ports.index import (
+    BuildSource,
+    CopySource,
+    GenerationCatalogue,
+    GenerationCopy,
+    GenerationRow,
+    VectorRows,
+)
 
 log = logging.getLogger("recalld.index")
 
@@ -66,17 +74,51 @@ def query_compatible(index: str, query: VectorSpace | None, spaces: dict[str, Ve
     return all(getattr(built, f) == getattr(query, f) for f in same)
 
 
-async def verify(root: Path, row: GenerationRow) -> Generation:
-    """Load a generation exactly as its row describes it; GenerationCorrupt otherwise."""
+async def verify(root: Path, row: GenerationRow, copy: GenerationCopy | None = None) -> Generation:
+    """Load a generation exactly as its row describes it (or, given `copy`, as the row and that
+    copy's own digest and count describe it); GenerationCorrupt otherwise."""
     expected = Expected(
         generation_id=row.id,
-        manifest_sha256=row.manifest_sha256,
-        count=row.count,
+        manifest_sha256=row.manifest_sha256 if copy is None else copy.manifest_sha256,
+        count=row.count if copy is None else copy.count,
         space_id=row.space_id,
         source_watermark=row.source_watermark,
         tombstone_watermark=row.tombstone_watermark,
     )
     return await anyio.to_thread.run_sync(lambda: load_generation(root, expected))
+
+
+Files = Literal["builder", "copy"]
+"""Whose files a loaded generation's are: the builder's (checked against the generation's row),
+or a copy built from the stored vectors (checked against the copy's row, `GenerationCopy`)."""
+
+
+async def verify_here(store: CopyCatalogue, root: Path, row: GenerationRow) -> tuple[Generation, Files]:
+    """Load `root/<row.id>` if it is either the builder's files, exactly as the row describes
+    them, or a copy recorded in the store (`GenerationCopy`): the row's generation, space and
+    watermarks, the copy's manifest digest and count. Every other check is the same for both
+    (each file's size and SHA-256, the id map, the index's layout). GenerationCorrupt otherwise:
+    a manifest no row records is damaged, whoever wrote it."""
+    try:
+        return await verify(root, row), "builder"
+    except GenerationCorrupt as exc:
+        if exc.kind != Corruption.MANIFEST_CHECKSUM:
+            raise
+        try:
+            digest = await anyio.to_thread.run_sync(lambda: manifest_sha256(root / row.id))
+        except OSError:
+            raise exc from None
+        copy = next((c for c in await store.copies(row.id) if c.manifest_sha256 == digest), None)
+        if copy is None:
+            raise
+    return await verify(root, row, copy), "copy"
+
+
+def is_here(root: Path, generation_id: str) -> bool:
+    """Whether anything is at `root/<generation_id>`: a generation this daemon may load, or
+    damaged files. Nothing there is no damage: the files were never made here (a fleet's member
+    builds its own copy, `actors/index/copies.py`)."""
+    return os.path.lexists(root / generation_id)
 
 
 def id_map(rows: VectorRows) -> IdMap:
@@ -87,8 +129,15 @@ def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
-class BuildStore(BuildSource, GenerationCatalogue, Protocol):
-    """What builds and rollbacks read and write: the build snapshot, the catalogue and pointer."""
+class CopyCatalogue(Protocol):
+    """Where the copies of generations are recorded (`CopySource.copies`)."""
+
+    async def copies(self, generation_id: str) -> list[GenerationCopy]: ...
+
+
+class BuildStore(BuildSource, CopySource, GenerationCatalogue, Protocol):
+    """What builds and rollbacks read and write: the build snapshot, the catalogue and pointer,
+    the copies a rollback may find here."""
 
 
 class Builds:
@@ -135,10 +184,16 @@ class Builds:
         self._record(status)
         return status
 
-    def due(self, handle: Handle | None, space: VectorSpace, *, pending: int, quiet_for: float) -> bool:
-        """Should the builder build now? `quiet_for`: seconds since the last change arrived."""
+    def due(
+        self, handle: Handle | None, space: VectorSpace, *, pending: int, quiet_for: float, copying: bool = False
+    ) -> bool:
+        """Should the builder build now? `quiet_for`: seconds since the last change arrived;
+        `copying`: this daemon is building its own copy of the current generation, which a new
+        generation would only duplicate (an operator's request or a heal still build)."""
         if self.requested is not None or self.heal:
             return True
+        if copying:
+            return False
         if quiet_for < self._settings.quiet_s:
             return False  # the poll timer brings us back once it is quiet
         if handle is None or handle.space_id != space.key:
@@ -228,7 +283,7 @@ class Builds:
         row = await self._store.generation(generation_id)
         if row is None or row.state != "verified":
             raise GenerationNotFound(f"no verified generation {generation_id}")
-        generation = await verify(self._settings.root, row)
+        generation, _ = await verify_here(self._store, self._settings.root, row)
         self._spaces.setdefault(row.space_id, generation.manifest.space)
         if not query_compatible(row.space_id, query_space, self._spaces):
             raise SpaceMismatch(f"generation {generation_id} is in another vector space than the configured model")

@@ -7,7 +7,7 @@ import contextlib
 import hashlib
 import logging
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -133,7 +133,9 @@ class CatchUp:
         stored (and the record no longer waits), whatever became of it."""
         return dict(self._embedded)
 
-    async def run(self, space: VectorSpace, *, after: int = 0) -> str | None:
+    async def run(
+        self, space: VectorSpace, *, after: int = 0, holding: Callable[[], bool] = lambda: True
+    ) -> str | None:
         """Chunk, embed and store every live record that has no vectors in `space` yet; the
         provider's trouble that ended the pass early, if any, as `reason: message`.
 
@@ -142,11 +144,16 @@ class CatchUp:
         per namespace), one store transaction per batch. A record whose input the provider
         refuses is set aside (`records_to_hold`, `hold_s`) and its batch-mates are stored;
         provider trouble ends the pass after storing what was embedded, and the next step
-        resumes it.
+        resumes it. `holding()` is asked before each batch: once it says the builder lock is
+        lost, the pass ends, and the new holder embeds what is left (a batch is embedded twice
+        at most: the one in flight when the lock went).
         """
         settings = self._settings
         cursor = after
         while True:
+            if not holding():
+                log.warning("the builder lock was lost: the catch-up stops here")
+                return None
             if self.indexed_records - self._analysed_at >= max(
                 STATISTICS_MIN_ROWS, STATISTICS_GROWTH * self._analysed_at
             ):

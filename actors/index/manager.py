@@ -2,7 +2,10 @@
 
 One loop, woken by record changes, by the generation pointer moving, or by a poll timer:
 
-1. follow the pointer: when another daemon (or a rollback) moved it, load that generation;
+1. follow the pointer: when another daemon (or a rollback) moved it, load that generation, or,
+   when its directory is not here (a fleet's members share nothing but PostgreSQL), build this
+   daemon's own copy of it from the stored vectors in the background and load that
+   (`actors/index/copies.py`), serving what it has meanwhile;
 2. as the builder-lock holder only: chunk and embed live records that have no vectors in the
    current space yet, storing chunks and vectors durably (so nothing is ever embedded twice)
    (`actors/index/catch_up.py`);
@@ -23,6 +26,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 import anyio
+import msgspec
 import numpy as np
 import numpy.typing as npt
 from anyio.abc import TaskStatus
@@ -34,11 +38,14 @@ from recalld.actors.index.backlog import ChunkCounts, count_waiting
 from recalld.actors.index.builds import (
     Builds,
     BuildStatus,
+    Files,
     id_map,
+    is_here,
     query_compatible,
-    verify,
+    verify_here,
 )
 from recalld.actors.index.catch_up import CatchUp
+from recalld.actors.index.copies import Copies
 from recalld.actors.index.generation import Generation
 from recalld.actors.index.handle import Handle, HandleCell, Hit
 from recalld.actors.index.idmap import record_id_rows
@@ -76,7 +83,9 @@ class IndexManager:
     (`HandleCell`). Only a generation that verifies against its catalogue row is ever served;
     a corrupt one is reported (`problem`) and the previous handle keeps serving. Only the holder
     of the builder lock writes (catch-up, builds, holds); every daemon follows the pointer and
-    applies the vectors stored after its handle's watermark. A failing step (the store down, the
+    applies the vectors stored after its handle's watermark. A generation whose directory is not
+    here is copied from the stored vectors, never embedded again, while the handle being served
+    keeps serving (`serving()` says which generation, and how far behind). A failing step (the store down, the
     provider failing) is recorded in `last_error` and retried by the next one; it never ends the
     actor. A wake-up (`wake`) received while a step runs brings one more step, never more.
     """
@@ -93,7 +102,10 @@ class IndexManager:
         extend_start: Callable[[float], None] | None = None,
         titles: TitleBacklog | None = None,
         title_embedder: Embedder | None = None,
+        member: str = "",
     ) -> None:
+        """`member`: who this daemon is among those sharing the database, for people (the copies
+        it records say it); its generations directory when empty."""
         self._store = store
         self._lock = lock
         self._embedder = embedder
@@ -114,6 +126,13 @@ class IndexManager:
         title_embedder = title_embedder or embedder
         self._titles = TitleCatchUp(titles, title_embedder) if titles and title_embedder else None
         self._builds = Builds(store, settings, self._spaces, new_generation_id=new_generation_id, published=self.wake)
+        self._copies = Copies(store, settings, self._spaces, member=member or str(settings.root), done=self.wake)
+        self._files: tuple[str, Files] | None = None
+        """The generation last loaded, and whose files it is (the builder's, or a copy)."""
+        self._awaiting: GenerationRow | None = None
+        """The pointer's generation, while its directory is not here (its copy is being built)."""
+        self._caught_up_at: float | None = None
+        """anyio time at which the last refresh that took in every stored vector began."""
         self._full_passes = 0
         """Steps that read every live record (catch-up and count); once every record is indexed,
         steps read only the records changed since."""
@@ -280,6 +299,38 @@ class IndexManager:
     def builds(self) -> list[BuildStatus]:
         return list(self._builds.history)
 
+    def serving(self) -> dict[str, dict[str, object]]:
+        """Which generation this daemon serves and how far it lags, for `/v1/generations` and
+        `/readyz`: `serving.generation` (the handle's base; None while it holds a delta alone),
+        `serving.files` (`builder`: the builder's files, checked against the generation's row;
+        `copy`: a copy built from the stored vectors, checked against its own recorded
+        digest), `serving.building` (the generation whose copy is being built here);
+        `lag.behind` (the pointer, when last read, names a generation not served here yet) and
+        `lag.seconds` (every vector stored in PostgreSQL more than this long ago is in the
+        handle; None before the first refresh)."""
+        handle = self.cell.current()
+        served = handle.base.generation_id if handle is not None and handle.base is not None else None
+        files = self._files[1] if self._files is not None and self._files[0] == served else None
+        current = self._pointer.current.id if self._pointer is not None and self._pointer.current else None
+        since = None if self._caught_up_at is None else max(0.0, anyio.current_time() - self._caught_up_at)
+        return {
+            "serving": {"generation": served, "files": files, "building": self._copies.building},
+            "lag": {
+                "behind": current is not None and current != served,
+                "seconds": None if since is None else round(since, 3),
+            },
+        }
+
+    async def vectors_behind(self) -> int | None:
+        """Vectors stored in PostgreSQL in the embedder's space that the handle has not taken in
+        yet, counted now; None without a space."""
+        space = self._embedder.space if self._embedder else None
+        if space is None:
+            return None
+        handle = self.cell.current()
+        seen = handle.seen if handle is not None and handle.space_id == space.key else 0
+        return await self._store.count_vectors_after(space.key, seen)
+
     def snapshot(self) -> dict[str, object]:
         handle = self.cell.current()
         return {
@@ -299,6 +350,7 @@ class IndexManager:
             "full_passes": self._full_passes,
             "last_error": self._last_error,
             "leases": self.cell.open_leases,
+            "copy": None if self._copies.last is None else msgspec.to_builtins(self._copies.last),
         }
 
     async def activate(self, generation_id: str) -> GenerationRow:
@@ -357,14 +409,14 @@ class IndexManager:
             await self._store.ensure_space(space)
             self._spaces[space.key] = space
         builder = await self._lock.try_acquire()
-        await self._follow_pointer()
+        await self._follow_pointer(tasks)
         if space is None:
             return
         started = anyio.current_time()
         mark = await self._store.change_mark()
         after = self._known_mark(space)
         if builder and self._catch_up is not None:
-            trouble = await self._catch_up.run(space, after=after)
+            trouble = await self._catch_up.run(space, after=after, holding=lambda: self._lock.held)
             if trouble is not None:
                 self._last_error = trouble
         await self._refresh(space)
@@ -383,7 +435,13 @@ class IndexManager:
         if (
             builder
             and not builds.building
-            and builds.due(self.cell.current(), space, pending=self._pending, quiet_for=quiet_for)
+            and builds.due(
+                self.cell.current(),
+                space,
+                pending=self._pending,
+                quiet_for=quiet_for,
+                copying=self._copies.building is not None,
+            )
         ):
             builds.building = True
             tasks.start_soon(builds.build, space)
@@ -412,11 +470,14 @@ class IndexManager:
 
     # -- following the pointer
 
-    async def _follow_pointer(self) -> None:
+    async def _follow_pointer(self, tasks: anyio.abc.TaskGroup | None = None) -> None:
+        """Load the pointer's generation when it moved, or once its copy is here. Without
+        `tasks` (at start, before the loop) a copy is not started: the first step starts it."""
         pointer = await self._store.pointer()
-        if self._pointer is not None and pointer.version == self._pointer.version:
+        if self._pointer is not None and pointer.version == self._pointer.version and self._awaiting is None:
             return
         self._pointer = pointer
+        self._awaiting = None
         row = pointer.current
         if row is None:
             # A pointer that has moved (version > 0) and names nothing: only a restore does that,
@@ -426,6 +487,18 @@ class IndexManager:
             return
         if self._generation is not None and self._generation.manifest.generation_id == row.id:
             return
+        if not is_here(self.settings.root, row.id):
+            # Not damage: this daemon never had these files (another member built them). Build a
+            # copy from the stored vectors; the handle serving keeps serving until it is loaded.
+            self._awaiting = row
+            copying = tasks is not None and self._copies.start(row, tasks)
+            if self.cell.current() is None:
+                why = "is being built" if copying or tasks is None else "failed and will be tried again"
+                self._problem = (
+                    IndexReason.GENERATION_COPY_BUILDING,
+                    f"this daemon's own copy of generation {row.id} {why} from the stored vectors",
+                )
+            return
         generation = await self._load(row)
         if generation is None:
             # The current generation is damaged: serve the previous verified one if nothing is
@@ -433,7 +506,7 @@ class IndexManager:
             self._builds.heal = True
             if self.cell.current() is None and pointer.previous is not None:
                 previous = await self._store.generation(pointer.previous)
-                if previous is not None and previous.state == "verified":
+                if previous is not None and previous.state == "verified" and is_here(self.settings.root, previous.id):
                     generation = await self._load(previous)
             if generation is None:
                 return
@@ -441,14 +514,16 @@ class IndexManager:
         self._swap(Handle.of(generation), f"loaded generation {generation.manifest.generation_id}")
 
     async def _load(self, row: GenerationRow) -> Generation | None:
-        """Verify and adopt the pointer's generation, or report it corrupt and keep serving."""
+        """Verify and adopt the pointer's generation (the builder's files or a recorded copy,
+        `verify_here`), or report it corrupt and keep serving."""
         try:
-            generation = await verify(self.settings.root, row)
+            generation, files = await verify_here(self._store, self.settings.root, row)
         except GenerationCorrupt as exc:
             self._problem = (IndexReason.VECTOR_INDEX_CORRUPT, str(exc))
             log.error("generation %s is corrupt: %s; keeping the previous handle", row.id, exc)
             return None
         self._generation = generation
+        self._files = (row.id, files)
         self._problem = None
         return generation
 
@@ -465,6 +540,7 @@ class IndexManager:
                 # making; the builder replaces the damaged generation (`heal`) and we load that.
                 return
             handle = Handle.empty(space)
+        started = anyio.current_time()
         seen = handle.seen
         changed = False
         while True:
@@ -481,6 +557,7 @@ class IndexManager:
             changed = True
         if changed:
             self._swap(handle, "delta applied")
+        self._caught_up_at = started
 
     def _swap(self, handle: Handle, why: str) -> None:
         self.cell.swap(handle)

@@ -48,6 +48,10 @@ class IndexReason(StrEnum):
     """The configured model cannot query the generation serving; one in its space is being built."""
     EMBEDDER_UNAVAILABLE = "embedder_unavailable"
     """The embedder has no vector space yet and gave no reason of its own."""
+    GENERATION_COPY_BUILDING = "generation_copy_building"
+    """This daemon is building its own copy of the current generation from the stored vectors
+    (its directory is not here: a fleet's members share nothing but PostgreSQL) and has nothing
+    to serve meanwhile."""
 
 
 class Corruption(StrEnum):

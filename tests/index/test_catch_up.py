@@ -10,11 +10,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+import anyio
 import pytest
 
 from recalld.actors.embedding.embedder import EmbedderSettings
 from recalld.actors.ports.embedding import ProviderBatch, ProviderInfo
-from tests.support.index_cluster import MOCK_SECOND, REAL_S, Cluster, WordsProvider
+from tests.support.index_cluster import MOCK_SECOND, REAL_S, Cluster, WordsProvider, live_chunks
 from tests.support.waits import eventually_async
 
 pytestmark = [pytest.mark.anyio, pytest.mark.anyio_backends("trio")]
@@ -54,3 +55,38 @@ async def test_a_batch_of_records_fills_the_provider_calls(tmp_path: Path, concu
     # their texts one per pass of the event loop went out one or two a call.
     assert sum(provider.calls) >= RECORDS
     assert len(provider.calls) <= 2 + -(-RECORDS // MAX_BATCH) + 2, provider.calls
+
+
+class GatedProvider(WordsProvider):
+    """Says when a call with the gated text has arrived (it waits for `opened` then)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = "GATE"
+        self.reached = anyio.Event()
+
+    async def embed(self, texts: Sequence[str], *, timeout: float) -> ProviderBatch:  # noqa: ASYNC109
+        if any("GATE" in text for text in texts):
+            self.reached.set()
+        return await super().embed(texts, timeout=timeout)
+
+
+async def test_a_pass_stops_once_the_builder_lock_is_lost(tmp_path: Path) -> None:
+    """Another daemon holds the lock now and embeds what is left: the pass that lost it embeds no
+    further batch (only the one in flight when the lock went)."""
+    provider = GatedProvider()
+    cluster = Cluster(tmp_path / "generations", provider=provider)
+    for i in range(8):
+        await cluster.records.create("ns", f"Record {i}", f"a short body {i}" + (" GATE" if i == 1 else ""))
+    async with cluster.daemon(index_batch=2):
+        await eventually_async(provider.reached.is_set, REAL_S, "the first batch with the provider", poll=MOCK_SECOND)
+        holder = cluster.locks.holder
+        assert holder is not None
+        holder.drop()  # the lock's connection died while the first batch was with the provider
+        assert await cluster.locks.lock().try_acquire(), "another daemon took the lock"
+        provider.opened.set()
+        await eventually_async(
+            lambda: live_chunks(cluster) == 2, REAL_S, "the batch in flight stored", poll=MOCK_SECOND
+        )
+        await anyio.sleep(60)  # a minute of polls
+        assert live_chunks(cluster) == 2, "no batch embedded after the lock was lost"
