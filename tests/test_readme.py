@@ -38,7 +38,6 @@ import shlex
 import shutil
 import subprocess
 import sys
-import time
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -49,6 +48,7 @@ import pytest
 
 from tests.support import ROOT, Daemon, scratch_dir
 from tests.support.fake_llm import ChatService, Reply, threaded_chat_server
+from tests.support.waits import eventually
 
 pytestmark = pytest.mark.slow
 
@@ -322,13 +322,12 @@ def test_the_readme_runs_as_written(make_daemon: Any, scratch: Path) -> None:
 
 def wait_for_moderation(daemon: Daemon, timeout: float = 60.0) -> None:
     """Until the resolver has answered ENTITY's dispute and left it in moderation."""
-    deadline = time.monotonic() + timeout
-    while True:
-        _, body = daemon.call("GET", "/admin/disputes?state=manual_review")
-        if any(d["entity"] == ENTITY for d in body["disputes"]):
-            return
-        assert time.monotonic() < deadline, f"no dispute of {ENTITY} in moderation: {body}"
-        time.sleep(0.1)  # polling for the condition above, not a barrier
+    eventually(
+        lambda: daemon.call("GET", "/admin/disputes?state=manual_review")[1],
+        timeout,
+        f"a dispute of {ENTITY} in moderation",
+        accept=lambda body: any(d["entity"] == ENTITY for d in body["disputes"]),
+    )
 
 
 def test_the_api_and_eval_docs_examples_run_as_written(make_daemon: Any, scratch: Path) -> None:

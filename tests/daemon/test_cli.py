@@ -6,13 +6,13 @@ import json
 import os
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 from urllib.parse import quote
 
 from tests.support import ROOT, Daemon
 from tests.support.cli import recalld
+from tests.support.waits import eventually
 
 
 def test_health_exit_codes(daemon: Daemon, tmp_path: Path) -> None:
@@ -153,10 +153,11 @@ def test_namespaces_cannot_drive_the_terminal(daemon: Daemon) -> None:
     namespace = "team\x1b]0;pwned\x07"  # namespaces are free text, and usage and stats print them
     status, _ = daemon.call("POST", "/v1/records", {"namespace": namespace, "kind": "doc", "title": "t", "body": "b"})
     assert status == 201
-    deadline = time.monotonic() + 60
-    while not daemon.call("GET", f"/v1/usage?namespace={quote(namespace)}")[1]["usage"]:  # the indexer's embedding
-        assert time.monotonic() < deadline, "no usage row for the namespace"
-        time.sleep(0.5)
+    eventually(
+        lambda: daemon.call("GET", f"/v1/usage?namespace={quote(namespace)}")[1]["usage"],
+        60,
+        "a usage row for the namespace (the indexer's embedding)",
+    )
     for args in (["usage", "-n", namespace], ["stats", "-n", namespace]):
         done = recalld(daemon, *args)
         assert done.returncode == 0, done.stderr

@@ -8,12 +8,12 @@ import pwd
 import shlex
 import shutil
 import stat
-import time
 from pathlib import Path
 from typing import Any
 
 from recalld.store.embedded import SERVICE_HOME, SERVICE_USER, useradd_command
 from tests.support import ROOT, Daemon, scratch_dir
+from tests.support.waits import eventually
 
 
 def mode_of(path: Path) -> int:
@@ -24,10 +24,7 @@ def test_a_daemon_started_under_umask_022_keeps_its_files_from_others(make_daemo
     daemon: Daemon = make_daemon(embedded=True, umask=0o022)  # a shell's default, not systemd's UMask=
     record = {"namespace": "private", "kind": "doc", "title": "Salaries", "body": "who earns what, by team"}
     assert daemon.call("POST", "/v1/records", record)[0] == 201
-    deadline = time.monotonic() + 120
-    while not (current := daemon.call("GET", "/v1/generations")[1]["current"]):
-        assert time.monotonic() < deadline, daemon.log()
-        time.sleep(0.2)
+    current = eventually(lambda: daemon.call("GET", "/v1/generations")[1]["current"], 120, "a first generation")
 
     data_dir = daemon.data_dir
     assert mode_of(data_dir) & 0o007 == 0, f"data dir is {mode_of(data_dir):o}"
@@ -55,11 +52,8 @@ def test_a_data_dir_under_a_private_parent_leaves_the_parent_as_it_was() -> None
         assert daemon.proc is not None
         if os.geteuid() == 0:
             # The embedded server runs as recalld, which may not enter the parent: refused, named.
-            deadline = time.monotonic() + 60
-            while daemon.proc.poll() is None:
-                assert time.monotonic() < deadline, f"the daemon started anyway:\n{daemon.log()}"
-                time.sleep(0.1)
-            assert daemon.proc.returncode == 1, daemon.log()
+            proc = daemon.proc
+            assert eventually(proc.poll, 60, "the daemon refusing to start", accept=lambda code: code is not None) == 1
             assert f"cannot reach {private / 'data'}: it may not enter {private}" in daemon.log(), daemon.log()
         else:
             daemon.wait_ready()  # the server runs as ourselves: the parent is no obstacle

@@ -6,11 +6,10 @@ rows, which older generations need as tombstones) once no generation on disk ref
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from tests.support import Daemon, scratch_dir, sql
-from tests.support.waits import wait_for_generation
+from tests.support.waits import eventually, wait_for_generation
 
 NS = "purge"
 LAUNCH = "The launch codes for the rocket are zebra nine tango; keep them in the safe."
@@ -60,10 +59,12 @@ def chunk_rows(dsn: str, record_id: str, revision: int) -> int:
 def activate(daemon: Daemon, generation: str) -> None:
     status, answer = daemon.call("POST", f"/admin/generations/{generation}/activate", {})
     assert (status, answer.get("id")) == (200, generation), answer
-    deadline = time.monotonic() + 30
-    while recall(daemon, "launch codes")["generation"] != generation:
-        assert time.monotonic() < deadline, "the daemon never served the activated generation"
-        time.sleep(0.2)
+    eventually(
+        lambda: recall(daemon, "launch codes")["generation"],
+        30,
+        f"recall served from the activated generation {generation}",
+        accept=lambda served: served == generation,
+    )
 
 
 def test_forget_purges_vectors_and_a_rollback_never_returns_the_record(make_daemon: Any, fresh_dsn: str) -> None:
@@ -123,10 +124,12 @@ def test_forget_purges_vectors_and_a_rollback_never_returns_the_record(make_daem
     assert status == 200
     indexed(daemon)
     sql(fresh_dsn, "UPDATE chunks SET retired_at = now() - interval '2 hours' WHERE retired_at IS NOT NULL")
-    deadline = time.monotonic() + 30
-    while chunk_rows(fresh_dsn, memo, 1):
-        assert time.monotonic() < deadline, "the sweeper never deleted a retired chunk no generation references"
-        time.sleep(0.2)
+    eventually(
+        lambda: chunk_rows(fresh_dsn, memo, 1),
+        30,
+        "the sweeper deleting a retired chunk no generation references",
+        accept=lambda rows: rows == 0,
+    )
     # the same pass kept the rows `first` (current, on disk) still references
     assert chunk_rows(fresh_dsn, launch, 1) >= 1 and chunk_rows(fresh_dsn, door, 1) >= 1
     assert launch not in [r["id"] for r in recall(daemon, "rocket launch codes")["results"]]
@@ -134,10 +137,12 @@ def test_forget_purges_vectors_and_a_rollback_never_returns_the_record(make_daem
     # forward again; once `first` is out of the rollback window and gone, so are its tombstones
     activate(daemon, second)
     sql(fresh_dsn, "UPDATE generations SET deactivated_at = now() - interval '2 hours' WHERE id = $1", first)
-    deadline = time.monotonic() + 30
-    while (root / first).exists() or chunk_rows(fresh_dsn, launch, 1) or chunk_rows(fresh_dsn, door, 1):
-        assert time.monotonic() < deadline, sorted(p.name for p in root.iterdir())
-        time.sleep(0.2)
+    eventually(
+        lambda: ((root / first).exists(), chunk_rows(fresh_dsn, launch, 1), chunk_rows(fresh_dsn, door, 1)),
+        30,
+        "the old generation's directory and tombstoned chunks swept",
+        accept=lambda seen: seen == (False, 0, 0),
+    )
     assert launch not in [r["id"] for r in recall(daemon, "rocket launch codes")["results"]]
     assert chunk_rows(fresh_dsn, door, 2) >= 1, "live chunks stay"
     assert daemon.call("GET", f"/v1/records/{launch}")[0] == 404

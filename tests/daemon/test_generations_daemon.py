@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import hashlib
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ from recalld.actors.index.generation import load_generation
 from recalld.actors.index.manifest import Expected
 from tests.support import Daemon, scratch_dir, sql
 from tests.support.embedding_service import EmbeddingServer, vector_for
-from tests.support.waits import wait_for_generation
+from tests.support.waits import eventually, wait_for_generation
 
 RECORDS = 1000
 WAIT_S = 240  # a thousand records embedded, or a whole space rebuilt
@@ -105,14 +104,18 @@ def test_template_change_then_model_change_over_1000_records(make_daemon: Any, f
     try:
         fake.delay_s = 1.0  # each embedding call (not the start-up probe): the switch lasts a while
         daemon = make_daemon(dsn=fresh_dsn, env={**env, **fake.env()})
-        reasons: set[str] = set()
-        deadline = time.monotonic() + 30
-        while "vector_space_rebuilding" not in reasons:
+
+        def vector_reasons() -> set[str]:
             status, answer = daemon.call("POST", "/v1/recall", {"namespace": ns, "query": "pump pressure"})
             assert status == 200 and answer["results"], "full-text answers during the switch"
-            reasons |= {d["reason"] for d in answer["degraded_routes"] if d["route"] == "vector"}
-            assert time.monotonic() < deadline, reasons
-            time.sleep(0.05)
+            return {d["reason"] for d in answer["degraded_routes"] if d["route"] == "vector"}
+
+        eventually(
+            vector_reasons,
+            30,
+            "the vector route saying its space is being rebuilt",
+            accept=lambda reasons: "vector_space_rebuilding" in reasons,
+        )
         fake.delay_s = 0.0
         third = wait_for_generation(daemon, lambda c: c["space"]["model"] == "fake-embedder", timeout=WAIT_S)["current"]
         assert third["space"]["dimension"] == 64 and third["count"] >= RECORDS
@@ -129,14 +132,18 @@ def test_template_change_then_model_change_over_1000_records(make_daemon: Any, f
             assert np.allclose(np.frombuffer(r["vector"], dtype="<f4"), vector_for(rendered, 64), atol=1e-6)
         # The catalogue names the new generation current a moment before the handle serving
         # recall has loaded it: wait for the route to answer from it (a bounded wait, not a sleep).
-        deadline = time.monotonic() + WAIT_S
-        while True:
+
+        def vector_generation() -> str:
             status, answer = daemon.call("POST", "/v1/recall", {"namespace": ns, "query": "pump", "routes": ["vector"]})
             assert status == 200 and answer["results"], answer
-            if answer["generation"] == third["id"]:
-                break
-            assert time.monotonic() < deadline, answer["generation"]
-            time.sleep(0.1)
+            return str(answer["generation"])
+
+        eventually(
+            vector_generation,
+            WAIT_S,
+            "the vector route answering from the new generation",
+            accept=lambda g: g == third["id"],
+        )
         listed = {g["id"] for g in daemon.call("GET", "/v1/generations")[1]["generations"]}
         assert {first["id"], second["id"], third["id"]} <= listed, "earlier generations stay for rollback"
         assert daemon.stop() == 0
@@ -163,25 +170,23 @@ def test_several_daemons_one_builder_the_others_follow(make_daemon: Any, fresh_d
     followed = wait_for_generation(follower, lambda c: c["id"] == built["current"]["id"], timeout=30)
     roles = sorted([built["index"]["builder"], followed["index"]["builder"]])
     assert roles == [False, True], "exactly one daemon holds the builder lock"
-    deadline = time.monotonic() + 30
-    while True:
-        status, answer = follower.call(
-            "POST", "/v1/recall", {"namespace": ns, "query": "pottery", "routes": ["vector"]}
-        )
-        if status == 200 and answer["generation"] == built["current"]["id"] and len(answer["results"]) == 5:
-            break
-        assert time.monotonic() < deadline, answer
-        time.sleep(0.3)
+    eventually(
+        lambda: follower.call("POST", "/v1/recall", {"namespace": ns, "query": "pottery", "routes": ["vector"]}),
+        30,
+        "the follower finding all five by meaning in the built generation",
+        accept=lambda reply: (
+            reply[0] == 200 and reply[1]["generation"] == built["current"]["id"] and len(reply[1]["results"]) == 5
+        ),
+    )
     # the builder stops: the follower takes the lock over and keeps indexing
     assert builder.stop() == 0
     follower.call("POST", "/v1/records", {"namespace": ns, "kind": "doc", "title": "Glaze note", "body": "Dip twice."})
-    deadline = time.monotonic() + 60
-    while True:
-        body = follower.call("GET", "/v1/generations")[1]
-        if body["index"]["builder"] and body["pending"] == 0 and body["index"]["handle"]["count"] >= 6:
-            break
-        assert time.monotonic() < deadline, body
-        time.sleep(0.3)
+    eventually(
+        lambda: follower.call("GET", "/v1/generations")[1],
+        60,
+        "the follower building, with the new record indexed",
+        accept=lambda body: body["index"]["builder"] and body["pending"] == 0 and body["index"]["handle"]["count"] >= 6,
+    )
 
 
 def test_a_corrupt_current_generation_falls_back_and_is_rebuilt(make_daemon: Any, fresh_dsn: str) -> None:
@@ -234,10 +239,12 @@ def test_forgetting_the_newest_records_leaves_nothing_pending_after_a_restart(ma
         add(f"Garden {i}")
     base = wait_for_generation(daemon, lambda c: c["count"] >= 10, timeout=WAIT_S)["current"]
     newest = add("Garden, the newest")  # a delta of one: too small to rebuild the generation
-    deadline = time.monotonic() + 60
-    while (body := daemon.call("GET", "/v1/generations")[1])["pending"] or body["index"]["handle"]["delta"] < 1:
-        assert time.monotonic() < deadline, body
-        time.sleep(0.3)
+    eventually(
+        lambda: daemon.call("GET", "/v1/generations")[1],
+        60,
+        "the newest record in the delta",
+        accept=lambda body: not body["pending"] and body["index"]["handle"]["delta"] >= 1,
+    )
     assert daemon.call("DELETE", f"/v1/records/{newest}")[0] == 200
     assert daemon.stop() == 0
 

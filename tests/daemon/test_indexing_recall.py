@@ -5,12 +5,11 @@ on loopback."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from tests.support import Daemon
 from tests.support.embedding_service import EmbeddingServer
-from tests.support.waits import wait_for_generation
+from tests.support.waits import eventually, wait_for_generation
 
 SLOW_S = 2.0
 """Each provider call takes this long: the records created stay pending for seconds."""
@@ -52,10 +51,14 @@ def test_recall_during_indexing_names_the_partial_vector_route(make_daemon: Any)
         assert all("fts" in hit["routes"] for hit in answer["results"][:10]), answer["results"]
 
         fake.delay_s = 0.0
-        deadline = time.monotonic() + 120
-        while indexing(answer := recall(daemon, ns, "grease the bearings")):
-            assert time.monotonic() < deadline, "the vector route still says it is indexing"
-            time.sleep(0.2)  # polling a condition: the daemon's next count, at most 1 s old
+        # the daemon's count of what is still to index is at most 1 s old
+        answer = eventually(
+            lambda: recall(daemon, ns, "grease the bearings"),
+            120,
+            "the vector route no longer indexing",
+            accept=lambda answer: not indexing(answer),
+            poll=0.2,
+        )
         assert any("vector" in hit["routes"] for hit in answer["results"])
     finally:
         fake.close()

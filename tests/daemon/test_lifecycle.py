@@ -11,6 +11,7 @@ import stat
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ import pytest
 from recalld.store.embedded import EmbeddedPostgres, binaries, default_shared_buffers_mb
 from recalld.store.migrations import MIGRATION_LOCK_KEY
 from tests.support import RECALLD, ROOT, Daemon, create_database, scratch_dir, sql
+from tests.support.waits import eventually
 
 
 def postgres_processes(data_dir: Path) -> list[str]:
@@ -70,10 +72,12 @@ def test_an_embedded_postgresql_killed_under_the_daemon_is_started_again(make_da
     assert status == 201, created
     killed = _postmaster(daemon.data_dir)
     os.kill(killed, signal.SIGKILL)  # as the OOM killer would
-    deadline = time.monotonic() + 60
-    while daemon.call("GET", "/readyz")[0] != 200 or _postmaster(daemon.data_dir) == killed:
-        assert time.monotonic() < deadline, f"the embedded PostgreSQL did not come back:\n{daemon.log()}"
-        time.sleep(0.2)
+    eventually(
+        lambda: daemon.call("GET", "/readyz")[0] == 200 and _postmaster(daemon.data_dir) != killed,
+        60,
+        "the embedded PostgreSQL started again and the daemon ready",
+        ignoring=(FileNotFoundError,),  # the new server's pid file is not written yet
+    )
     assert daemon.call("GET", f"/v1/records/{created['id']}")[1]["body"] == record["body"], "committed data survives"
     status, again = daemon.call("POST", "/v1/records", {**record, "title": "After", "body": "a sapphire lighthouse"})
     assert status == 201, again
@@ -81,9 +85,11 @@ def test_an_embedded_postgresql_killed_under_the_daemon_is_started_again(make_da
     assert status == 200 and [hit["id"] for hit in found["results"]] == [again["id"]], found
     assert "the embedded PostgreSQL stopped" in daemon.log()
     # counted once the restart returns, which may be a moment after the server already answers
-    while "recalld_embedded_postgres_restarts_total 1.0" not in daemon.http.get("/metrics").text:
-        assert time.monotonic() < deadline, daemon.http.get("/metrics").text
-        time.sleep(0.1)
+    eventually(
+        lambda: "recalld_embedded_postgres_restarts_total 1.0" in daemon.http.get("/metrics").text,
+        30,
+        "the restart counted in /metrics",
+    )
     assert daemon.stop() == 0
     assert not postgres_processes(daemon.data_dir), "the restarted server is stopped with the daemon"
 
@@ -167,10 +173,7 @@ def test_readiness_follows_postgresql_down_and_back(make_daemon: Any) -> None:
         status, body = daemon.call("POST", "/v1/records", {"namespace": "r", "kind": "doc", "title": "t", "body": "b"})
         assert status == 503 and body["error"]["code"] == "store_unavailable"
         server.start()
-        deadline = time.monotonic() + 20
-        while daemon.call("GET", "/readyz")[0] != 200:
-            assert time.monotonic() < deadline, "readiness did not come back after PostgreSQL returned"
-            time.sleep(0.2)
+        eventually(lambda: daemon.call("GET", "/readyz")[0] == 200, 20, "readiness back after PostgreSQL returned")
         assert (
             daemon.call("POST", "/v1/records", {"namespace": "r", "kind": "doc", "title": "t", "body": "b"})[0] == 201
         )
@@ -234,10 +237,12 @@ def test_start_up_waits_out_another_daemons_migrations_and_tells_systemd(
         stdout=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 30
-        while not sql(dsn, "SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted"):
-            assert time.monotonic() < deadline and holder.poll() is None, "psql did not take the lock"
-            time.sleep(0.05)
+
+        def lock_taken() -> bool:
+            assert holder.poll() is None, "psql ended before taking the lock"
+            return bool(sql(dsn, "SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted"))
+
+        eventually(lock_taken, 30, "psql holding the migration lock")
         daemon: Daemon = make_daemon(
             dsn=dsn,
             env={"NOTIFY_SOCKET": str(home / "notify.sock"), "RECALLD_STORE_STATEMENT_TIMEOUT_S": "1"},
@@ -299,16 +304,26 @@ def test_shutdown_signals_exit_zero(daemon: Daemon, signum: str, make_daemon: An
 def test_a_stop_during_start_up_unwinds_it_and_leaves_no_postgresql(make_daemon: Any) -> None:
     daemon: Daemon = make_daemon(embedded=True, wait_ready=False)
     assert daemon.proc is not None
-    deadline = time.monotonic() + 60
-    while not postgres_processes(daemon.data_dir):  # the server is up; migrations and actors are still to come
-        assert time.monotonic() < deadline and daemon.proc.poll() is None, daemon.log()
-        time.sleep(0.02)
+    proc = daemon.proc
+
+    def starting(condition: Callable[[], object]) -> Callable[[], object]:
+        def probe() -> object:
+            assert proc.poll() is None, daemon.log()
+            return condition()
+
+        return probe
+
+    # the server is up; migrations and actors are still to come
+    eventually(starting(lambda: postgres_processes(daemon.data_dir)), 60, "the embedded server started", poll=0.02)
     daemon.proc.send_signal(signal.SIGTERM)  # systemd's start timeout, or `systemctl stop` during start
     # Only once the first is handled: two signals pending at once are delivered lowest number
     # first (SIGINT before SIGTERM), which a fixed pause on a loaded machine did not rule out.
-    while "received SIGTERM; shutting down" not in daemon.log_path.read_text(errors="replace"):
-        assert time.monotonic() < deadline and daemon.proc.poll() is None, daemon.log()
-        time.sleep(0.02)  # polling for the condition above, not a barrier
+    eventually(
+        starting(lambda: "received SIGTERM; shutting down" in daemon.log_path.read_text(errors="replace")),
+        60,
+        "SIGTERM handled",
+        poll=0.02,
+    )
     daemon.proc.send_signal(signal.SIGINT)  # an impatient second Ctrl-C
     assert daemon.proc.wait(60) == 0, daemon.log()
     assert not postgres_processes(daemon.data_dir), "the embedded server is stopped, not orphaned"
@@ -370,10 +385,7 @@ def test_requests_to_a_frozen_postgresql_fail_after_one_statement_timeout(make_d
         assert status == 503 and answer["error"]["code"] == code, (method, path, answer)
         # one statement's time, not two: the connection is dropped, not rolled back or waited on
         assert 1.9 < waited < 3.5, (method, path, waited)
-    deadline = time.monotonic() + 30
-    while daemon.call("GET", "/readyz")[0] != 200:
-        assert time.monotonic() < deadline, daemon.log()
-        time.sleep(0.2)
+    eventually(lambda: daemon.call("GET", "/readyz")[0] == 200, 30, "readiness back after the thaw")
     status, found = daemon.call("POST", "/v1/recall", {"namespace": "frozen", "query": "written", "routes": ["fts"]})
     assert status == 200 and [hit["title"] for hit in found["results"]] == ["Before"], "nothing half written"
     assert daemon.call("POST", "/v1/records", {**record, "title": "After"})[0] == 201

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from typing import Any
 
 import pytest
 
 from tests.support import Daemon
+from tests.support.waits import eventually
 
 RECORDS = 3000  # ~3,000 chunks: large enough for OpenBLAS to split one product across threads
 TOPICS = ["backup", "rotation", "billing", "invoices", "shipping", "refunds", "search", "login", "alerts", "quotas"]
@@ -82,14 +82,18 @@ def test_daemon_cpu_per_vector_recall_is_what_single_threaded_pools_cost(make_da
     ]
     daemon.create_all(records)  # batches, not 3,000 requests: what is measured is recall
     assert daemon.call("POST", "/admin/generations/rebuild", {})[0] == 202
-    deadline = time.monotonic() + 300
-    while True:  # every chunk in an HNSW base generation, none left in the delta
-        body = daemon.call("GET", "/v1/generations")[1]
-        current = body["current"]
-        if body["pending"] == 0 and current and current["count"] == RECORDS and body["index"]["handle"]["delta"] == 0:
-            break
-        assert time.monotonic() < deadline, body
-        time.sleep(0.5)
+    eventually(
+        lambda: daemon.call("GET", "/v1/generations")[1],
+        300,
+        "every chunk in an HNSW base generation, none left in the delta",
+        accept=lambda body: (
+            body["pending"] == 0
+            and body["current"]
+            and body["current"]["count"] == RECORDS
+            and body["index"]["handle"]["delta"] == 0
+        ),
+        poll=0.5,
+    )
 
     measured: dict[str, tuple[float, float]] = {}
     for label, extra in (("as shipped", {}), ("pinned", PINNED)):

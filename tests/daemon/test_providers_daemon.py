@@ -14,22 +14,22 @@ from collections.abc import Iterator
 from typing import Any
 
 import asyncpg
+import httpx
 import pytest
 
 from tests.support import Daemon, search_rows
 from tests.support.embedding_service import EmbeddingServer
+from tests.support.waits import eventually
 
 
 def wait_vector(daemon: Daemon, ns: str, query: str, n: int, timeout: float = 60) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while True:
-        status, answer = daemon.call(
-            "POST", "/v1/recall", {"namespace": ns, "query": query, "routes": ["vector"], "k": 10}
-        )
-        if status == 200 and len(answer["results"]) >= n and not answer["degraded_routes"]:
-            return answer
-        assert time.monotonic() < deadline, answer
-        time.sleep(0.3)
+    _, answer = eventually(
+        lambda: daemon.call("POST", "/v1/recall", {"namespace": ns, "query": query, "routes": ["vector"], "k": 10}),
+        timeout,
+        f"at least {n} records of {ns} found by meaning, the route whole",
+        accept=lambda reply: reply[0] == 200 and len(reply[1]["results"]) >= n and not reply[1]["degraded_routes"],
+    )
+    return dict(answer)
 
 
 @pytest.mark.parametrize("provider", ["ollama", "openai"])
@@ -53,15 +53,18 @@ def test_switching_provider_in_config_works_against_a_real_http_server(
 def wait_index_usage(daemon: Daemon, ns: str, tokens: int, timeout: float = 60) -> dict[str, Any]:
     """The namespace's usage rows once its `index` row counts at least `tokens` input tokens: the
     chunks are embedded first, the title for duplicate checks by the index manager after them."""
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def rows() -> dict[str, Any]:
         status, usage = daemon.call("GET", f"/v1/usage?namespace={ns}")
         assert status == 200, usage
-        rows = {row["purpose"]: row for row in usage["usage"]}
-        if rows.get("index", {}).get("input_tokens", 0) >= tokens:
-            return rows
-        assert time.monotonic() < deadline, usage
-        time.sleep(0.3)
+        return {row["purpose"]: row for row in usage["usage"]}
+
+    return eventually(
+        rows,
+        timeout,
+        f"the index usage of {ns} counting {tokens} tokens",
+        accept=lambda found: found.get("index", {}).get("input_tokens", 0) >= tokens,
+    )
 
 
 def test_usage_rows_carry_provider_tokens_and_catalogue_cost(make_daemon: Any, fake: EmbeddingServer) -> None:
@@ -133,14 +136,13 @@ def test_provider_stopping_mid_run_degrades_to_full_text_and_recovers(make_daemo
 def test_vector_required_makes_the_daemon_unready_without_a_provider(make_daemon: Any, fake: EmbeddingServer) -> None:
     fake.down = True
     daemon: Daemon = make_daemon(env={**fake.env(), "RECALLD_RECALL_VECTOR_REQUIRED": "true"}, wait_ready=False)
-    deadline = time.monotonic() + 30
-    while True:  # until the socket answers and the embedding check has its verdict
-        answer = daemon.call("GET", "/readyz") if daemon.socket.exists() else None
-        if answer is not None and answer[1]["checks"].get("embedding", {}).get("status") == "fail":
-            break
-        assert time.monotonic() < deadline, answer
-        time.sleep(0.1)  # polling for the condition above, not a barrier
-    status, body = answer
+    status, body = eventually(
+        lambda: daemon.call("GET", "/readyz") if daemon.socket.exists() else None,
+        30,
+        "the socket answering with the embedding check's verdict: fail",
+        accept=lambda answer: answer is not None and answer[1]["checks"].get("embedding", {}).get("status") == "fail",
+        ignoring=(httpx.TransportError,),
+    )
     assert status == 503 and body["checks"]["embedding"]["status"] == "fail"
     assert daemon.call("GET", "/livez")[0] == 200
 
@@ -365,15 +367,16 @@ def test_a_record_whose_hold_ends_is_pending_and_tried_again_without_waiting_for
             daemon.call("POST", "/v1/records", {"namespace": ns, "kind": "doc", "title": title, "body": "x"})[0] == 201
         )
     wait_vector(daemon, ns, "anything", 1)
-    deadline = time.monotonic() + 30
-    # the first try refuses once or twice (a merged call, then the record alone); a third
-    # refusal needs at least one try after a hold ended
-    while fake.refused < 3:
+
+    def refusals() -> int:
         generations = daemon.call("GET", "/v1/generations")[1]
         # never reported caught up: held, or due for another try
         assert generations["pending"] == 1, generations
-        assert time.monotonic() < deadline, f"{fake.refused} refusals in 30 s: an ended hold was not tried again"
-        time.sleep(0.2)
+        return fake.refused
+
+    # the first try refuses once or twice (a merged call, then the record alone); a third
+    # refusal needs at least one try after a hold ended
+    eventually(refusals, 30, "a third refusal: a try after a hold ended", accept=lambda n: n >= 3, poll=0.2)
     fake.refuse = None  # the provider now takes it: the next try indexes it
     answer = wait_vector(daemon, ns, "anything", 2, timeout=30)
     assert {hit["title"] for hit in answer["results"]} == {"Backups", "POISON pill"}

@@ -17,6 +17,7 @@ from aiohttp.http_exceptions import BadHttpMethod
 from recalld.config import ServerConfig
 from recalld.log import rejected_requests_logged
 from tests.support import Daemon
+from tests.support.waits import eventually
 
 LINE_BYTES = 1000
 """A generous bound on one log line about a rejected request (they are about 250 bytes)."""
@@ -63,14 +64,14 @@ def test_a_burst_of_malformed_requests_logs_a_bounded_trickle_without_their_byte
     assert marker not in daemon.log_path.read_text(errors="replace"), "request bytes reached the log"
 
     # every rejection is either a line of its own or counted in a later line
-    deadline = time.monotonic() + 30
-    while True:
+    def accounted() -> tuple[list[dict[str, Any]], int]:
         lines = new_log_lines(daemon, offset)
         rejected = [x for x in lines if x.get("event") == "request_rejected"]
-        suppressed = sum(x["suppressed"] for x in lines if x.get("event") == "request_rejections_suppressed")
-        if len(rejected) + suppressed >= burst or time.monotonic() > deadline:
-            break
-        time.sleep(0.1)
+        return rejected, sum(x["suppressed"] for x in lines if x.get("event") == "request_rejections_suppressed")
+
+    rejected, suppressed = eventually(
+        accounted, 30, f"all {burst} rejections logged or counted", accept=lambda seen: len(seen[0]) + seen[1] >= burst
+    )
     assert len(rejected) + suppressed == burst
     assert 1 <= len(rejected) <= most_lines
     assert {x["error"] for x in rejected} == {"BadHttpMethod", "BadHttpMessage"}, "it says what was wrong"

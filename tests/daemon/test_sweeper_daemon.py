@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.support import Daemon, scratch_dir, sql
+from tests.support.waits import eventually
 
 
 def current_id(daemon: Daemon) -> str | None:
@@ -21,10 +22,7 @@ def current_id(daemon: Daemon) -> str | None:
 def rebuild(daemon: Daemon) -> str:
     before = current_id(daemon)
     assert daemon.call("POST", "/admin/generations/rebuild", {})[0] == 202
-    deadline = time.monotonic() + 60
-    while (now := current_id(daemon)) == before:
-        assert time.monotonic() < deadline
-        time.sleep(0.2)
+    now = eventually(lambda: current_id(daemon), 60, "a new current generation", accept=lambda now: now != before)
     assert now is not None
     return now
 
@@ -41,11 +39,7 @@ def test_sweeper_removes_only_what_nothing_references(make_daemon: Any, fresh_ds
     daemon: Daemon = make_daemon(dsn=fresh_dsn, env=env)
     for i in range(3):
         daemon.call("POST", "/v1/records", {"namespace": "gc", "kind": "doc", "title": f"Sweep {i}", "body": "dust"})
-    deadline = time.monotonic() + 60
-    while current_id(daemon) is None:
-        assert time.monotonic() < deadline
-        time.sleep(0.2)
-    first = current_id(daemon)
+    first = eventually(lambda: current_id(daemon), 60, "a first generation")
     second = rebuild(daemon)
     third = rebuild(daemon)
     # a crashed build long ago, a build directory touched just now, a stray unknown generation
@@ -66,26 +60,27 @@ def test_sweeper_removes_only_what_nothing_references(make_daemon: Any, fresh_ds
 
     # telemetry: one search two days old (aged once written: rows are written in batches), one fresh
     daemon.call("POST", "/v1/recall", {"namespace": "gc", "query": "dust", "routes": ["fts"]})
-    deadline = time.monotonic() + 10
-    while searches() != 1:
-        assert time.monotonic() < deadline, "the search row was never written"
-        time.sleep(0.05)
+    eventually(searches, 10, "the search row written", accept=lambda n: n == 1)
     sql(fresh_dsn, "UPDATE searches SET created_at = now() - interval '2 days' WHERE namespace = 'gc'")
     daemon.call("POST", "/v1/recall", {"namespace": "gc", "query": "dust", "routes": ["fts"]})
 
     # inside the rollback window nothing of the generations goes, but the crash leftovers do
-    deadline = time.monotonic() + 10
-    while stale_tmp.exists() or stray.exists() or searches() != 1:
-        assert time.monotonic() < deadline, (sorted(p.name for p in root.iterdir()), searches())
-        time.sleep(0.2)
+    eventually(
+        lambda: (sorted(p.name for p in root.iterdir()), searches()),
+        10,
+        "the crash leftovers and the old search row swept",
+        accept=lambda _: not stale_tmp.exists() and not stray.exists() and searches() == 1,
+    )
     assert fresh_tmp.exists(), "a build directory in use (recently touched) is never removed"
     assert all((root / g).is_dir() for g in (first, second, third)), "the window keeps earlier generations"
 
     # past the window: the earlier generations go (row first, then the directory); the current stays
-    deadline = time.monotonic() + 40
-    while (root / first).exists() or (root / second).exists():
-        assert time.monotonic() < deadline, sorted(p.name for p in root.iterdir())
-        time.sleep(0.3)
+    eventually(
+        lambda: sorted(p.name for p in root.iterdir()),
+        40,
+        "the earlier generations' directories swept",
+        accept=lambda names: first not in names and second not in names,
+    )
     states = {r["id"]: r["state"] for r in sql(fresh_dsn, "SELECT id, state FROM generations")}
     assert states == {first: "deleted", second: "deleted", third: "verified"}
     assert (root / third).is_dir() and current_id(daemon) == third
@@ -100,10 +95,7 @@ def test_restart_announces_the_generation_load_to_systemd(make_daemon: Any, fres
     env = {"RECALLD_INDEX_DIRECTORY": str(root)}
     daemon: Daemon = make_daemon(dsn=fresh_dsn, env=env)
     daemon.call("POST", "/v1/records", {"namespace": "x", "kind": "doc", "title": "One", "body": "two"})
-    deadline = time.monotonic() + 60
-    while current_id(daemon) is None:
-        assert time.monotonic() < deadline
-        time.sleep(0.2)
+    eventually(lambda: current_id(daemon), 60, "a first generation")
     assert daemon.stop() == 0
     home = scratch_dir("recalld-test-notify-")
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
@@ -144,17 +136,11 @@ def test_retention_runs_without_an_embedding_provider(make_daemon: Any, fresh_ds
         searches = int(sql(fresh_dsn, "SELECT count(*) AS n FROM searches WHERE namespace = 'ret'")[0]["n"])
         return searches, sql(fresh_dsn, "SELECT id, state FROM disputes WHERE entity = 'kettle'")
 
-    deadline = time.monotonic() + 30
-    while (found := rows()) and not (found[0] == 1 and found[1]):
-        assert time.monotonic() < deadline, f"the search row or the dispute never came: {found}"
-        time.sleep(0.1)
+    found = eventually(rows, 30, "the search row and the dispute", accept=lambda seen: seen[0] == 1 and seen[1])
     dispute = found[1][0]["id"]
     assert daemon.call("DELETE", f"/admin/disputes/{dispute}")[0] == 200  # superseded: finished
     sql(fresh_dsn, "UPDATE searches SET created_at = now() - interval '2 days' WHERE namespace = 'ret'")
     sql(fresh_dsn, "UPDATE disputes SET updated_at = now() - interval '2 days' WHERE entity = 'kettle'")
 
-    deadline = time.monotonic() + 30
-    while (found := rows()) != (0, []):
-        assert time.monotonic() < deadline, f"expired rows were never deleted: {found}"
-        time.sleep(0.2)
+    eventually(rows, 30, "the expired rows deleted", accept=lambda seen: seen == (0, []))
     assert daemon.call("GET", "/v1/records?namespace=ret")[1]["records"], "retention deletes telemetry, not records"

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from tests.support import Daemon, search_rows, sql
-from tests.support.waits import wait_for_generation
+from tests.support.waits import eventually, wait_for_generation
 
 # Paraphrase pairs: the query shares no content word with its record.
 RECORDS = {
@@ -94,10 +94,12 @@ def test_a_forgotten_record_is_never_returned_even_a_moment_later(daemon: Daemon
         )
         ids.append(created["id"])
     wait_for_generation(daemon)
-    deadline = time.monotonic() + 60
-    while len(vector(daemon, ns, "growing vegetables", k=5)["results"]) < 3:
-        assert time.monotonic() < deadline
-        time.sleep(0.3)
+    eventually(
+        lambda: vector(daemon, ns, "growing vegetables", k=5)["results"],
+        60,
+        "the three records found by meaning",
+        accept=lambda hits: len(hits) >= 3,
+    )
     assert daemon.call("DELETE", f"/v1/records/{ids[0]}")[0] == 200
     for _ in range(5):  # immediately, and again and again
         found = [r["id"] for r in vector(daemon, ns, "growing vegetables", k=5)["results"]]
@@ -120,13 +122,12 @@ def test_an_updated_record_is_found_by_its_new_meaning_only(daemon: Daemon) -> N
         f"/v1/records/{rid}",
         {"namespace": ns, "kind": "doc", "title": "Office plant", "body": "A large fern stands by the window."},
     )
-    deadline = time.monotonic() + 60
-    while True:
-        hit = vector(daemon, ns, "green leafy thing near the glass", k=1)["results"]
-        if hit and hit[0]["id"] == rid and hit[0]["revision"] == 2:
-            break
-        assert time.monotonic() < deadline, hit
-        time.sleep(0.3)
+    eventually(
+        lambda: vector(daemon, ns, "green leafy thing near the glass", k=1)["results"],
+        60,
+        "the second revision found by its new meaning",
+        accept=lambda hit: hit and hit[0]["id"] == rid and hit[0]["revision"] == 2,
+    )
 
 
 def test_kind_filter_on_the_vector_route_still_fills_k(daemon: Daemon) -> None:
@@ -144,13 +145,12 @@ def test_kind_filter_on_the_vector_route_still_fills_k(daemon: Daemon) -> None:
             {"namespace": ns, "kind": "rule", "title": f"Lake rule {i}", "body": "Life vests on boats."},
         )
     wait_for_generation(daemon, lambda current: current["count"] >= 45)
-    deadline = time.monotonic() + 60
-    while True:
-        found = vector(daemon, ns, "sailing on the lake", k=5, kinds=["rule"])["results"]
-        if len(found) == 5:
-            break
-        assert time.monotonic() < deadline, found
-        time.sleep(0.3)
+    found = eventually(
+        lambda: vector(daemon, ns, "sailing on the lake", k=5, kinds=["rule"])["results"],
+        60,
+        "five rules found by meaning",
+        accept=lambda hits: len(hits) == 5,
+    )
     assert {r["kind"] for r in found} == {"rule"}
 
 
@@ -328,10 +328,12 @@ def test_rebuild_swaps_and_activate_rolls_back(daemon: Daemon, corpus: tuple[str
     embedded = index_calls()
     status, body = daemon.call("POST", "/admin/generations/rebuild", {})
     assert status == 202 and body["build_id"]
-    deadline = time.monotonic() + 60
-    while (current := daemon.call("GET", "/v1/generations")[1])["current"]["id"] == before:
-        assert time.monotonic() < deadline
-        time.sleep(0.2)
+    current = eventually(
+        lambda: daemon.call("GET", "/v1/generations")[1],
+        60,
+        "the rebuilt generation current",
+        accept=lambda body: body["current"]["id"] != before,
+    )
     assert current["previous"] == before
     assert index_calls() == embedded, "a rebuild of an unchanged space re-embeds nothing"
     build = next(b for b in current["builds"] if b["id"] == body["build_id"])
@@ -340,10 +342,12 @@ def test_rebuild_swaps_and_activate_rolls_back(daemon: Daemon, corpus: tuple[str
     assert (status, answer["id"]) == (200, before)
     assert daemon.call("GET", "/v1/generations")[1]["current"]["id"] == before
     ns, ids = corpus
-    deadline = time.monotonic() + 30
-    while vector(daemon, ns, QUERIES["deploy"], k=1)["generation"] != before:
-        assert time.monotonic() < deadline
-        time.sleep(0.2)
+    eventually(
+        lambda: vector(daemon, ns, QUERIES["deploy"], k=1)["generation"],
+        30,
+        "recall answering from the generation activated",
+        accept=lambda generation: generation == before,
+    )
     assert vector(daemon, ns, QUERIES["deploy"], k=1)["results"][0]["id"] == ids["deploy"]
     status, body = daemon.call("POST", "/admin/generations/g-nope/activate", {})
     assert status == 404 and body["error"]["code"] == "not_found"
@@ -417,13 +421,12 @@ def test_a_long_record_is_chunked_and_the_snippet_is_its_best_chunk(daemon: Daem
     )
     daemon.call("POST", "/v1/records", {"namespace": ns, "kind": "doc", "title": "Other", "body": "Bread needs flour."})
     wait_for_generation(daemon)
-    deadline = time.monotonic() + 60
-    while True:
-        hits = vector(daemon, ns, "standby server takes over when the main one dies", k=1)["results"]
-        if hits and hits[0]["id"] == created["id"]:
-            break
-        assert time.monotonic() < deadline, hits
-        time.sleep(0.3)
+    hits = eventually(
+        lambda: vector(daemon, ns, "standby server takes over when the main one dies", k=1)["results"],
+        60,
+        "the long record found first by meaning",
+        accept=lambda hits: hits and hits[0]["id"] == created["id"],
+    )
     assert "replica" in hits[0]["snippet"] or "write-ahead" in hits[0]["snippet"], hits[0]["snippet"]
     assert "Roses" not in hits[0]["snippet"]
 
@@ -516,11 +519,12 @@ def test_once_all_is_indexed_only_changed_records_are_read_and_a_change_counts_a
     )
     body = daemon.call("GET", "/v1/generations")[1]
     assert body["pending"] >= 1, body
-    deadline = time.monotonic() + 60
-    while body["pending"]:
-        assert time.monotonic() < deadline, f"the new revision was not indexed: {body}"
-        time.sleep(0.3)
-        body = daemon.call("GET", "/v1/generations")[1]
+    body = eventually(
+        lambda: daemon.call("GET", "/v1/generations")[1],
+        60,
+        "the new revision indexed",
+        accept=lambda body: body["pending"] == 0,
+    )
     assert body["index"]["full_passes"] == passes  # indexed without reading every record
     answer = vector(daemon, ns, "calm again")
     assert [hit["revision"] for hit in answer["results"]] == [2]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ import pytest
 
 from tests.support import Daemon, namespace
 from tests.support.embedding_service import EmbeddingServer
-from tests.support.waits import wait_for_generation
+from tests.support.waits import eventually, wait_for_generation
 
 SMALL = "64k"  # the first generation (12 vectors, about 20 kB) fits; one of 72 (110 kB) does not
 
@@ -42,13 +41,14 @@ def put(daemon: Daemon, ns: str, count: int, start: int) -> None:
 def build(daemon: Daemon) -> dict[str, Any]:
     status, queued = daemon.call("POST", "/admin/generations/rebuild", {})
     assert status == 202, queued
-    deadline = time.monotonic() + 120
-    while True:
-        builds = {b["id"]: b for b in daemon.call("GET", "/v1/generations")[1]["builds"]}
-        if builds[queued["build_id"]]["state"] in ("done", "failed", "skipped"):
-            return dict(builds[queued["build_id"]])
-        assert time.monotonic() < deadline, builds
-        time.sleep(0.1)  # polling for the build's end, not a barrier
+    build_id = queued["build_id"]
+    builds = eventually(
+        lambda: {b["id"]: b for b in daemon.call("GET", "/v1/generations")[1]["builds"]},
+        120,
+        f"build {build_id} ended",
+        accept=lambda builds: builds[build_id]["state"] in ("done", "failed", "skipped"),
+    )
+    return dict(builds[build_id])
 
 
 def test_a_build_on_a_full_disk_fails_cleanly_and_the_old_generation_serves(
@@ -80,10 +80,12 @@ def test_a_build_on_a_full_disk_fails_cleanly_and_the_old_generation_serves(
         status, answer = daemon.call("POST", "/v1/recall", {"namespace": ns, "query": "bolts", "routes": ["vector"]})
         assert status == 200 and answer["generation"] == first["id"] and answer["results"], answer
         assert daemon.call("GET", "/v1/generations")[1]["current"]["id"] == first["id"]
-        deadline = time.monotonic() + 60
-        while leftovers := [p.name for p in generations.iterdir() if p.name != first["id"]]:
-            assert time.monotonic() < deadline, f"partial directories left: {leftovers}"
-            time.sleep(0.2)  # polling for the sweeper, not a barrier
+        eventually(
+            lambda: [p.name for p in generations.iterdir() if p.name != first["id"]],
+            60,
+            "the sweeper removing the partial directories",
+            accept=lambda leftovers: not leftovers,
+        )
 
         subprocess.run(["mount", "-o", "remount,size=4m", str(generations)], check=True)  # room again
         assert build(daemon)["state"] == "done"

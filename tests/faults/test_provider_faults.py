@@ -12,14 +12,13 @@ test switches on and off; the daemon is a real `recalld serve`.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
 
 from tests.support import Daemon, namespace
 from tests.support.embedding_service import EmbeddingServer
-from tests.support.waits import wait_for_generation
+from tests.support.waits import eventually, wait_for_generation
 
 RECORDS = 8
 
@@ -82,16 +81,20 @@ def test_writes_succeed_recall_degrades_out_loud_and_the_backlog_is_embedded_aft
         assert generations["pending"] >= RECORDS, "the backlog is waiting, not lost"
 
         fault(fake, kind, False)
-        deadline = time.monotonic() + 120
-        while True:  # until every record is found by meaning alone, and the route says it is whole
-            body = wait_for_generation(daemon, timeout=120)
-            status, answer = daemon.call(
+        wait_for_generation(daemon, timeout=120)
+        # the route's count of what it cannot find yet is kept for a second: it may lag the index
+        eventually(
+            lambda: daemon.call(
                 "POST", "/v1/recall", {"namespace": ns, "query": "kiln", "routes": ["vector"], "k": 50}
-            )
-            # the route's count of what it cannot find yet is kept for a second: it may lag the index
-            if status == 200 and {hit["id"] for hit in answer["results"]} == set(ids) and not answer["degraded_routes"]:
-                break
-            assert time.monotonic() < deadline, (body, answer)
-            time.sleep(0.3)  # polling for the condition above, not a barrier
+            ),
+            120,
+            "every record found by meaning alone, the route whole",
+            accept=lambda reply: (
+                reply[0] == 200
+                and {hit["id"] for hit in reply[1]["results"]} == set(ids)
+                and not reply[1]["degraded_routes"]
+            ),
+            poll=0.3,
+        )
     finally:
         fake.close()

@@ -12,6 +12,7 @@ import pytest
 from recalld.config import build
 from recalld.providers.early import EarlyModels, load_early
 from recalld.providers.in_process import InProcessModel
+from tests.support.waits import eventually
 
 CASES = [
     # (config document, recall model made early, title model made early)
@@ -32,10 +33,7 @@ CASES = [
 
 def wait_loaded(model: Any, timeout: float = 60.0) -> None:
     """Until the model has loaded by itself: nothing here enters or calls it."""
-    deadline = time.monotonic() + timeout
-    while not model.loaded:
-        assert time.monotonic() < deadline, f"{model.label} did not load on its own in {timeout:.0f} s"
-        time.sleep(0.05)  # polling for the condition above, not a barrier
+    eventually(lambda: model.loaded, timeout, f"{model.label} loaded on its own")
 
 
 @pytest.mark.parametrize(("document", "recall", "title"), CASES)

@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ import httpx
 import pytest
 
 from recalld.store.embedded import EmbeddedPostgres
+from tests.support.waits import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 """The repository: tests/support/__init__.py is two folders below it."""
@@ -108,20 +108,16 @@ class Daemon:
         return self
 
     def wait_ready(self, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        def ready() -> bool:
             assert self.proc is not None
             if self.proc.poll() is not None:
                 raise AssertionError(f"daemon exited with {self.proc.returncode}:\n{self.log()}")
-            if self.socket.exists():
-                try:
-                    status, _ = self.call("GET", "/readyz")
-                    if status == 200:
-                        return
-                except httpx.TransportError:
-                    pass
-            time.sleep(0.02)  # polling for readiness, not a barrier: every test start waits here
-        raise AssertionError(f"daemon not ready within {timeout}s:\n{self.log()}")
+            return self.socket.exists() and self.call("GET", "/readyz")[0] == 200
+
+        try:  # every test start waits here: asked often
+            eventually(ready, timeout, "the daemon ready", poll=0.02, ignoring=(httpx.TransportError,))
+        except AssertionError as error:
+            raise AssertionError(f"{error}\n{self.log()}") from None
 
     @property
     def http(self) -> httpx.Client:
@@ -171,16 +167,15 @@ class Daemon:
 def search_rows(daemon: Daemon, search_ids: list[str], timeout: float = 10) -> list[asyncpg.Record]:
     """The telemetry rows of these recalls (by `search_id`), once all are written: the search
     recorder writes them in batches, a moment after the answers."""
-    deadline = time.monotonic() + timeout
-    while True:
-        rows = sql(
+
+    def rows() -> list[asyncpg.Record]:
+        return sql(
             daemon.env["RECALLD_STORE_DSN"],
             "SELECT * FROM searches WHERE id = ANY($1::uuid[]) ORDER BY array_position($1::uuid[], id)",
             [uuid.UUID(i) for i in search_ids],
         )
-        if len(rows) == len(search_ids) or time.monotonic() > deadline:
-            return rows
-        time.sleep(0.05)
+
+    return eventually(rows, timeout, "every search row written", accept=lambda found: len(found) == len(search_ids))
 
 
 def namespace() -> str:
