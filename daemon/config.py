@@ -69,7 +69,9 @@ class ServerConfig(_Section, frozen=True):
 
 class StoreConfig(_Section, frozen=True):
     dsn: str = ""
-    """Empty: start and own an embedded PostgreSQL under the data directory."""
+    """Empty: start and own an embedded PostgreSQL under the data directory. May name several
+    hosts (libpq's syntax); every connection goes to the one that takes writes
+    (`recalld.store.dsn.writable_dsn`)."""
     data_dir: str = ""
     """Empty: $STATE_DIRECTORY, $XDG_STATE_HOME/recalld or /var/lib/recalld for root."""
     pool_min: Annotated[int, Meta(ge=1, le=100)] = 1
