@@ -39,7 +39,7 @@ class Calls:
         raises ClientError with `existing_id`."""
         return self.call(build.create_record(namespace, kind, title, body, **options))
 
-    def write_records(self, records: list[Mapping[str, Any]], *, upsert: bool = False) -> BatchResult:
+    def write_records(self, records: Sequence[Mapping[str, Any]], *, upsert: bool = False) -> BatchResult:
         """Many creates (or, with `upsert`, revisions by `source_path`) in one request; one result
         per item, in order: a refused item does not stop the others."""
         return self.call(build.write_records(records, upsert=upsert))
@@ -52,8 +52,9 @@ class Calls:
     ) -> RecordUpdated:
         return self.call(build.update_record(record_id, namespace, kind, title, body, **options))
 
-    def forget_record(self, record_id: uuid.UUID | str) -> JSON:
-        return self.call(build.forget_record(record_id))
+    def forget_record(self, record_id: uuid.UUID | str, *, namespace: str | None = None) -> JSON:
+        """Forget a record; with `namespace`, only if it lives there (another's is not found)."""
+        return self.call(build.forget_record(record_id, namespace=namespace))
 
     def list_records(self, namespace: str, **options: Any) -> JSON:
         return self.call(build.list_records(namespace, **options))
@@ -167,7 +168,7 @@ class AsyncCalls:
     async def create_record(self, namespace: str, kind: str, title: str, body: str, **options: Any) -> RecordCreated:
         return await self.call(build.create_record(namespace, kind, title, body, **options))
 
-    async def write_records(self, records: list[Mapping[str, Any]], *, upsert: bool = False) -> BatchResult:
+    async def write_records(self, records: Sequence[Mapping[str, Any]], *, upsert: bool = False) -> BatchResult:
         return await self.call(build.write_records(records, upsert=upsert))
 
     async def get_record(self, record_id: uuid.UUID | str) -> RecordOut:
@@ -178,8 +179,9 @@ class AsyncCalls:
     ) -> RecordUpdated:
         return await self.call(build.update_record(record_id, namespace, kind, title, body, **options))
 
-    async def forget_record(self, record_id: uuid.UUID | str) -> JSON:
-        return await self.call(build.forget_record(record_id))
+    async def forget_record(self, record_id: uuid.UUID | str, *, namespace: str | None = None) -> JSON:
+        """Forget a record; with `namespace`, only if it lives there (another's is not found)."""
+        return await self.call(build.forget_record(record_id, namespace=namespace))
 
     async def list_records(self, namespace: str, **options: Any) -> JSON:
         return await self.call(build.list_records(namespace, **options))

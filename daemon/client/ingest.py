@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import os
 import sys
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from recalld.client import ClientError
+from recalld.client import Client, ClientError
 from recalld.client import ingest_formats as formats
 
 SUFFIXES = frozenset({".md", ".markdown", ".txt", ".rst", ".text"})
@@ -32,10 +33,6 @@ BATCH_FILES = 50
 BATCH_BYTES = 2 * 1024 * 1024
 """A batch carries at most this much text (the daemon's request limit, `[server] max_body_bytes`,
 is 8 MiB by default); a larger file goes alone."""
-
-
-class JsonClient(Protocol):
-    def request(self, method: str, path: str, body: Any = None, *, params: dict[str, str] | None = None) -> Any: ...
 
 
 @dataclass
@@ -256,33 +253,33 @@ def _batches(files: Iterator[_File]) -> Iterator[list[_File]]:
         yield batch
 
 
-def _send(client: JsonClient, batch: list[_File], namespace: str, kind: str, summary: Summary) -> None:
+def _send(client: Client, batch: list[_File], namespace: str, kind: str, summary: Summary) -> None:
     records = [{"namespace": namespace, "kind": kind, **file.record} for file in batch]
-    answer = client.request("POST", "/v1/records:batch", {"records": records, "upsert": True})
+    answer = client.write_records(records, upsert=True)
     retry: list[_File] = []
-    for file, result in zip(batch, answer["results"], strict=True):
-        if result["outcome"] != "failed":
-            setattr(summary, result["outcome"], getattr(summary, result["outcome"]) + 1)
-        elif result["error"]["code"] == "exact_duplicate" and not file.record.get("retried"):
+    for file, result in zip(batch, answer.results, strict=True):
+        if result.outcome != "failed":
+            setattr(summary, result.outcome, getattr(summary, result.outcome) + 1)
+        elif result.error is not None and result.error.code == "exact_duplicate" and not file.record.get("retried"):
             # Two files with the same heading: keep both, told apart by their path.
             title = f"{file.record['title']} ({file.relative})"
             retry.append(_File(file.relative, dict(file.record, title=title, retried=True)))
         else:
-            summary.failed.append((file.relative, f"{result['error']['code']}: {result['error']['message']}"))
+            error = result.error
+            summary.failed.append((file.relative, f"{error.code}: {error.message}" if error else "failed"))
     if retry:
         for file in retry:
             file.record.pop("retried")
         _send(client, retry, namespace, kind, summary)
 
 
-def _forget_gone(client: JsonClient, root: Path, namespace: str, summary: Summary) -> None:
+def _forget_gone(client: Client, root: Path, namespace: str, summary: Summary) -> None:
     """Forget the namespace's records whose source file under `root` no longer exists."""
     prefix = str(root) if root.is_file() else f"{root}/"
     gone: list[str] = []
     after: str | None = None
     while True:
-        params = {"namespace": namespace, "limit": "1000", **({"after": after} if after else {})}
-        page = client.request("GET", "/v1/records", params=params)
+        page = client.list_records(namespace, limit=1000, after=uuid.UUID(after) if after else None)
         for record in page["records"]:
             source = record.get("source_path") or ""
             if (source == str(root) or source.startswith(prefix)) and not Path(source).exists():
@@ -292,23 +289,20 @@ def _forget_gone(client: JsonClient, root: Path, namespace: str, summary: Summar
             break
     for record_id in gone:
         try:
-            client.request("DELETE", f"/v1/records/{record_id}")
+            client.forget_record(record_id)
         except ClientError as exc:
             if exc.status != 404:  # forgotten meanwhile: what was asked is done
                 raise
         summary.forgotten += 1
 
 
-def body_limit(client: JsonClient) -> int | None:
-    """The daemon's `[records] max_body_chars`, from `GET /v1/capabilities`; None when it does
-    not say."""
-    limits = client.request("GET", "/v1/capabilities").get("limits")
-    found = limits.get("max_body_chars") if isinstance(limits, dict) else None
-    return found if isinstance(found, int) else None
+def body_limit(client: Client) -> int:
+    """The daemon's `[records] max_body_chars`, from `GET /v1/capabilities`."""
+    return client.capabilities().limits.max_body_chars
 
 
 def ingest(
-    client: JsonClient,
+    client: Client,
     root: Path,
     *,
     namespace: str,

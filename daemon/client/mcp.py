@@ -230,9 +230,7 @@ def build(namespace: str, socket: str | None = None, *, max_k: int) -> MCPServer
             raise refusal_of(400, ErrorCode.INVALID_ID, f"{id!r} is not a record id") from None
         try:
             # the daemon forgets it only if it lives in this namespace; another's is not found
-            answer: dict[str, Any] = await client.request(
-                "DELETE", f"/v1/records/{record_id}", params={"namespace": namespace}
-            )
+            answer: dict[str, Any] = await client.forget_record(record_id, namespace=namespace)
         except ClientError as exc:
             raise _refused(exc) from None
         return answer

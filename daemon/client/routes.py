@@ -128,7 +128,7 @@ class build:
         return Call("POST", "/v1/records", record, None, _typed(RecordCreated))
 
     @staticmethod
-    def write_records(records: list[Mapping[str, Any]], *, upsert: bool = False) -> Call[BatchResult]:
+    def write_records(records: Sequence[Mapping[str, Any]], *, upsert: bool = False) -> Call[BatchResult]:
         # each item as POST /v1/records takes it; the daemon checks and answers each on its own
         body = msgspec.json.encode({"records": records, "upsert": upsert})
         return Call("POST", "/v1/records:batch", body, None, _typed(BatchResult))
@@ -153,8 +153,8 @@ class build:
         return Call("PUT", path, update, None, _typed(RecordUpdated))
 
     @staticmethod
-    def forget_record(record_id: uuid.UUID | str) -> Call[JSON]:
-        return Call("DELETE", f"/v1/records/{_record_id(record_id)}", None, None, _json)
+    def forget_record(record_id: uuid.UUID | str, *, namespace: str | None = None) -> Call[JSON]:
+        return Call("DELETE", f"/v1/records/{_record_id(record_id)}", None, _params(namespace=namespace), _json)
 
     @staticmethod
     def list_records(namespace: str, *, limit: int | None = None, after: uuid.UUID | None = None) -> Call[JSON]:

@@ -13,16 +13,21 @@ import datetime as dt
 import statistics
 import sys
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
+
+import msgspec
 
 from recalld.actors.progress import Estimate, advance, begin
 from recalld.actors.recall.metrics import ALL, Score, first_rank, is_hit, score
-from recalld.client.ingest import JsonClient, Summary, ingest
+from recalld.client import Client
+from recalld.client.ingest import Summary, ingest
 from recalld.eval.floor import SpaceIdentity
 from recalld.eval.golden import GoldenSet, slug
+from recalld.wire.recall import Route
 
 ROUTES = ("fts", "vector", "fused")
 """`fused` is a recall that names no route: the daemon's default routes and fusion."""
@@ -123,13 +128,13 @@ def namespace_for(golden: GoldenSet, now: dt.datetime) -> str:
     return f"eval-{slug(golden.name)[:NAME_IN_NAMESPACE]}-{now.astimezone(dt.UTC):%Y%m%dT%H%M%S}Z"
 
 
-def current_space(client: JsonClient) -> tuple[SpaceIdentity, str]:
+def current_space(client: Client) -> tuple[SpaceIdentity, str]:
     """The vector space the daemon embeds in now (its readiness detail); an eval without one
     would measure full text only, which is not what a floor per space is about."""
     from recalld.client import ClientError
 
     try:
-        checks = client.request("GET", "/readyz")["checks"]
+        checks = client.ready()["checks"]
     except ClientError as exc:  # 503: not ready, but the detail is still there
         checks = exc.body.get("checks", {}) if isinstance(exc.body, dict) else {}
     detail = checks.get("embedding", {}).get("detail") or {}
@@ -165,7 +170,7 @@ class Bar:
 
 
 def wait_for_vectors(
-    client: JsonClient,
+    client: Client,
     namespace: str,
     *,
     progress: bool,
@@ -181,7 +186,7 @@ def wait_for_vectors(
     bar = Bar("embedding", progress)
     estimate: Estimate | None = None
     while True:
-        answer = client.request("GET", "/v1/generations", params={"namespace": namespace})
+        answer = client.generations(namespace)
         pending = int(answer["pending"])
         chunks = answer.get("pending_chunks")
         unit = "records" if chunks is None else "chunks"
@@ -199,42 +204,39 @@ def wait_for_vectors(
         time.sleep(poll_s)  # a client polling the daemon's progress, not a test barrier
 
 
-def ask(client: JsonClient, golden: GoldenSet, namespace: str, route: str, *, progress: bool) -> RouteRun:
+def ask(client: Client, golden: GoldenSet, namespace: str, route: str, *, progress: bool) -> RouteRun:
     run = RouteRun(route)
     bar = Bar(f"asking ({route})", progress)
     for done, q in enumerate(golden.questions, start=1):
-        request: dict[str, Any] = {"namespace": namespace, "query": q.text, "k": RESULTS_K, "deadline_ms": DEADLINE_MS}
-        if route != "fused":
-            request["routes"] = [route]
+        routes: list[Route] | None = None if route == "fused" else [cast(Route, route)]
         started = time.perf_counter()
-        answer = client.request("POST", "/v1/recall", request)
+        answer = client.recall(namespace, q.text, k=RESULTS_K, deadline_ms=DEADLINE_MS, routes=routes)
         run.latency_ms.append((time.perf_counter() - started) * 1000)
-        run.answers[q.id] = [golden.relative(r.get("source_path")) or f"({r['title']})" for r in answer["results"]]
-        run.fusion = answer.get("fusion")
-        run.degraded += [(q.id, f"{d['route']}: {d['reason']}") for d in answer["degraded_routes"]]
+        run.answers[q.id] = [golden.relative(r.source_path) or f"({r.title})" for r in answer.results]
+        run.fusion = msgspec.to_builtins(answer.fusion)
+        run.degraded += [(q.id, f"{d.route}: {d.reason}") for d in answer.degraded_routes]
         bar.show(done, len(golden.questions))
     bar.end()
     return run
 
 
-def forget_namespace(client: JsonClient, namespace: str) -> int:
+def forget_namespace(client: Client, namespace: str) -> int:
     """Forget every live record of `namespace` (the eval's own); returns how many."""
     ids: list[str] = []
     after: str | None = None
     while True:
-        params = {"namespace": namespace, "limit": "1000"} | ({"after": after} if after else {})
-        page = client.request("GET", "/v1/records", params=params)
+        page = client.list_records(namespace, limit=1000, after=uuid.UUID(after) if after else None)
         ids += [r["id"] for r in page["records"]]
         after = page["next"]
         if not after:
             break
     for record_id in ids:
-        client.request("DELETE", f"/v1/records/{record_id}")
+        client.forget_record(record_id)
     return len(ids)
 
 
 def evaluate(
-    client: JsonClient,
+    client: Client,
     golden: GoldenSet,
     *,
     routes: Sequence[str] = ROUTES,
