@@ -182,8 +182,12 @@ ROUTES: dict[tuple[str, str], RouteDoc] = {
     ("GET", "/v1/generations"): RouteDoc(
         "The vector index: the current generation, the others, and how many records are not searchable "
         "by the vector route yet (`pending`; `?namespace=` counts that namespace only, and adds its chunks "
-        "still to embed, `pending_chunks`).",
-        returns='{"current": {...} | null, "generations": [...], "pending": int, ...}',
+        "still to embed, `pending_chunks`). `serving` says which generation this daemon serves (`generation`), "
+        "whose files (`files`: `builder`, or `copy`, built here from the stored vectors) and which copy it is "
+        "building (`building`); `lag` how far behind it is (`behind`: the pointer names another generation; "
+        "`seconds` since it last took in every stored vector; `vectors` stored but not taken in yet, null for "
+        "a caller who may not read every namespace).",
+        returns='{"current": {...} | null, "generations": [...], "pending": int, "serving": {...}, "lag": {...}, ...}',
         query={
             "namespace": "count `pending` in this namespace only (the caller must be allowed to read it), and "
             "add `pending_chunks`: its chunks still to embed, falling as the embedder's answers come back "

@@ -163,7 +163,8 @@ def vector_check(index: IndexManager | None) -> CheckFn:
         if index is None:
             return Check(status="fail", reason=Reason.NO_PROVIDER, detail={"message": NO_PROVIDER_MESSAGE})
         problem = index.problem()
-        detail = index.snapshot()
+        # Which generation this daemon serves and how far it lags (`IndexManager.serving`).
+        detail = {**index.snapshot(), **index.serving()}
         finished = [b for b in index.builds() if b.state in ("done", "failed")]  # newest first
         if problem is None and finished and finished[0].state == "failed":
             # the previous generation serves, so the route answers: a warning that says why

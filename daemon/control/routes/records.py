@@ -282,7 +282,8 @@ def _shown(value: dict[str, Any], fields: frozenset[str]) -> dict[str, Any]:
 
 
 async def generations(request: web.Request) -> web.Response:
-    """Appendix A's `current`, `generations` and `pending` for every caller; administrators get
+    """Appendix A's `current`, `generations` and `pending` for every caller, and which
+    generation this daemon serves and how far it lags (`serving`, `lag`); administrators get
     each row whole, the builds' errors and the index manager's `index` snapshot too.
 
     A caller who may read only some namespaces gets counts over those alone: the current
@@ -324,6 +325,12 @@ async def generations(request: web.Request) -> web.Response:
     }
     if namespace is not None:
         answer["pending_chunks"] = await index.count_pending_chunks([namespace])
+    # Which generation this daemon serves and how far it lags behind PostgreSQL: in a fleet each
+    # member serves a copy of its own (`IndexManager.serving`). The vectors behind span every
+    # namespace: only a caller who may read them all is told how many.
+    served = index.serving()
+    served["lag"]["vectors"] = await index.vectors_behind() if readable is None else None
+    answer |= served
     if admin:
         answer["index"] = index.snapshot()
     return ok(answer)
