@@ -98,12 +98,23 @@ async def connection(pool: asyncpg.Pool) -> AsyncIterator[asyncpg.Connection]:
     """`pool.acquire()`, dropping the connection when a statement times out, or when its server
     refused a write as read-only: the pool then connects afresh, and the DSN's
     `target_session_attrs` chooses a server that accepts writes (a promoted standby, the primary
-    back), where a pooled session on a standby would refuse every write for as long as it lived."""
+    back), where a pooled session on a standby would refuse every write for as long as it lived.
+    A connection whose user was cancelled (a deadline, a time cap, a stop) is dropped too."""
     async with pool.acquire() as conn:
         try:
             with _dropped_on_timeout(conn):
                 yield conn
         except READ_ONLY_ERRORS:
+            _drop(conn)
+            raise
+        except anyio.get_cancelled_exc_class():
+            # A cancel can cut an exchange where asyncpg no longer sees what the server holds:
+            # one that lands in the same turn of the loop as the answer to a prepare (Parse,
+            # Describe, Flush: no Sync) takes the answer and sends no Sync, so the server keeps
+            # the implicit transaction, with its snapshot, that the Parse opened, while asyncpg
+            # believes the connection idle and its release rolls nothing back. The next user
+            # would run in that transaction: `BEGIN ISOLATION LEVEL ...` fails ("must be called
+            # before any query"). Closing the session is the reset that is always right.
             _drop(conn)
             raise
 
@@ -130,7 +141,8 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
     rollback of an open transaction. asyncpg's default also sends `RESET ALL; UNLISTEN *; …`,
     a round trip on every release (two or three per recall); no code here leaves session state
     on a pool connection: LISTEN and the builder's advisory lock have connections of their own,
-    and migrations release their lock in `finally`."""
+    and migrations release their lock in `finally`. asyncpg rolls back only the transactions it
+    knows of: a connection whose user was cancelled never comes here (`connection` drops it)."""
 
 
 async def open_pool(dsn: str, config: StoreConfig) -> asyncpg.Pool:
@@ -175,7 +187,7 @@ async def ping(pool: asyncpg.Pool, limit_s: float) -> str | None:
     reason. A pooled connection whose server is read-only is dropped, as `connection` drops it."""
     try:
         with anyio.fail_after(limit_s):
-            async with pool.acquire(timeout=limit_s) as conn:
+            async with connection(pool) as conn:  # the limit cancels: dropped as any cut-off user's
                 if await conn.fetchval("SELECT current_setting('transaction_read_only') = 'on'"):
                     _drop(conn)
                     return READ_ONLY_REASON
