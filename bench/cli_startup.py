@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> None:
         "A client command's wall time from the shell against what a Python program that talks to the",
         "daemon pays anyway (the interpreter, httpx and msgspec). The CLI's client-side commands import",
         "the client side only (daemon/wire, daemon/client): no aiohttp server, asyncpg, FAISS or numpy",
-        "(tests/daemon/test_cli_imports.py checks `sys.modules` after each). The aim: at most 2x the floor.",
+        "(tests/cli/test_cli_imports.py checks `sys.modules` after each). The aim: at most 2x the floor.",
         "",
         f"- Machine: {machine()}; load average at the end: {load_average()}.",
         "- The recall asks a daemon on a fresh data directory with one record, over full text.",

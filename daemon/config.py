@@ -2,7 +2,7 @@
 
 Every default lives here and only here, but for the settings an actor reads: those are the
 actor's (`EmbedderSettings`, `IndexSettings`), and the sections here take them from there, since
-`actors` cannot import `daemon` (tests/pure/test_settings_from_config.py holds each section to its settings).
+`actors` cannot import `daemon` (tests/test_settings_from_config.py holds each section to its settings).
 `config/recalld.toml` documents the same values; a test keeps the two in step. Loading is pure
 apart from reading the file: it returns a frozen `Config` or raises `ConfigError` whose message
 names the offending field path.
@@ -187,8 +187,7 @@ class RecallConfig(_Section, frozen=True):
 
 class IndexConfig(_Section, frozen=True):
     directory: str = ""
-    """Where generations live; empty: <data_dir>/generations. Daemons sharing one PostgreSQL may each
-    have their own (each copies every generation from the stored vectors) or share one on a host."""
+    """Where generations live; empty: <data_dir>/generations. Daemons sharing one PostgreSQL share it."""
     factory: Annotated[str, Meta(pattern=r"^(auto|Flat|HNSW[0-9]+)$")] = _INDEX.factory
     """FAISS index type of new generations: `auto` (Flat, exact, for a small generation; `AUTO_HNSW`
     from `AUTO_HNSW_FROM` vectors, actors/index/settings.py), `Flat` or `HNSW<M>`."""

@@ -4,7 +4,7 @@ A reason code is a stable snake_case string naming why something failed or is de
 error body's `error.code`, a route in `degraded_routes`, a failed check in /readyz, a metric's
 label. Each code is defined once, by the enum of the part that decides it; `REASON_ENUMS` lists
 those enums, so this module is where a reader finds them all. A code is user-visible exactly
-when it is a member of one of them (tests/pure/test_reasons.py holds every enum of `actors/`
+when it is a member of one of them (tests/control/test_reasons.py holds every enum of `actors/`
 and `daemon/` to being listed here or declared not a reason code).
 
 Nothing here is new vocabulary: renaming a code breaks clients, the `searches` rows and

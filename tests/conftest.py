@@ -1,6 +1,9 @@
 """Shared fixtures: a real PostgreSQL started by the suite, and real daemons over real sockets.
 
-Layout: tests/<part> tests actors/<part> or daemon/<part>; daemon/ whole daemons; pure/ pure modules; support/ helpers.
+Layout: the folders mirror the package: tests/actors/<part> tests recalld.actors.<part> (actors/<part>),
+tests/<part> tests recalld.<part> (daemon/<part>), and a daemon-level test of a feature sits with
+that feature; tests/support holds the helpers and fakes the tests import. What a test needs is a
+mark (`pg`, `process`, `slow`; pyproject.toml), not a folder.
 
 The suite starts one embedded PostgreSQL (the same code path `recalld serve` uses with no
 DSN) for the whole session; each daemon fixture gets a fresh database in it, so tests never
@@ -20,6 +23,7 @@ import asyncpg
 import pytest
 from trio.testing import MockClock
 
+from recalld.providers.local import LocalProvider
 from recalld.store.embedded import EmbeddedPostgres
 from tests.support import Daemon, create_database, namespace, remove_run_dir, scratch_dir, share_run_dir, sql
 from tests.support.cli import recalld
@@ -134,6 +138,14 @@ def fake() -> Iterator[EmbeddingServer]:
     server = EmbeddingServer(dimension=48)
     yield server
     server.close()
+
+
+@pytest.fixture(scope="session")
+def local_model() -> Iterator[LocalProvider]:
+    """The real local model, loaded once for the whole session (about 0.3 s)."""
+    provider = LocalProvider()
+    provider.load()
+    yield provider
 
 
 @pytest.fixture

@@ -305,7 +305,17 @@ def test_the_kernel_imports_nothing_of_recalld_but_itself() -> None:
     assert not bad, "; ".join(bad)
 
 
-RUNNING_PARTS = ("embedder", "manager", "ticker", "resolver", "sweeper", "catch_up", "dispatch", "supervisor", "mailbox")
+RUNNING_PARTS = (
+    "embedder",
+    "manager",
+    "ticker",
+    "resolver",
+    "sweeper",
+    "catch_up",
+    "dispatch",
+    "supervisor",
+    "mailbox",
+)
 """Module stems of what runs in actors/: a port that imported one would tie the contract to an
 implementation."""
 

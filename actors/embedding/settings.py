@@ -6,7 +6,7 @@ Plain data, so that the daemon can build settings from its config and encode the
 `EmbedderSettings` is the one place its defaults are written: `[embedding]` of
 `daemon/config.py` takes its defaults from an `EmbedderSettings()` and the daemon builds the
 settings with `from_config` (`actors` cannot import `daemon`, hence this direction;
-tests/pure/test_settings_from_config.py holds the two to agreeing).
+tests/test_settings_from_config.py holds the two to agreeing).
 """
 
 from __future__ import annotations

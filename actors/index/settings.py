@@ -2,7 +2,7 @@
 
 `daemon/config.py`'s `[index]` section takes its defaults from here (`defaults()`), and the
 daemon builds the settings from its config with `IndexSettings.from_config`, so a default is
-never restated (tests/pure/test_settings_from_config.py holds the two to that). `actors` cannot
+never restated (tests/test_settings_from_config.py holds the two to that). `actors` cannot
 import `daemon`, hence this direction: the actor owns the meaning of its settings, the config
 file exposes them.
 """
@@ -85,8 +85,7 @@ CONFIGURED = (
 @dataclass(frozen=True)
 class IndexSettings:
     root: Path
-    """Where generation directories live: this daemon's own, or one shared by the daemons of a
-    host; a generation not here is copied from the stored vectors (`actors/index/copies.py`)."""
+    """Where generation directories live (shared by every daemon on this database)."""
     chunk_chars: int = 1000
     chunk_overlap: int = 150
     factory: str = AUTO

@@ -1,7 +1,7 @@
 """What each route of the control socket does, for docs/openapi.json and docs/API.md.
 
 One entry per route the server registers, in `ROUTES`: a route added to the server without an
-entry here (or an entry whose route is gone) fails tests/daemon/test_openapi.py, which says
+entry here (or an entry whose route is gone) fails tests/control/test_openapi.py, which says
 what to add. The schemas come from the msgspec wire types named here (`request`, `response`);
 an answer that has no struct yet is described in words (`returns`). Regenerate the documents
 with `.venv/bin/python -m recalld.control.openapi`.

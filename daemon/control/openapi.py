@@ -4,7 +4,7 @@ their descriptions (`recalld.control.api_doc.ROUTES`) and the msgspec wire types
     .venv/bin/python -m recalld.control.openapi           # write both documents
     .venv/bin/python -m recalld.control.openapi --check   # exit 1 when they are out of date
 
-tests/daemon/test_openapi.py holds the routes, the descriptions and the committed documents to
+tests/control/test_openapi.py holds the routes, the descriptions and the committed documents to
 agreeing, so the description of the API cannot drift from the server.
 """
 

@@ -8,8 +8,8 @@ from typing import Any
 import httpx
 import pytest
 
-from recalld.actors.ports.assignments import ChatAnswer, LlmFailure
 from recalld.actors.assignments.verdict import ConfidenceSource, Option, Question, ResolverReason, read_answer
+from recalld.actors.ports.assignments import ChatAnswer, LlmFailure
 from recalld.providers.llm import OpenAIChat
 from tests.support.fake_llm import (
     DEEPSEEK,

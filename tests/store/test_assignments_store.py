@@ -11,11 +11,11 @@ import asyncpg
 import pytest
 
 from recalld.actors.assignments.disputes import DisputeState, Event, Tier
-from recalld.actors.ports.assignments import DisputeConflict, Outcome
 from recalld.actors.assignments.strategy import Source
 from recalld.actors.assignments.ticker import AssignmentTicker, TickerSettings
 from recalld.actors.assignments.verdict import ConfidenceSource, ResolverReason
 from recalld.actors.gc.sweeper import Sweeper, SweepSettings
+from recalld.actors.ports.assignments import DisputeConflict, Outcome
 from recalld.store.assignments import AssignmentStore, Observation, PgTickLocks
 from recalld.store.assignments_disputes import DisputeStore
 from recalld.store.search import SearchLog

@@ -1,6 +1,6 @@
 """Rehydration alone keeps a forgotten or replaced record out of every answer.
 
-The index's layers (its tombstones, the FAISS selector; tests/index/test_forgotten_layers.py)
+The index's layers (its tombstones, the FAISS selector; tests/actors/index/test_forgotten_layers.py)
 are absent here by construction: the candidates are given as an index with no tombstones would
 give them after a rollback to a generation built before the forget, or after a restart on one,
 namely the forgotten record's id and the replaced record's old best chunk. Only rehydration's

@@ -21,7 +21,7 @@ from recalld.actors.ports.index import RecordToIndex
 from recalld.store.records import RecordFields, RecordRepository
 from recalld.store.search import SearchLog
 from recalld.store.vectors import PgVectorStore
-from tests.index.common import generation_row
+from tests.support.generations import generation_row
 
 pytestmark = pytest.mark.anyio
 

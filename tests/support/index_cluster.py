@@ -1,6 +1,6 @@
 """Index managers on fakes, for the actor's own tests: a cluster of daemons sharing one
 database, one builder lock and one generations directory (the in-memory fakes of
-tests/kernel/fakes.py, pinned to PostgreSQL by the port contract tests), the real embedder over an
+tests/support/fakes.py, pinned to PostgreSQL by the port contract tests), the real embedder over an
 in-process provider whose vectors are a pure function of the text, and real FAISS.
 
 Waits on a cluster go through `eventually_async` with `poll=MOCK_SECOND`: trio's MockClock jumps
@@ -30,7 +30,7 @@ from recalld.actors.index.chunking import chunk_text
 from recalld.actors.index.manager import IndexManager
 from recalld.actors.index.settings import IndexSettings
 from recalld.actors.ports.embedding import ProviderBatch, ProviderInfo
-from tests.kernel.fakes import FakeDatabase, FakeLockServer, FakeRecords, FakeVectorStore
+from tests.support.fakes import FakeDatabase, FakeLockServer, FakeRecords, FakeVectorStore
 from tests.support.usage_sink import ListSink
 
 MOCK_SECOND = 1.0
