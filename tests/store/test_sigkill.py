@@ -29,6 +29,7 @@ import pytest
 from tests.support import Daemon, scratch_dir, sql
 from tests.support.embedded_postgres import embedded_dsn, postmasters
 from tests.support.embedding_service import EmbeddingServer
+from tests.support.waits import eventually
 
 ROUNDS = int(os.environ.get("FAULT_ROUNDS", "15"))
 SEED = int(os.environ.get("FAULT_SEED", "23"))
@@ -153,10 +154,14 @@ def test_sigkill_during_ingest_and_builds_loses_no_acknowledged_write(daemon: Da
         writer.start()
         if kills["ingest"] < ROUNDS:
             # enough acknowledged writes in every round, however slow the machine (a condition)
-            floor, deadline = ledger.created + WRITES_PER_ROUND, time.monotonic() + 120
-            while ledger.created < floor:
-                assert time.monotonic() < deadline, "the writer got too few writes acknowledged"
-                time.sleep(0.01)  # polling for the condition above, not a barrier
+            floor = ledger.created + WRITES_PER_ROUND
+            eventually(
+                lambda: ledger.created,
+                120,
+                f"{WRITES_PER_ROUND} more writes acknowledged",
+                accept=lambda created, floor=floor: created >= floor,
+                poll=0.01,
+            )
             time.sleep(rng.uniform(0.05, 0.8))  # a random moment of the ingest, not a barrier
             kind = "ingest"
         else:
