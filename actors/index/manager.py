@@ -134,6 +134,9 @@ class IndexManager:
         self._caught_up_at: float | None = None
         """anyio time at which the last refresh that took in every stored vector began."""
         self._full_passes = 0
+        self._steps = 0
+        """Steps that ran to their end: a poll (`poll_s`) or a wake-up each. A caller can wait for
+        the manager to have looked again (a test that something did not happen on a poll)."""
         """Steps that read every live record (catch-up and count); once every record is indexed,
         steps read only the records changed since."""
         self._last_error: str | None = None
@@ -348,6 +351,7 @@ class IndexManager:
             },
             "indexed_records": self._catch_up.indexed_records if self._catch_up is not None else 0,
             "full_passes": self._full_passes,
+            "steps": self._steps,
             "last_error": self._last_error,
             "leases": self.cell.open_leases,
             "copy": None if self._copies.last is None else msgspec.to_builtins(self._copies.last),
@@ -398,6 +402,7 @@ class IndexManager:
                     await wakeups.receive()
                 try:
                     await self._step(tasks)
+                    self._steps += 1
                 except Exception as exc:
                     # A store outage or a provider failure must not kill the actor: report and retry.
                     self._last_error = f"{type(exc).__name__}: {exc}"

@@ -336,8 +336,13 @@ def test_a_record_the_provider_refuses_is_set_aside_and_its_batch_mates_are_inde
     metrics = daemon.http.get("/metrics").text
     assert re.search(r'^recalld_index_held_records\{reason="input_rejected"\} 1\.0$', metrics, re.M), metrics
     # set aside: the provider is not asked again on every poll (2 s), nor is the breaker tripped
-    calls = len(fake.calls)
-    time.sleep(5)
+    calls, steps = len(fake.calls), generations["index"]["steps"]
+    eventually(
+        lambda: daemon.call("GET", "/v1/generations")[1]["index"]["steps"],
+        30,
+        "two more index steps",
+        accept=lambda now: now >= steps + 2,
+    )
     assert len(fake.calls) == calls, f"{len(fake.calls) - calls} calls while nothing changed"
     assert daemon.call("GET", "/readyz")[1]["checks"]["embedding"]["status"] == "pass"
     # a user's query is never refused for a record's input it was batched with, and full text
