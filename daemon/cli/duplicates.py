@@ -1,4 +1,4 @@
-"""The duplicate commands of `recalld` (SPEC §5):
+"""The duplicate commands of `recalld` (docs/DUPLICATES.md):
 
 - `recalld dupes -n NS [--kind K] [--json]`: a client of the daemon; the near-duplicate pairs of
   a namespace above the threshold, a page of records at a time, with progress on stderr; kinds
