@@ -187,7 +187,8 @@ class RecallConfig(_Section, frozen=True):
 
 class IndexConfig(_Section, frozen=True):
     directory: str = ""
-    """Where generations live; empty: <data_dir>/generations. Daemons sharing one PostgreSQL share it."""
+    """Where generations live; empty: <data_dir>/generations. Daemons sharing one PostgreSQL may each
+    have their own (each copies every generation from the stored vectors) or share one on a host."""
     factory: Annotated[str, Meta(pattern=r"^(auto|Flat|HNSW[0-9]+)$")] = _INDEX.factory
     """FAISS index type of new generations: `auto` (Flat, exact, for a small generation; `AUTO_HNSW`
     from `AUTO_HNSW_FROM` vectors, actors/index/settings.py), `Flat` or `HNSW<M>`."""

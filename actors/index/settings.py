@@ -85,7 +85,8 @@ CONFIGURED = (
 @dataclass(frozen=True)
 class IndexSettings:
     root: Path
-    """Where generation directories live (shared by every daemon on this database)."""
+    """Where generation directories live: this daemon's own, or one shared by the daemons of a
+    host; a generation not here is copied from the stored vectors (`actors/index/copies.py`)."""
     chunk_chars: int = 1000
     chunk_overlap: int = 150
     factory: str = AUTO

@@ -24,9 +24,11 @@ operator which member holds the lock (docs/OPERATIONS.md, "Running a fleet")."""
 
 HOLDER_SQL = """SELECT a.application_name, a.client_addr, a.pid, a.backend_start
 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
-WHERE l.locktype = 'advisory' AND l.granted AND l.classid = 7497059 AND l.objid = 1634495490"""
-"""Who holds the builder lock: PostgreSQL shows a bigint advisory key as its high and low 32 bits
-(`BUILDER_LOCK_KEY`). Quoted in docs/OPERATIONS.md, "Running a fleet"."""
+WHERE l.locktype = 'advisory' AND l.granted AND l.classid = 7497059 AND l.objid = 1634495490
+  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"""
+"""Who holds the builder lock of the database it runs in: PostgreSQL shows a bigint advisory key
+as its high and low 32 bits (`BUILDER_LOCK_KEY`), and lists every database's locks. Quoted in
+docs/OPERATIONS.md, "Running a fleet"."""
 
 CHECK_TIMEOUT_S = 5.0
 """How long the holder waits for its lock connection to answer before it counts the lock lost."""

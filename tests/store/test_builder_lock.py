@@ -34,21 +34,25 @@ async def holder(dsn: str) -> list[str]:
 
 async def test_the_holder_is_named_and_a_holder_cut_off_loses_the_lock_to_another(fresh_dsn: str) -> None:
     first, second = PgBuilderLock(fresh_dsn, member="host-a"), PgBuilderLock(fresh_dsn, member="host-b")
-    assert await first.try_acquire()
-    assert not await second.try_acquire()
-    assert await holder(fresh_dsn) == ["recalld builder host-a"]
-    # PostgreSQL ends the holder's session, as it does once its keepalives go unanswered
-    conn = await asyncpg.connect(fresh_dsn)
     try:
-        await conn.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'recalld builder host-a'"
-        )
+        assert await first.try_acquire()
+        assert not await second.try_acquire()
+        assert await holder(fresh_dsn) == ["recalld builder host-a"]
+        # PostgreSQL ends the holder's session, as it does once its keepalives go unanswered
+        conn = await asyncpg.connect(fresh_dsn)
+        try:
+            await conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE application_name = 'recalld builder host-a' AND datname = current_database()"
+            )
+        finally:
+            await conn.close()
+        await eventually_async(second.try_acquire, TAKEOVER_S, "the other member taking the lock", poll=0.05)
+        assert not await first.try_acquire() and not first.held, "the holder cut off knows it lost the lock"
+        assert await holder(fresh_dsn) == ["recalld builder host-b"]
     finally:
-        await conn.close()
-    await eventually_async(second.try_acquire, TAKEOVER_S, "the other member taking the lock", poll=0.05)
-    assert not await first.try_acquire() and not first.held, "the holder cut off knows it lost the lock"
-    assert await holder(fresh_dsn) == ["recalld builder host-b"]
-    await second.release()
+        await first.release()
+        await second.release()
 
 
 class FreezingProxy:
@@ -111,11 +115,13 @@ async def test_a_sigkilled_holder_releases_the_lock_at_once(fresh_dsn: str) -> N
         while not said.endswith(b"held\n"):
             said += await process.stdout.receive()
         survivor = PgBuilderLock(fresh_dsn, member="survivor")
-        assert not await survivor.try_acquire()
-        process.kill()
-        await process.wait()
-        killed = time.monotonic()
-        await eventually_async(survivor.try_acquire, TAKEOVER_S, "a survivor taking the lock", poll=0.05)
-        print(f"lock taken {time.monotonic() - killed:.3f} s after the holder's SIGKILL")
-        assert await holder(fresh_dsn) == ["recalld builder survivor"]
-        await survivor.release()
+        try:
+            assert not await survivor.try_acquire()
+            process.kill()
+            await process.wait()
+            killed = time.monotonic()
+            await eventually_async(survivor.try_acquire, TAKEOVER_S, "a survivor taking the lock", poll=0.05)
+            print(f"lock taken {time.monotonic() - killed:.3f} s after the holder's SIGKILL")
+            assert await holder(fresh_dsn) == ["recalld builder survivor"]
+        finally:
+            await survivor.release()
