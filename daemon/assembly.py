@@ -18,6 +18,7 @@ import asyncpg
 import httpx
 
 from recalld.actors.embedding.embedder import Embedder, EmbedderSettings
+from recalld.actors.embedding.pace import Foreground
 from recalld.actors.embedding.query_cache import QueryVectorCache
 from recalld.actors.gc.sweeper import Sweeper, SweepSettings
 from recalld.actors.index.manager import IndexManager
@@ -96,14 +97,19 @@ def assemble(
     # The duplicate check's own title model (`[duplicates] model`), behind an embedder of its own;
     # `load_early` made it exactly when the configuration runs it.
     title_embedder = None
+    # Queries and duplicate checks in either embedder hold it; indexing in both makes room for them.
+    foreground = Foreground()
     if early.title is not None:
-        title_embedder = Embedder(early.title, usage=usage, settings=EmbedderSettings.from_config(config.embedding))
+        title_embedder = Embedder(
+            early.title, usage=usage, settings=EmbedderSettings.from_config(config.embedding), foreground=foreground
+        )
     if provider is not None:
         embedder = Embedder(
             provider,
             usage=usage,
             settings=EmbedderSettings.from_config(config.embedding),
             token_counter=provider if hasattr(provider, "count_tokens") else None,  # type: ignore[arg-type]
+            foreground=foreground,
         )
         index = IndexManager(
             PgVectorStore(pool),
@@ -145,7 +151,7 @@ def assemble(
         health=health,
         access=AccessPolicy(config.access),
         records=records,
-        writes=RecordWrites(records, config, metrics, duplicates, indexing),
+        writes=RecordWrites(records, config, metrics, duplicates, indexing, foreground),
         usage=usage,
         feedback=FeedbackStore(pool, searches),
         embedder=embedder,

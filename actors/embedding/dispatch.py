@@ -13,7 +13,7 @@ from anyio.abc import TaskGroup
 from recalld.actors.embedding import template as templates
 from recalld.actors.embedding.errors import EmbeddingError, Reason, refused_by_circuit
 from recalld.actors.embedding.meter import Meter
-from recalld.actors.embedding.pace import BULK_LANE, LANES, QUERY_LANE, BulkPace, lane_of
+from recalld.actors.embedding.pace import BULK_LANE, LANES, QUERY_LANE, BulkPace, Foreground, lane_of
 from recalld.actors.embedding.ratelimit import TokenBucket
 from recalld.actors.embedding.settings import EmbedderSettings
 from recalld.actors.embedding.validation import Vectors, as_matrix, check_dimension, row_errors
@@ -67,7 +67,9 @@ class Dispatcher:
     - a provider call carries at most max_batch texts and requests are merged in mailbox order
       (a request that does not fit waits for the next call, it is not overtaken);
     - at most the provider's max_concurrency calls run at once; with no call in flight a batch
-      starts at once (max_wait only ever applies to queries while another call runs);
+      starts at once (max_wait only ever applies to queries while another call runs), but an
+      indexing batch first waits while foreground work is held by someone else (`Foreground`),
+      at most `bulk_yield_s`, and no longer once a query or check of its own is queued;
     - a request whose deadline passed, or whose caller gave up, is dropped before the call;
       one that expired fails with `deadline_exceeded`;
     - a provider call gets min(timeout_s, the latest deadline among its callers) and the token
@@ -88,7 +90,13 @@ class Dispatcher:
         meter: Meter,
         space: Callable[[], VectorSpace | None],
         clock: Callable[[], float],
+        foreground: Foreground | None = None,
+        owner: object = None,
     ) -> None:
+        """`foreground`: what indexing makes room for; `owner`: who this dispatcher's own
+        queries and checks hold it as (their waiting never holds its indexing back)."""
+        self._foreground = foreground
+        self._owner = owner
         self._provider = provider
         self._info = info
         self._settings = settings
@@ -135,6 +143,8 @@ class Dispatcher:
             limits[BULK_LANE] = self.pace.batch
             lane, taken = await inbox.receive_lane(limits, weight=texts_in)
             size = self._keep(batch, taken, 0)
+        if lane == BULK_LANE:
+            await self._make_room()
         if lane != QUERY_LANE:
             return  # bulk callers queue their texts at once: nothing to wait for
         # Idle, a query goes at once: any company would come by chance, and waiting for it would
@@ -150,6 +160,26 @@ class Dispatcher:
                         break  # the next query does not fit, or other work came: send this batch now
                     size = self._keep(batch, taken, size)
         self._fill(inbox, batch, size, max_batch)
+
+    async def _make_room(self) -> None:
+        """Before an indexing call: wait while someone else's foreground work is in progress
+        and none of this embedder's own, until nothing has been held for `yield_quiet_s`, for
+        at most `bulk_yield_s`. The work a caller waits for then has the cores to itself; the
+        indexing call goes after, whatever is held."""
+        foreground, owner = self._foreground, self._owner
+        if foreground is None or not foreground.waiting(apart_from=owner) or foreground.holding(owner):
+            return  # nobody else waits (or this embedder's own query does): at once
+        with anyio.move_on_after(self._settings.bulk_yield_s):
+            while not foreground.holding(owner):
+                if foreground.waiting(apart_from=owner):
+                    await foreground.changed()
+                    continue
+                # Released: go once it stays so for a moment (a client's next request follows
+                # its last answer closely), or at once when nothing is held since.
+                with anyio.move_on_after(self._settings.yield_quiet_s) as quiet:
+                    await foreground.changed()
+                if quiet.cancelled_caught:
+                    return
 
     def _fill(self, inbox: Inbox[EmbedRequest, Vectors], batch: list[Call], size: int, max_batch: int) -> int:
         """Add the queries queued now that fit (mailbox order) to `batch`; returns its size in texts."""

@@ -13,6 +13,7 @@ work). The parts live in `recalld.actors.embedding`: `dispatch` (batching and pr
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 from collections.abc import Callable, Sequence
@@ -27,7 +28,7 @@ from recalld.actors.embedding import template as templates
 from recalld.actors.embedding.dispatch import Dispatcher, EmbedRequest
 from recalld.actors.embedding.errors import EmbeddingError, Reason, refused_by_circuit
 from recalld.actors.embedding.meter import Meter
-from recalld.actors.embedding.pace import BULK_LANE, LANES, lane_of
+from recalld.actors.embedding.pace import BULK_LANE, LANES, Foreground, lane_of
 from recalld.actors.embedding.probe import PROBE_TEXT, Prober
 from recalld.actors.embedding.ratelimit import TokenBucket
 from recalld.actors.embedding.settings import (
@@ -76,7 +77,9 @@ class Embedder:
     - when the circuit is open it fails at once with `circuit_open`, without queueing;
     - callers are served by priority, query before duplicate check before indexing, and a
       provider call never mixes them (see `Dispatcher`): a query waits behind at most the call
-      in flight, and a query's deadline never cuts an indexing call short.
+      in flight, and a query's deadline never cuts an indexing call short;
+    - with a `foreground` shared by the daemon's embedders, its queries and checks hold it while
+      they wait, and an indexing call waits (at most `bulk_yield_s`) while someone else holds it.
     """
 
     def __init__(
@@ -87,7 +90,11 @@ class Embedder:
         settings: EmbedderSettings | None = None,
         token_counter: TokenCounter | None = None,
         clock: Callable[[], float] = anyio.current_time,
+        foreground: Foreground | None = None,
     ) -> None:
+        """`foreground`: the daemon's count of work callers wait for (None: indexing never
+        waits for it)."""
+        self.foreground = foreground
         self.settings = settings or EmbedderSettings()
         s = self.settings
         if s.max_batch < 1:
@@ -109,6 +116,8 @@ class Embedder:
             meter=self._meter,
             space=lambda: self._prober.space,
             clock=clock,
+            foreground=foreground,
+            owner=self,
         )
         # A fresh mailbox per run (see `run`); None before the first.
         self._mailbox: Mailbox[EmbedRequest, Vectors] | None = None
@@ -177,20 +186,24 @@ class Embedder:
         mailbox = self._mailbox
         assert mailbox is not None  # accepting implies a run, and each run makes its mailbox
         calls: list[Envelope[EmbedRequest, Vectors]] = []
-        try:
-            # The mailbox is unbounded, so posting never waits: no yield between the checks above
-            # and the queueing, and a stop (which closes the mailbox) cannot come in between.
-            for i in range(0, len(texts), step):
-                request = EmbedRequest(list(texts[i : i + step]), purpose, namespace, deadline)
-                calls.append(await mailbox.post(request, lane=lane))
-            with anyio.CancelScope(deadline=deadline):
+        # A caller waits for a query or a check: held until answered, indexing makes room.
+        foreground = self.foreground
+        held = foreground.hold(self) if foreground is not None and lane != BULK_LANE else contextlib.nullcontext()
+        with held:
+            try:
+                # The mailbox is unbounded, so posting never waits: no yield between the checks
+                # above and the queueing, and a stop (which closes the mailbox) cannot come in between.
+                for i in range(0, len(texts), step):
+                    request = EmbedRequest(list(texts[i : i + step]), purpose, namespace, deadline)
+                    calls.append(await mailbox.post(request, lane=lane))
+                with anyio.CancelScope(deadline=deadline):
+                    for call in calls:
+                        await call.wait()
+            finally:
                 for call in calls:
-                    await call.wait()
-        finally:
-            for call in calls:
-                # Cancelled or out of time: a part still queued is never served; one taken is
-                # dropped before its provider call, or its result is.
-                mailbox.withdraw(call)
+                    # Cancelled or out of time: a part still queued is never served; one taken is
+                    # dropped before its provider call, or its result is.
+                    mailbox.withdraw(call)
         vectors: list[Vectors] = []
         for call in calls:
             if not call.replied:

@@ -10,7 +10,11 @@ reports its texts and seconds, and the next call carries as many texts as the pr
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Final
+
+import anyio
 
 from recalld.actors.ports.usage import Purpose
 
@@ -70,3 +74,55 @@ class BulkPace:
         if self.per_text_s <= 0:
             return self.max_batch
         return max(1, min(self.max_batch, int(self.target_s / self.per_text_s)))
+
+
+class Foreground:
+    """Work a caller is waiting for now, counted by who holds it, so that background embedding
+    (indexing) can make room for it: on a machine of few cores an indexing call takes every core
+    the model may use, and a duplicate check, a query or a write running beside it took several
+    times as long (docs/BENCHMARKS.md, "Writes with the duplicate check and indexing").
+
+    One per daemon, shared by its embedders. Each embedder holds it, as its own owner, for its
+    queries and duplicate checks while they wait; work outside an embedder (a check reading
+    titles, a record's write) holds it with no owner. `waiting(apart_from=e)` is what embedder
+    `e`'s indexing makes room for: everyone's holds but `e`'s own (its own queries are served
+    before its indexing anyway, by lane, and waiting would only delay them). Event-loop only."""
+
+    def __init__(self) -> None:
+        self._held: dict[object, int] = {}
+        self._total = 0
+        self._changed: anyio.Event | None = None
+
+    @contextmanager
+    def hold(self, owner: object = None) -> Iterator[None]:
+        """Count as foreground work of `owner` until the block ends."""
+        self._change(owner, 1)
+        try:
+            yield
+        finally:
+            self._change(owner, -1)
+
+    def waiting(self, *, apart_from: object) -> int:
+        """Holds now, `apart_from`'s own left out."""
+        return self._total - self._held.get(apart_from, 0)
+
+    def holding(self, owner: object) -> int:
+        """`owner`'s own holds now."""
+        return self._held.get(owner, 0)
+
+    async def changed(self) -> None:
+        """Until the next hold starts or ends."""
+        if self._changed is None:
+            self._changed = anyio.Event()
+        await self._changed.wait()
+
+    def _change(self, owner: object, delta: int) -> None:
+        count = self._held.get(owner, 0) + delta
+        if count:
+            self._held[owner] = count
+        else:
+            self._held.pop(owner, None)
+        self._total += delta
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = None

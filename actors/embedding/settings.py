@@ -57,6 +57,15 @@ class EmbedderSettings:
     """What one provider call for bulk work (indexing) may cost: its texts are as many as the
     provider took this long for lately (at most max_batch). A query waits behind at most one
     call in flight, so this bounds what indexing adds to a query's time, well under its deadline."""
+    bulk_yield_s: float = 1.0
+    """Longest an indexing call waits while foreground work is in progress elsewhere in the
+    daemon (`Foreground`): it then goes all the same, so that a stream of requests slows
+    indexing (to about bulk_call_s / (bulk_call_s + bulk_yield_s) of its speed) but never stops it."""
+    yield_quiet_s: float = 0.005
+    """How long foreground work must have stopped before an indexing call goes: a client's next
+    request comes a moment after its last answer, and a call that slipped in between would hold
+    the cores for bulk_call_s (a client's turn took well under a millisecond on the bench). 0: at
+    once."""
     rate_per_s: float = 0.0
     breaker_failures: int = 5
     breaker_reset_s: float = 30.0

@@ -8,10 +8,12 @@ duplicate check runs after the write and only warns: the record exists whatever 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
 from typing import Literal
 
+from recalld.actors.embedding.pace import Foreground
 from recalld.config import Config
 from recalld.metrics import Metrics
 from recalld.services.duplicates import Checked, DuplicateChecker
@@ -62,7 +64,11 @@ class RecordWrites:
         metrics: Metrics,
         duplicates: DuplicateChecker | None,
         indexing: IndexingStatus | None,
+        foreground: Foreground | None = None,
     ) -> None:
+        """`foreground`: held while a write or its check is in progress, so that indexing makes
+        room for it (None: never held)."""
+        self._foreground = foreground
         self._records = records
         self._config = config
         self._metrics = metrics
@@ -71,8 +77,9 @@ class RecordWrites:
 
     async def create(self, record: RecordIn) -> RecordCreated:
         """Write one new record, then run its duplicate check."""
-        record_id, revision = await self.write_new(record)
-        check = await self.duplicate_check(record, record_id)
+        with self._held():
+            record_id, revision = await self.write_new(record)
+            check = await self.duplicate_check(record, record_id)
         return RecordCreated(id=record_id, revision=revision, duplicate_check=check)
 
     async def write_new(self, record: RecordIn) -> tuple[uuid.UUID, int]:
@@ -96,10 +103,11 @@ class RecordWrites:
     async def revise(self, record_id: uuid.UUID, update: RecordUpdate) -> RecordUpdated:
         """Write a record's new fields (a new revision when anything changed), and check a new
         title."""
-        revision, changed, title_changed = await self.write_revision(record_id, update)
-        if not title_changed:
-            return RecordUpdated(id=record_id, revision=revision, changed=changed)
-        check = await self.duplicate_check(update, record_id)
+        with self._held():
+            revision, changed, title_changed = await self.write_revision(record_id, update)
+            if not title_changed:
+                return RecordUpdated(id=record_id, revision=revision, changed=changed)
+            check = await self.duplicate_check(update, record_id)
         return RecordUpdated(id=record_id, revision=revision, changed=changed, duplicate_check=check)
 
     async def write_revision(self, record_id: uuid.UUID, update: RecordUpdate) -> tuple[int, bool, bool]:
@@ -128,9 +136,10 @@ class RecordWrites:
     async def write_item(self, record: RecordIn, *, upsert: bool) -> Written:
         """Write one item of a batch (no duplicate check), as a create would, or with `upsert`
         and a `source_path` as `upsert` does."""
-        if upsert and record.source_path:
-            return await self._upsert(record, record.source_path)
-        return await self._create_item(record)
+        with self._held():
+            if upsert and record.source_path:
+                return await self._upsert(record, record.source_path)
+            return await self._create_item(record)
 
     async def _create_item(self, record: RecordIn) -> Written:
         record_id, revision = await self.write_new(record)
@@ -191,10 +200,15 @@ class RecordWrites:
         if self._duplicates is None:
             return [self.check_unavailable() for _ in written]
         try:
-            return await self._duplicates.check_batch(written)
+            with self._held():
+                return await self._duplicates.check_batch(written)
         except Exception:
             log.exception("the duplicate checks of a batch failed")
             return [self.check_unavailable() for _ in written]
+
+    def _held(self) -> contextlib.AbstractContextManager[None]:
+        """Foreground work while the block runs: a caller waits for it."""
+        return self._foreground.hold() if self._foreground is not None else contextlib.nullcontext()
 
     def _written(self, namespace: str) -> None:
         """After a create or a changed revision: the record waits to be indexed, so the vector
