@@ -150,7 +150,7 @@ def build_generation(
     progress: Callable[[int, int], None] | None = None,
     hnsw_ef_construction: int = HNSW_EF_CONSTRUCTION,
     hnsw_ef_search: int = HNSW_EF_SEARCH,
-    before_install: Callable[[Manifest, str], None] | None = None,
+    before_install: Callable[[Manifest, str], None] = lambda manifest, digest: None,
 ) -> Manifest:
     """Build, verify and install `root/<generation_id>`; return its manifest.
 
@@ -164,11 +164,8 @@ def build_generation(
     Any failure, including an exception raised by `progress(done, total)` (the way to cancel a
     build from outside the worker thread), removes the temporary directory and propagates; there
     is never a partial `root/<generation_id>`. Store the pointer row from the returned manifest
-    and `manifest_sha256(root / generation_id)`.
-
-    `before_install(manifest, manifest_sha256)`, when given, runs once the files are verified and
-    fsynced, just before the rename: whatever it records about them is recorded before they can
-    be loaded, and if it raises nothing is installed.
+    and `manifest_sha256(root / generation_id)`, or record them in `before_install(manifest,
+    digest)`, called just before the rename (if it raises, nothing is installed).
     """
     vectors = _checked_input(
         generation_id=generation_id,
@@ -235,8 +232,7 @@ def build_generation(
         _fsync_dir(temp)
         if final.exists():
             raise GenerationBuildError(f"generation {generation_id} appeared during the build")
-        if before_install is not None:
-            before_install(manifest, expected.manifest_sha256)
+        before_install(manifest, expected.manifest_sha256)
         temp.rename(final)
     except BaseException:
         shutil.rmtree(temp, ignore_errors=True)

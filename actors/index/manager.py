@@ -4,8 +4,8 @@ One loop, woken by record changes, by the generation pointer moving, or by a pol
 
 1. follow the pointer: when another daemon (or a rollback) moved it, load that generation, or,
    when its directory is not here (a fleet's members share nothing but PostgreSQL), build this
-   daemon's own copy of it from the stored vectors in the background and load that
-   (`actors/index/copies.py`), serving what it has meanwhile;
+   daemon's own copy of it from the stored vectors in the background and load that, serving
+   what it has meanwhile (`actors/index/following.py`, `actors/index/copies.py`);
 2. as the builder-lock holder only: chunk and embed live records that have no vectors in the
    current space yet, storing chunks and vectors durably (so nothing is ever embedded twice)
    (`actors/index/catch_up.py`);
@@ -35,34 +35,22 @@ from recalld.actors.duplicates.catch_up import TitleCatchUp
 from recalld.actors.embedding.embedder import Embedder
 from recalld.actors.embedding.errors import Reason
 from recalld.actors.index.backlog import ChunkCounts, count_waiting
-from recalld.actors.index.builds import (
-    Builds,
-    BuildStatus,
-    Files,
-    id_map,
-    is_here,
-    query_compatible,
-    verify_here,
-)
+from recalld.actors.index.builds import Builds, BuildStatus, id_map, query_compatible
 from recalld.actors.index.catch_up import CatchUp
-from recalld.actors.index.copies import Copies
-from recalld.actors.index.generation import Generation
+from recalld.actors.index.following import PointerFollower
 from recalld.actors.index.handle import Handle, HandleCell, Hit
 from recalld.actors.index.idmap import record_id_rows
-from recalld.actors.index.manifest import GenerationCorrupt, IndexReason
+from recalld.actors.index.manifest import IndexReason
 from recalld.actors.index.placement import SearchPlacement, ordinary_search, placed, scored_exactly
-from recalld.actors.index.problems import NOTHING_INDEXED, REBUILDING_AFTER_RESTORE, IndexUnavailable, Problem
+from recalld.actors.index.problems import NOTHING_INDEXED, IndexUnavailable, Problem
 from recalld.actors.index.settings import IndexSettings
 from recalld.actors.kernel.mailbox import Mailbox
 from recalld.actors.kernel.supervisor import stop_requested
 from recalld.actors.ports.duplicates import TitleBacklog
 from recalld.actors.ports.embedding import VectorSpace
-from recalld.actors.ports.index import BuilderLock, GenerationRow, Holds, Pointer, VectorStore
+from recalld.actors.ports.index import BuilderLock, GenerationRow, Holds, VectorStore
 
 log = logging.getLogger("recalld.index")
-
-# A conservative reading speed for checksumming a generation at start (bytes per second).
-LOAD_BYTES_PER_S = 50e6
 
 
 @dataclass(frozen=True)
@@ -85,9 +73,9 @@ class IndexManager:
     of the builder lock writes (catch-up, builds, holds); every daemon follows the pointer and
     applies the vectors stored after its handle's watermark. A generation whose directory is not
     here is copied from the stored vectors, never embedded again, while the handle being served
-    keeps serving (`serving()` says which generation, and how far behind). A failing step (the store down, the
-    provider failing) is recorded in `last_error` and retried by the next one; it never ends the
-    actor. A wake-up (`wake`) received while a step runs brings one more step, never more.
+    keeps serving (`serving()` says which generation, and how far behind). A failing step (the
+    store down, the provider failing) is recorded in `last_error` and retried by the next one; it
+    never ends the actor. A wake-up (`wake`) received while a step runs brings one more step, never more.
     """
 
     def __init__(
@@ -114,9 +102,6 @@ class IndexManager:
         self._extend_start = extend_start
         self.cell = HandleCell()
         self._spaces: dict[str, VectorSpace] = {}
-        self._pointer: Pointer | None = None
-        self._generation: Generation | None = None
-        self._problem: Problem | None = (IndexReason.NO_VERIFIED_GENERATION, "no generation loaded yet")
         # Capacity one: a wake-up queued while a step runs is all the next step needs, so more
         # coalesce into it (`wake` drops them) instead of queueing steps.
         self._wakeups = Mailbox[None, None](capacity=1, name="index")
@@ -126,11 +111,16 @@ class IndexManager:
         title_embedder = title_embedder or embedder
         self._titles = TitleCatchUp(titles, title_embedder) if titles and title_embedder else None
         self._builds = Builds(store, settings, self._spaces, new_generation_id=new_generation_id, published=self.wake)
-        self._copies = Copies(store, settings, self._spaces, member=member or str(settings.root), done=self.wake)
-        self._files: tuple[str, Files] | None = None
-        """The generation last loaded, and whose files it is (the builder's, or a copy)."""
-        self._awaiting: GenerationRow | None = None
-        """The pointer's generation, while its directory is not here (its copy is being built)."""
+        self._following = PointerFollower(
+            store,
+            settings,
+            self._spaces,
+            self._builds,
+            self.cell,
+            swap=self._swap,
+            member=member or str(settings.root),
+            copied=self.wake,
+        )
         self._caught_up_at: float | None = None
         """anyio time at which the last refresh that took in every stored vector began."""
         self._full_passes = 0
@@ -257,7 +247,7 @@ class IndexManager:
             health = self._embedder.health()
             return (health.reason or IndexReason.EMBEDDER_UNAVAILABLE, health.message)
         if handle is None or handle.count == 0:
-            return self._problem or NOTHING_INDEXED
+            return self._following.problem or NOTHING_INDEXED
         if not query_compatible(handle.space_id, space, self._spaces):
             return (IndexReason.VECTOR_SPACE_REBUILDING, "the index is being rebuilt for the configured model")
         return None
@@ -276,7 +266,7 @@ class IndexManager:
         rows = record_id_rows(within) if within is not None else None
         async with self.cell.lease() as handle:
             if handle is None or handle.count == 0:
-                reason, message = self._problem or NOTHING_INDEXED
+                reason, message = self._following.problem or NOTHING_INDEXED
                 raise IndexUnavailable(reason, message)
             exact = rows is not None or scored_exactly((handle.base, *handle.deltas), namespace, k_records)
             hits = await placed(
@@ -304,25 +294,8 @@ class IndexManager:
 
     def serving(self) -> dict[str, dict[str, object]]:
         """Which generation this daemon serves and how far it lags, for `/v1/generations` and
-        `/readyz`: `serving.generation` (the handle's base; None while it holds a delta alone),
-        `serving.files` (`builder`: the builder's files, checked against the generation's row;
-        `copy`: a copy built from the stored vectors, checked against its own recorded
-        digest), `serving.building` (the generation whose copy is being built here);
-        `lag.behind` (the pointer, when last read, names a generation not served here yet) and
-        `lag.seconds` (every vector stored in PostgreSQL more than this long ago is in the
-        handle; None before the first refresh)."""
-        handle = self.cell.current()
-        served = handle.base.generation_id if handle is not None and handle.base is not None else None
-        files = self._files[1] if self._files is not None and self._files[0] == served else None
-        current = self._pointer.current.id if self._pointer is not None and self._pointer.current else None
-        since = None if self._caught_up_at is None else max(0.0, anyio.current_time() - self._caught_up_at)
-        return {
-            "serving": {"generation": served, "files": files, "building": self._copies.building},
-            "lag": {
-                "behind": current is not None and current != served,
-                "seconds": None if since is None else round(since, 3),
-            },
-        }
+        `/readyz` (`PointerFollower.serving`)."""
+        return self._following.serving(self._caught_up_at)
 
     async def vectors_behind(self) -> int | None:
         """Vectors stored in PostgreSQL in the embedder's space that the handle has not taken in
@@ -354,7 +327,7 @@ class IndexManager:
             "steps": self._steps,
             "last_error": self._last_error,
             "leases": self.cell.open_leases,
-            "copy": None if self._copies.last is None else msgspec.to_builtins(self._copies.last),
+            "copy": None if (copy := self._following.copies.last) is None else msgspec.to_builtins(copy),
         }
 
     async def activate(self, generation_id: str) -> GenerationRow:
@@ -372,8 +345,8 @@ class IndexManager:
         stop = stop_requested()
         self.settings.root.mkdir(parents=True, exist_ok=True)
         try:
-            await self._announce_load()
-            await self._follow_pointer()
+            await self._following.announce_load(self._extend_start)
+            await self._following.follow()
         except Exception as exc:  # the store may be down at start; the loop retries
             log.warning("could not read the generation pointer at start: %s", exc)
         task_status.started()
@@ -382,18 +355,6 @@ class IndexManager:
             await stop.wait()
             tasks.cancel_scope.cancel()
         await self._lock.release()
-
-    async def _announce_load(self) -> None:
-        """Before the start-up load, tell the service manager how long it may take (systemd's
-        EXTEND_TIMEOUT_USEC): checksumming and mapping run at roughly disk speed."""
-        pointer = await self._store.pointer()
-        if self._extend_start is None or pointer.current is None:
-            return
-        directory = self.settings.root / pointer.current.id
-        size = await anyio.to_thread.run_sync(
-            lambda: sum(f.stat().st_size for f in directory.glob("*") if f.is_file()) if directory.is_dir() else 0
-        )
-        self._extend_start(30.0 + size / LOAD_BYTES_PER_S)
 
     async def _loop(self, tasks: anyio.abc.TaskGroup) -> None:
         async with self._wakeups.receiving() as wakeups:
@@ -414,7 +375,7 @@ class IndexManager:
             await self._store.ensure_space(space)
             self._spaces[space.key] = space
         builder = await self._lock.try_acquire()
-        await self._follow_pointer(tasks)
+        await self._following.follow(tasks)
         if space is None:
             return
         started = anyio.current_time()
@@ -445,7 +406,7 @@ class IndexManager:
                 space,
                 pending=self._pending,
                 quiet_for=quiet_for,
-                copying=self._copies.building is not None,
+                copying=self._following.copies.building is not None,
             )
         ):
             builds.building = True
@@ -473,65 +434,6 @@ class IndexManager:
             return 0
         return known.mark
 
-    # -- following the pointer
-
-    async def _follow_pointer(self, tasks: anyio.abc.TaskGroup | None = None) -> None:
-        """Load the pointer's generation when it moved, or once its copy is here. Without
-        `tasks` (at start, before the loop) a copy is not started: the first step starts it."""
-        pointer = await self._store.pointer()
-        if self._pointer is not None and pointer.version == self._pointer.version and self._awaiting is None:
-            return
-        self._pointer = pointer
-        self._awaiting = None
-        row = pointer.current
-        if row is None:
-            # A pointer that has moved (version > 0) and names nothing: only a restore does that,
-            # which empties the generations' catalogue (daemon/store/backup.py).
-            if pointer.version > 0 and self.cell.current() is None:
-                self._problem = REBUILDING_AFTER_RESTORE
-            return
-        if self._generation is not None and self._generation.manifest.generation_id == row.id:
-            return
-        if not is_here(self.settings.root, row.id):
-            # Not damage: this daemon never had these files (another member built them). Build a
-            # copy from the stored vectors; the handle serving keeps serving until it is loaded.
-            self._awaiting = row
-            copying = tasks is not None and self._copies.start(row, tasks)
-            if self.cell.current() is None:
-                why = "is being built" if copying or tasks is None else "failed and will be tried again"
-                self._problem = (
-                    IndexReason.GENERATION_COPY_BUILDING,
-                    f"this daemon's own copy of generation {row.id} {why} from the stored vectors",
-                )
-            return
-        generation = await self._load(row)
-        if generation is None:
-            # The current generation is damaged: serve the previous verified one if nothing is
-            # serving yet, and have the builder replace the damaged one.
-            self._builds.heal = True
-            if self.cell.current() is None and pointer.previous is not None:
-                previous = await self._store.generation(pointer.previous)
-                if previous is not None and previous.state == "verified" and is_here(self.settings.root, previous.id):
-                    generation = await self._load(previous)
-            if generation is None:
-                return
-        self._spaces.setdefault(generation.manifest.space_id, generation.manifest.space)
-        self._swap(Handle.of(generation), f"loaded generation {generation.manifest.generation_id}")
-
-    async def _load(self, row: GenerationRow) -> Generation | None:
-        """Verify and adopt the pointer's generation (the builder's files or a recorded copy,
-        `verify_here`), or report it corrupt and keep serving."""
-        try:
-            generation, files = await verify_here(self._store, self.settings.root, row)
-        except GenerationCorrupt as exc:
-            self._problem = (IndexReason.VECTOR_INDEX_CORRUPT, str(exc))
-            log.error("generation %s is corrupt: %s; keeping the previous handle", row.id, exc)
-            return None
-        self._generation = generation
-        self._files = (row.id, files)
-        self._problem = None
-        return generation
-
     # -- refreshing the handle (everyone)
 
     async def _refresh(self, space: VectorSpace) -> None:
@@ -539,7 +441,8 @@ class IndexManager:
         if handle is None or handle.space_id != space.key:
             if handle is not None and query_compatible(handle.space_id, space, self._spaces):
                 return  # keep serving the older-template generation until the new one is built
-            if handle is None and self._problem is not None and self._problem[0] == IndexReason.VECTOR_INDEX_CORRUPT:
+            problem = self._following.problem
+            if handle is None and problem is not None and problem[0] == IndexReason.VECTOR_INDEX_CORRUPT:
                 # Past a corrupt current generation the route is served from a previous
                 # verified generation or reported degraded, never from a handle of our own
                 # making; the builder replaces the damaged generation (`heal`) and we load that.
