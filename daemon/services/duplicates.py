@@ -6,15 +6,17 @@ I/O only; the rules (what a title is embedded as, which scores warn, their order
 and by the checks themselves. A check compares with the live titles of its namespace and kind
 kept in memory as one matrix (`daemon/services/duplicates_live.py`, `daemon/services/duplicates_rows.py`): it reads from
 PostgreSQL only the records changed since the last check and the vectors it has not seen yet.
-The audit keeps the vectors it has read per space (`TitleMatrix`).
+The audit keeps the vectors it has read per space (`daemon/services/duplicates_audit.py`).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 import uuid
 from collections.abc import Callable, Collection, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Literal
 
@@ -27,15 +29,24 @@ from recalld.actors.duplicates.rules import Contrast, catch_up, most_similar, re
 from recalld.actors.embedding.embedder import Embedder
 from recalld.actors.embedding.errors import EmbeddingError, Reason
 from recalld.actors.kernel.breaker import BreakerState
+from recalld.actors.ports.embedding import VectorSpace
 from recalld.config import DuplicatesConfig
 from recalld.metrics import Metrics
+from recalld.services.duplicates_ahead import Ahead, embedding_ahead
+from recalld.services.duplicates_audit import TitleMatrix, audit_pairs
 from recalld.services.duplicates_live import LiveTitles
-from recalld.services.duplicates_rows import RESCORE_MARGIN, KindTitles, batch_hits
+from recalld.services.duplicates_rows import KindTitles, batch_hits
 from recalld.store.db import STORE_DOWN_ERRORS
 from recalld.store.duplicates import PgTitleStore
 from recalld.wire.duplicates import DuplicateCheck, DuplicateSkipReason
 
 log = logging.getLogger("recalld.duplicates")
+
+INLINE_ROWS = 4096
+"""Title rows (times the titles checked) compared on the event loop rather than in a worker
+thread: 4,096 rows of 512 floats are a matrix product of well under a millisecond, less than
+the hop to a thread and back costs on a loaded machine (0.3 ms at the median, 5 ms at p90
+on 2 shared cores: docs/BENCHMARKS.md, "Writes with the duplicate check and indexing")."""
 
 
 def stages_for(config: DuplicatesConfig, model: str) -> Contrast:
@@ -68,30 +79,6 @@ class Checked:
     title: str
     record_id: uuid.UUID | None
     """None: a dry run's title, of no record."""
-
-
-class TitleMatrix:
-    """The title vectors of one space this daemon has read, by normalised title.
-
-    Rows are only ever appended, and a full matrix is replaced by a larger copy, never resized
-    in place: a comparison running in a worker thread reads the rows it was given while the
-    event loop appends others."""
-
-    def __init__(self, dimension: int) -> None:
-        self.dimension = dimension
-        self.rows: dict[str, int] = {}
-        self.matrix: npt.NDArray[np.float32] = np.empty((1024, dimension), dtype=np.float32)
-
-    def add(self, items: Sequence[tuple[str, npt.NDArray[np.float32]]]) -> None:
-        fresh = [(norm, vector) for norm, vector in items if norm not in self.rows]
-        count = len(self.rows)
-        if count + len(fresh) > len(self.matrix):
-            grown = np.empty((max(2 * len(self.matrix), count + len(fresh)), self.dimension), dtype=np.float32)
-            grown[:count] = self.matrix[:count]
-            self.matrix = grown
-        for offset, (norm, vector) in enumerate(fresh):
-            self.matrix[count + offset] = vector
-            self.rows[norm] = count + offset
 
 
 class DuplicateChecker:
@@ -159,8 +146,10 @@ class DuplicateChecker:
         *,
         record_id: uuid.UUID | None = None,
         dry_run: bool = False,
+        ahead: Ahead | None = None,
     ) -> DuplicateCheck:
-        """The check of `title` as (a revision of) record `record_id`; `dry_run` stores nothing."""
+        """The check of `title` as (a revision of) record `record_id`; `dry_run` stores nothing;
+        `ahead`: its title embedded while the record was written (`ahead`)."""
         started = time.perf_counter()
         threshold = self.threshold()
         answer: DuplicateCheck | None = self._unchecked(kind)
@@ -168,7 +157,7 @@ class DuplicateChecker:
             with anyio.move_on_after(self._config.time_cap_s):
                 # a batch of one: one code path for a title checked alone or among others
                 item = Checked(namespace, kind, title, record_id)
-                [answer] = await self._check_namespace(namespace, [item], dry_run)
+                [answer] = await self._check_namespace(namespace, [item], dry_run, ahead)
         if answer is None:
             answer = DuplicateCheck(
                 status="skipped", reason=DuplicateSkipReason.TIME_CAP, threshold=threshold, compared=0, of=0
@@ -204,6 +193,25 @@ class DuplicateChecker:
             checks.append(answer)
         return checks
 
+    def ahead(self, namespace: str, kind: str, title: str) -> AbstractAsyncContextManager[Ahead | None]:
+        """Embed `title` while the block runs (its record is being written), for the check that
+        follows (`check(..., ahead=)`), which then makes no embedding call of its own: with it,
+        the titles its kind's last read found with no vector, as the check's catch-up would.
+        Only when the check will need it as far as this daemon knows: a checked kind that had
+        live titles at its last check (nothing is embedded ahead for the first title of a kind,
+        nor for the first check after a start), and an embedder ready to take it."""
+        embedder = self._embedder
+        ready = embedder is not None and embedder.space is not None and embedder.breaker_state is BreakerState.CLOSED
+        wanted: list[str] = []
+        if embedder is not None and ready and self._live.last_count(namespace, kind) and self._unchecked(kind) is None:
+            # With it, as the check would (`catch_up`), the titles last read that had no vector.
+            own = title_text(title)
+            room = embedder.settings.max_batch - 1
+            extra, _ = catch_up(self._live.waiting(namespace, kind), {own}, self._config.catch_up_titles, room)
+            wanted = [own, *extra]
+        deadline = anyio.current_time() + self._config.time_cap_s
+        return embedding_ahead(embedder, namespace, wanted, deadline)
+
     def _unchecked(self, kind: str) -> DuplicateCheck | None:
         """The answer for a record of a kind that is never checked (None: the kind is checked)."""
         if kind not in self._config.unchecked_kinds:
@@ -212,9 +220,10 @@ class DuplicateChecker:
         return DuplicateCheck(status="skipped", reason=reason, threshold=self.threshold(), compared=0, of=0)
 
     async def _check_namespace(
-        self, namespace: str, items: Sequence[Checked], dry_run: bool = False
+        self, namespace: str, items: Sequence[Checked], dry_run: bool = False, ahead: Ahead | None = None
     ) -> list[DuplicateCheck]:
-        """The checks of `items`, all of `namespace`; `dry_run` stores nothing."""
+        """The checks of `items`, all of `namespace`; `dry_run` stores nothing; `ahead`: titles
+        embedded already."""
         threshold = self.threshold()
 
         def skipped(reason: DuplicateSkipReason, of: int = 0) -> DuplicateCheck:
@@ -251,9 +260,11 @@ class DuplicateChecker:
             # The stored vectors first, in the space the embedder serves now: the titles found
             # with none (written a moment ago) go into the same embedding call as the new ones.
             if probed is not None:
+                # those embedded ahead are not looked up: their vectors are coming
+                known = set(ahead.norms) if ahead is not None else set()
                 for kind, live in lives.items():
                     unstored += await self._live.read_vectors(
-                        namespace, kind, live, probed.key, probed.dimension, until=until
+                        namespace, kind, live, probed.key, probed.dimension, until=until, skip=known
                     )
         except (*STORE_DOWN_ERRORS, asyncpg.PostgresError) as exc:
             log.warning("duplicate check could not read the title vectors: %s", exc)
@@ -261,12 +272,9 @@ class DuplicateChecker:
         extra = self._catch_up(unstored, set(wanted), embedder.settings.max_batch - len(wanted))
         try:
             deadline = anyio.current_time() + self._config.time_cap_s
-            texts = [embedder.render_title(norm).text for norm in [*wanted, *extra]]
-            embedded = await embedder.embed(texts, purpose="dedupe", namespace=namespace, deadline=deadline)
+            vectors, space = await self._embedded(embedder, namespace, wanted, extra, deadline, ahead)
         except EmbeddingError as error:
             return [skipped(_skip_reason(error), of=of) for of in ofs]
-        space = embedded.space
-        vectors = dict(zip([*wanted, *extra], embedded.vectors, strict=True))
         threshold = self._config.thresholds.get(space.model, self._config.threshold)
         try:
             for kind, live in lives.items():
@@ -308,9 +316,12 @@ class DuplicateChecker:
             queries = np.stack([vectors[norms[at]] for at in mine]).astype(np.float32)
             judges = [enough(norms[at]) for at in mine]
             never = [_named_never(items, at) for at in mine]
-            found = await anyio.to_thread.run_sync(
+            compare = functools.partial(
                 batch_hits, snapshot, [excluded[at] for at in mine], queries, threshold, judges, never
             )
+            # a few thousand titles take less than a worker thread's hop there and back
+            inline = snapshot.count * len(mine) <= INLINE_ROWS
+            found = compare() if inline else await anyio.to_thread.run_sync(compare)
             scored.update(zip(mine, found, strict=True))
         similar = {at: most_similar(hits, norms[at], threshold, limit, contrast) for at, (hits, _) in scored.items()}
         ids = sorted({s.id for found in similar.values() for s in found})
@@ -405,6 +416,31 @@ class DuplicateChecker:
             found = await self._store.vectors(space_id, list(missing), matrix.dimension)
             matrix.add([(missing[key], vector) for key, vector in found.items()])
 
+    async def _embedded(
+        self,
+        embedder: Embedder,
+        namespace: str,
+        wanted: Sequence[str],
+        extra: Sequence[str],
+        deadline: float,
+        ahead: Ahead | None,
+    ) -> tuple[dict[str, npt.NDArray[np.float32]], VectorSpace]:
+        """The vectors of the check's titles (`wanted`, and the catch-up's `extra` it can have)
+        and their space, by one embedding call: the one made `ahead` (its failure is the
+        check's; catch-up titles it did not carry wait for a later check or the index manager),
+        or the check's own."""
+        if ahead is not None:
+            known, space = await ahead.known()
+            if ahead.error is not None:
+                raise ahead.error
+            if space is not None and all(norm in known for norm in wanted):
+                if any(norm not in known for norm in extra) and self._wake is not None:
+                    self._wake()
+                return dict(known), space
+        texts = [embedder.render_title(norm).text for norm in [*wanted, *extra]]
+        embedded = await embedder.embed(texts, purpose="dedupe", namespace=namespace, deadline=deadline)
+        return dict(zip([*wanted, *extra], embedded.vectors, strict=True)), embedded.space
+
     def _catch_up(self, unstored: Sequence[str], own: Collection[str], room: int) -> list[str]:
         """The titles with no stored vector that this check embeds with its own (`catch_up`);
         when more are waiting, the index manager is woken to embed them."""
@@ -461,35 +497,3 @@ def _exclusions(
 def _named_never(items: Sequence[Checked], at: int) -> set[uuid.UUID]:
     """The ids item `at` must never name as similar: its own and the batch's later items'."""
     return {item.record_id for item in items[at:] if item.kind == items[at].kind and item.record_id is not None}
-
-
-AUDIT_BLOCK = 256
-"""Page records compared at a time in an audit: a block of scores is AUDIT_BLOCK x (records of
-the kind) floats, 100 MB at 100,000 records."""
-
-
-def audit_pairs(
-    vectors: npt.NDArray[np.float32],
-    page_rows: npt.NDArray[np.int64],
-    page_at: npt.NDArray[np.int64],
-    kind_rows: npt.NDArray[np.int64],
-    threshold: float,
-) -> list[tuple[int, int, float]]:
-    """Blocking (a worker thread): (page index, kind index, cosine) of every pair whose cosine
-    reaches the threshold, each pair once: a page record (its vector at `page_rows[i]`, at
-    position `page_at[i]` among its kind's records `kind_rows`, both in id order) is paired only
-    with the kind's records after it."""
-    kind_vectors = vectors[kind_rows]
-    found: list[tuple[int, int, float]] = []
-    for start in range(0, len(page_rows), AUDIT_BLOCK):
-        block = vectors[page_rows[start : start + AUDIT_BLOCK]]
-        first = int(page_at[start]) + 1  # the block's records are in id order: none pairs below this
-        scores = block @ kind_vectors[first:].T
-        for i, j in np.argwhere(scores >= threshold - RESCORE_MARGIN):
-            row, other = start + int(i), first + int(j)
-            if other <= int(page_at[row]):
-                continue
-            exact = float(block[i].astype(np.float64) @ kind_vectors[other].astype(np.float64))
-            if reported(exact) >= threshold:
-                found.append((row, other, reported(exact)))
-    return found

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import uuid
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -66,6 +66,16 @@ class LiveTitles:
         self._read_batch = read_batch
         self._kept: OrderedDict[tuple[str, str], _Kept] = OrderedDict()
 
+    def last_count(self, namespace: str, kind: str) -> int | None:
+        """How many live titles the namespace and kind had when last read (None: not kept)."""
+        kept = self._kept.get((namespace, kind))
+        return len(kept.titles) if kept is not None else None
+
+    def waiting(self, namespace: str, kind: str) -> list[str]:
+        """The normalised titles that had no vector at the last read, oldest first (no I/O)."""
+        kept = self._kept.get((namespace, kind))
+        return list(kept.titles.waiting.values()) if kept is not None else []
+
     async def titles(self, namespace: str, kind: str) -> list[tuple[uuid.UUID, str]]:
         """(id, normalised title) of every live record of the namespace and kind, now."""
         return (await self.kind(namespace, kind)).members()
@@ -110,6 +120,7 @@ class LiveTitles:
         dimension: int,
         *,
         until: float | None = None,
+        skip: Collection[str] = (),
     ) -> list[str]:
         """Read the stored vectors of `space_id` for the titles of `titles` (what `kind()`
         returned) that have none yet, `read_batch` titles a query; past `until` (anyio's clock)
@@ -117,15 +128,16 @@ class LiveTitles:
         `of` says so). The first check after a start reads every vector of its kind: with
         100,000 titles seconds on a loaded machine, more than the time cap allows.
 
-        Returns the normalised titles looked up and found with no stored vector (written a
-        moment ago, before the index manager embedded them), oldest row first; titles left
-        unread for `until` are not among them."""
+        Titles in `skip` (being embedded already) are not looked up. Returns the normalised
+        titles looked up and found with no stored vector (written a moment ago, before the index
+        manager embedded them), oldest row first; titles left unread for `until` are not among
+        them."""
         kept = self._kept.get((namespace, kind))
         lock = kept.lock if kept is not None and kept.titles is titles else anyio.Lock()
         unstored: list[str] = []
         async with lock:
             titles.use_space(space_id, dimension)
-            waiting = list(titles.waiting.values())
+            waiting = [norm for norm in titles.waiting.values() if norm not in skip]
             for start in range(0, len(waiting), self._read_batch):
                 if start and until is not None and anyio.current_time() >= until:
                     break

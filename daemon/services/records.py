@@ -17,6 +17,7 @@ from recalld.actors.embedding.pace import Foreground
 from recalld.config import Config
 from recalld.metrics import Metrics
 from recalld.services.duplicates import Checked, DuplicateChecker
+from recalld.services.duplicates_ahead import Ahead
 from recalld.services.recall_indexing import IndexingStatus
 from recalld.store.records import ExactDuplicate, IdTaken, RecordFields, RecordRepository, SourcePathTaken
 from recalld.wire.duplicates import DuplicateCheck, DuplicateSkipReason
@@ -78,8 +79,9 @@ class RecordWrites:
     async def create(self, record: RecordIn) -> RecordCreated:
         """Write one new record, then run its duplicate check."""
         with self._held():
-            record_id, revision = await self.write_new(record)
-            check = await self.duplicate_check(record, record_id)
+            async with self._ahead(record) as ahead:  # the title to the model during the write
+                record_id, revision = await self.write_new(record)
+                check = await self.duplicate_check(record, record_id, ahead)
         return RecordCreated(id=record_id, revision=revision, duplicate_check=check)
 
     async def write_new(self, record: RecordIn) -> tuple[uuid.UUID, int]:
@@ -185,10 +187,19 @@ class RecordWrites:
         reason = DuplicateSkipReason.UNAVAILABLE if settings.enabled else DuplicateSkipReason.DISABLED
         return DuplicateCheck(status="skipped", reason=reason, threshold=settings.threshold, compared=0, of=0)
 
-    async def duplicate_check(self, record: RecordIn | RecordUpdate, record_id: uuid.UUID) -> DuplicateCheck:
+    async def duplicate_check(
+        self, record: RecordIn | RecordUpdate, record_id: uuid.UUID, ahead: Ahead | None = None
+    ) -> DuplicateCheck:
         if self._duplicates is None:
             return self.check_unavailable()
-        return await self._duplicates.check(record.namespace, record.kind, record.title, record_id=record_id)
+        checker = self._duplicates
+        return await checker.check(record.namespace, record.kind, record.title, record_id=record_id, ahead=ahead)
+
+    def _ahead(self, record: RecordIn) -> contextlib.AbstractAsyncContextManager[Ahead | None]:
+        """Its title embedded while the block runs, for its check (`DuplicateChecker.ahead`)."""
+        if self._duplicates is None:
+            return contextlib.nullcontext(None)
+        return self._duplicates.ahead(record.namespace, record.kind, record.title)
 
     async def check_titles(self, written: list[Checked]) -> list[DuplicateCheck]:
         """The duplicate checks of the titles a batch wrote, all at once after the writes: one

@@ -1,5 +1,5 @@
 """The duplicate check's comparisons (daemon/services/duplicates_rows.py `KindTitles`, `top_hits`;
-daemon/services/duplicates.py `audit_pairs`) against a brute-force reference on random unit vectors."""
+daemon/services/duplicates_audit.py `audit_pairs`) against a brute-force reference on random unit vectors."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from recalld.actors.duplicates.rules import reported
-from recalld.services.duplicates import Checked, _exclusions, _named_never, audit_pairs
+from recalld.services.duplicates import Checked, _exclusions, _named_never
+from recalld.services.duplicates_audit import audit_pairs
 from recalld.services.duplicates_rows import BATCH_BLOCK, MIN_COMPACT, KindTitles, batch_hits, comparable, top_hits
 
 Hit = tuple[uuid.UUID, str, float]

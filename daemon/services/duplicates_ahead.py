@@ -1,0 +1,75 @@
+"""Titles embedded ahead of their duplicate check: while a record is written, its title is already
+with the title model, so that the check's one slow step (2 ms a title alone, several times that
+beside indexing) runs beside the write's PostgreSQL work rather than after it
+(docs/DUPLICATES.md, "Cost per check").
+
+The check then makes no embedding call of its own (one a check): the titles it finds with no
+vector that this call did not carry wait for a later check or the index manager.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+import anyio
+import numpy as np
+import numpy.typing as npt
+
+from recalld.actors.embedding.embedder import Embedder
+from recalld.actors.embedding.errors import EmbeddingError
+from recalld.actors.ports.embedding import VectorSpace
+
+
+@dataclass
+class Ahead:
+    """The titles of one namespace embedded ahead of their check, by normalised title."""
+
+    norms: list[str]
+    vectors: dict[str, npt.NDArray[np.float32]] = field(default_factory=dict)
+    space: VectorSpace | None = None
+    error: EmbeddingError | None = None
+    """Why the embedding failed (the check is skipped for it: one embedding call a check)."""
+    done: anyio.Event = field(default_factory=anyio.Event)
+
+    async def known(self) -> tuple[dict[str, npt.NDArray[np.float32]], VectorSpace | None]:
+        """The vectors and their space once the embedding ended; nothing when it failed."""
+        await self.done.wait()
+        return self.vectors, self.space
+
+
+@asynccontextmanager
+async def embedding_ahead(
+    embedder: Embedder | None, namespace: str, norms: Sequence[str], deadline: float
+) -> AsyncIterator[Ahead | None]:
+    """Embed `norms` (purpose `dedupe`, by `deadline`) while the block runs; leaving the block
+    gives up on what is not done (a refused write checks nothing). None when there is nothing
+    to embed. A failure is kept for the check, which is skipped with its reason."""
+    if embedder is None or not norms:
+        yield None
+        return
+    ahead = Ahead(list(norms))
+
+    async def embed() -> None:
+        try:
+            texts = [embedder.render_title(norm).text for norm in ahead.norms]
+            result = await embedder.embed(texts, purpose="dedupe", namespace=namespace, deadline=deadline)
+            ahead.vectors = dict(zip(ahead.norms, result.vectors, strict=True))
+            ahead.space = result.space
+        except EmbeddingError as error:
+            ahead.error = error
+        finally:
+            ahead.done.set()
+
+    failed: Exception | None = None
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(embed)
+        try:
+            yield ahead
+        except Exception as error:  # raised past the task group, which would wrap it in a group
+            failed = error
+        finally:
+            tasks.cancel_scope.cancel()
+    if failed is not None:
+        raise failed
