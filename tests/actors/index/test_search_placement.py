@@ -16,6 +16,7 @@ import pytest
 
 from recalld.actors.index.generation import build_generation, load_generation, manifest_sha256
 from recalld.actors.index.handle import Handle
+from recalld.actors.index.manager import IndexManager
 from recalld.actors.index.manifest import Expected
 from recalld.actors.index.placement import (
     INLINE_MAX_K_RECORDS,
@@ -31,10 +32,11 @@ from tests.support.waits import eventually_async
 
 pytestmark = [pytest.mark.anyio, pytest.mark.anyio_backends("trio")]
 
-LOOP_BOUND_S = 1.0
+LOOP_BOUND_S = 5.0
 """The managers below may hold the loop this long per search instead of `INLINE_MAX_S`: these tests
 check which searches move to the loop and what they answer, not how fast this machine is (a
-search of 20 records that is cheap on an idle machine passed 2 ms under a loaded one)."""
+search of 20 records that is cheap on an idle machine passed 2 ms under a loaded one, and the
+loop's wall time counts every wait for the GIL)."""
 
 
 @pytest.fixture
@@ -66,7 +68,7 @@ async def test_a_cheap_handle_is_searched_on_the_loop_with_the_same_answers(clus
         first, first_threads = await search()
         assert first[0] == ids[3] and len(first) == 5
         assert loop_thread not in first_threads, "a handle's first search runs in a worker thread"
-        await on_the_loop_within(search, first, loop_thread)
+        await on_the_loop_within(manager, search, first, loop_thread)
 
         # A forgotten record is a tombstone of a new handle: its first search in a thread,
         # then on the loop, and neither returns the record.
@@ -78,24 +80,32 @@ async def test_a_cheap_handle_is_searched_on_the_loop_with_the_same_answers(clus
         after, threads = await search()
         assert loop_thread not in threads, "a new handle's first search runs in a worker thread"
         assert ids[3] not in after and after[:4] == [i for i in first if i != ids[3]]
-        await on_the_loop_within(search, after, loop_thread)
+        await on_the_loop_within(manager, search, after, loop_thread)
 
 
 async def on_the_loop_within(
-    search: Callable[[], Awaitable[tuple[list[uuid.UUID], set[int]]]], answer: list[uuid.UUID], loop_thread: int
+    manager: IndexManager,
+    search: Callable[[], Awaitable[tuple[list[uuid.UUID], set[int]]]],
+    answer: list[uuid.UUID],
+    loop_thread: int,
 ) -> None:
     """Searches move to the loop within a few dozen (a cold first search may cost more than the
-    bound, and is forgotten gradually), then stay there; every answer is the same."""
-    for _ in range(40):
+    bound, and is forgotten gradually), then stay there while the handle is the same; every
+    answer is the same. A handle the manager publishes meanwhile (it may still fold what it
+    caught up into a generation) starts unknown, and the count starts again."""
+    handle, on_loop = manager.cell.current(), 0
+    for _ in range(60):
         again, threads = await search()
         assert again == answer
-        if threads == {loop_thread}:
-            break
-    else:
-        raise AssertionError("a cheap handle is never searched on the loop")
-    for _ in range(3):
-        again, threads = await search()
-        assert (again, threads) == (answer, {loop_thread})
+        if manager.cell.current() is not handle:
+            handle, on_loop = manager.cell.current(), 0
+        elif threads == {loop_thread}:
+            on_loop += 1
+            if on_loop == 4:
+                return
+        else:
+            assert on_loop == 0, f"a search of the same cheap handle left the loop after {on_loop} on it"
+    raise AssertionError("a cheap handle is never searched on the loop")
 
 
 async def test_a_filtered_or_large_search_never_runs_on_the_loop(cluster: Cluster) -> None:
