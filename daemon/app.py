@@ -54,7 +54,14 @@ async def serve(config: Config, *, data_dir: Path, socket_path: Path) -> int:
             work = anyio.CancelScope()
             tg.start_soon(_stop_on_signal, signals, work, notifier)
             with work:
-                code = await _serve(config, data_dir, socket_path, notifier)
+                try:
+                    code = await _serve(config, data_dir, socket_path, notifier)
+                except Exception as exc:
+                    # Ctrl-C reaches the whole terminal's process group, initdb and PostgreSQL
+                    # included: the start they fail then is the stop that was asked for.
+                    if not work.cancel_called or startup_error(exc) is None:
+                        raise
+                    log.info("start-up stopped: %s", startup_error(exc))
             tg.cancel_scope.cancel()
     return code
 

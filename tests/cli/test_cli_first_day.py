@@ -122,10 +122,26 @@ def importing_the_cli(pid: int) -> bool:
         return False
 
 
+def initdb_running(pid: int) -> bool:
+    """initdb runs in the child's process group (the terminal's foreground group): Ctrl-C reaches
+    it too, and it fails."""
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and os.getpgid(int(proc.name)) == pid:
+                program = (proc / "cmdline").read_bytes().split(b"\0")[0]
+                if program.rsplit(b"/", 1)[-1] == b"initdb":
+                    return True
+        except (ProcessLookupError, FileNotFoundError):
+            continue
+    return False
+
+
 # The moments a Ctrl-C can come while `recalld serve` starts, told by the process and what it has
-# printed so far: while Python imports the CLI, while the embedded PostgreSQL starts, once ready.
+# printed so far: while Python imports the CLI, while initdb makes the embedded PostgreSQL's cluster,
+# while it starts, once ready.
 MOMENTS: dict[str, Callable[[int, str], bool]] = {
     "importing": lambda pid, output: importing_the_cli(pid),
+    "initdb running": lambda pid, output: initdb_running(pid),
     "postgres starting": lambda pid, output: "initialised the embedded PostgreSQL" in output,
     "ready": lambda pid, output: "recalld ready" in output,
 }
