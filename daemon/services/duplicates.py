@@ -15,7 +15,7 @@ import functools
 import logging
 import time
 import uuid
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Literal
@@ -32,7 +32,7 @@ from recalld.actors.kernel.breaker import BreakerState
 from recalld.actors.ports.embedding import VectorSpace
 from recalld.config import DuplicatesConfig
 from recalld.metrics import Metrics
-from recalld.services.duplicates_ahead import Ahead, embedding_ahead
+from recalld.services.duplicates_ahead import Ahead, batch_ahead, titles_ahead
 from recalld.services.duplicates_audit import TitleMatrix, audit_pairs
 from recalld.services.duplicates_live import LiveTitles
 from recalld.services.duplicates_rows import KindTitles, batch_hits
@@ -166,12 +166,15 @@ class DuplicateChecker:
         self._report(answer, record_id, namespace, seconds, dry_run)
         return answer
 
-    async def check_batch(self, items: Sequence[Checked]) -> list[DuplicateCheck]:
+    async def check_batch(
+        self, items: Sequence[Checked], ahead: Mapping[str, Ahead] | None = None
+    ) -> list[DuplicateCheck]:
         """The checks of a batch's written titles, in order, as `check` would answer each had
         they been written and checked one after the other: an item is compared with the live
         records and the batch's earlier items, never its later ones. One embedding call per
         namespace for all of its titles, one matrix product per namespace and kind, and one
-        time cap for the whole batch: what it cuts is `skipped` with `time_cap_exceeded`."""
+        time cap for the whole batch: what it cuts is `skipped` with `time_cap_exceeded`.
+        `ahead`: per namespace, its titles embedded while they were written (`ahead_batch`)."""
         started = time.perf_counter()
         answers: list[DuplicateCheck | None] = [self._unchecked(item.kind) for item in items]
         by_namespace: dict[str, list[int]] = {}
@@ -180,7 +183,8 @@ class DuplicateChecker:
                 by_namespace.setdefault(item.namespace, []).append(at)
         with anyio.move_on_after(self._config.time_cap_s):
             for namespace, indices in by_namespace.items():
-                done = await self._check_namespace(namespace, [items[at] for at in indices])
+                titles = [items[at] for at in indices]
+                done = await self._check_namespace(namespace, titles, ahead=(ahead or {}).get(namespace))
                 for at, answer in zip(indices, done, strict=True):
                     answers[at] = answer
         seconds = time.perf_counter() - started
@@ -195,22 +199,14 @@ class DuplicateChecker:
 
     def ahead(self, namespace: str, kind: str, title: str) -> AbstractAsyncContextManager[Ahead | None]:
         """Embed `title` while the block runs (its record is being written), for the check that
-        follows (`check(..., ahead=)`), which then makes no embedding call of its own: with it,
-        the titles its kind's last read found with no vector, as the check's catch-up would.
-        Only when the check will need it as far as this daemon knows: a checked kind that had
-        live titles at its last check (nothing is embedded ahead for the first title of a kind,
-        nor for the first check after a start), and an embedder ready to take it."""
-        embedder = self._embedder
-        ready = embedder is not None and embedder.space is not None and embedder.breaker_state is BreakerState.CLOSED
-        wanted: list[str] = []
-        if embedder is not None and ready and self._live.last_count(namespace, kind) and self._unchecked(kind) is None:
-            # With it, as the check would (`catch_up`), the titles last read that had no vector.
-            own = title_text(title)
-            room = embedder.settings.max_batch - 1
-            extra, _ = catch_up(self._live.waiting(namespace, kind), {own}, self._config.catch_up_titles, room)
-            wanted = [own, *extra]
-        deadline = anyio.current_time() + self._config.time_cap_s
-        return embedding_ahead(embedder, namespace, wanted, deadline)
+        follows (`check(..., ahead=)`), which then makes no embedding call of its own
+        (`daemon/services/duplicates_ahead.py` says when)."""
+        return titles_ahead(self._live, self._embedder, self._config, namespace, [(kind, title)])
+
+    def ahead_batch(self, items: Sequence[tuple[str, str, str]]) -> AbstractAsyncContextManager[dict[str, Ahead]]:
+        """`ahead` for a batch's (namespace, kind, title)s: one embedding call per namespace, of
+        all its titles, for `check_batch(..., ahead=)`."""
+        return batch_ahead(self._live, self._embedder, self._config, items)
 
     def _unchecked(self, kind: str) -> DuplicateCheck | None:
         """The answer for a record of a kind that is never checked (None: the kind is checked)."""

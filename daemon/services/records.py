@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import uuid
+from collections.abc import Mapping, Sequence
 from typing import Literal
 
 from recalld.actors.embedding.pace import Foreground
@@ -201,7 +202,16 @@ class RecordWrites:
             return contextlib.nullcontext(None)
         return self._duplicates.ahead(record.namespace, record.kind, record.title)
 
-    async def check_titles(self, written: list[Checked]) -> list[DuplicateCheck]:
+    def batch_ahead(self, records: Sequence[RecordIn]) -> contextlib.AbstractAsyncContextManager[Mapping[str, Ahead]]:
+        """The titles of a batch's `records` embedded while the block runs (they are being
+        written), for `check_titles` (`DuplicateChecker.ahead_batch`)."""
+        if self._duplicates is None:
+            return contextlib.nullcontext({})
+        return self._duplicates.ahead_batch([(r.namespace, r.kind, r.title) for r in records])
+
+    async def check_titles(
+        self, written: list[Checked], ahead: Mapping[str, Ahead] | None = None
+    ) -> list[DuplicateCheck]:
         """The duplicate checks of the titles a batch wrote, all at once after the writes: one
         embedding call and one comparison for the batch instead of one each (one after the
         other, they held a batch's writes to about 9 records/s). A failure of the checks is a
@@ -212,7 +222,7 @@ class RecordWrites:
             return [self.check_unavailable() for _ in written]
         try:
             with self._held():
-                return await self._duplicates.check_batch(written)
+                return await self._duplicates.check_batch(written, ahead)
         except Exception:
             log.exception("the duplicate checks of a batch failed")
             return [self.check_unavailable() for _ in written]

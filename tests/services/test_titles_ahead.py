@@ -153,3 +153,22 @@ async def test_a_small_kind_is_compared_without_waiting_for_a_worker_thread(pool
             release.set()
             limiter.total_tokens = tokens
     assert answer.duplicate_check is not None and answer.duplicate_check.compared == 1
+
+
+async def test_a_batchs_titles_go_to_the_model_before_its_items_are_written(pool: asyncpg.Pool) -> None:
+    service = EmbeddingService(dimension=8)
+    titles = [f"Export the {what} report to CSV" for what in ("sales", "stock", "tax")]
+    async with record_writes(pool, service) as writes:
+        await writes.create(story("Reset a forgotten password"))
+        items = [story(title) for title in titles]
+        async with writes.batch_ahead(items) as ahead:
+            await eventually_async(
+                lambda: all(title.lower() in " ".join(sent(service)) for title in titles),
+                10,
+                "the batch's titles sent to the model before any item is written",
+            )
+            written = [await writes.write_item(item, upsert=False) for item in items]
+            checks = await writes.check_titles([checked for _, checked in written if checked is not None], ahead)
+    assert [(check.compared, check.of) for check in checks] == [(1, 1), (2, 2), (3, 3)]
+    # one embedding of each title: the check made no call of its own
+    assert [sum(title.lower() in text for text in sent(service)) for title in titles] == [1, 1, 1]

@@ -3,7 +3,8 @@
 Every item is decoded, checked and written as a `POST /v1/records` (or, with `upsert`, a `PUT`
 of the live record with the same `source_path`) would be, in its own transaction: a bad item in
 the middle is reported in its place and the others land. The duplicate checks of the titles
-written run after the writes, together (`RecordWrites.check_titles`). The answer is 200 with one result per
+written run after the writes, together (`RecordWrites.check_titles`), their titles embedded while the items
+are written (`RecordWrites.batch_ahead`). The answer is 200 with one result per
 item, in order, and it says what the store holds: whatever fails an item (its input, a limit of
 PostgreSQL's, the store lost, a fault of ours) fails it in its slot, and the items after it are
 still tried. Only a body that is not a batch at all (not JSON, no `records` list, more items
@@ -39,6 +40,22 @@ async def _write(services: Services, caller: Peer, raw: msgspec.Raw, upsert: boo
     return await services.writes.write_item(record, upsert=upsert)
 
 
+def _writable(services: Services, caller: Peer, batch: RecordsBatch) -> list[RecordIn]:
+    """The items that decode and that the caller may write: their titles are embedded while the
+    batch is written (each is decoded and checked again in its turn, where a refusal is answered).
+    None of an upsert's: mostly revisions of unchanged titles, which are not checked."""
+    records: list[RecordIn] = []
+    for raw in [] if batch.upsert else batch.records:
+        try:
+            record = decode(bytes(raw), RecordIn)
+            check_record(record, services.config)
+            services.access.require_write(caller, record.namespace)
+        except Exception:  # answered in its turn
+            continue
+        records.append(record)
+    return records
+
+
 def _refused(error: ApiError) -> ItemResult:
     existing = error.extra.get("existing_id")
     return ItemResult(
@@ -61,6 +78,22 @@ async def write_batch(request: web.Request) -> web.Response:
             f"{len(batch.records)} records in one batch; at most {limit} ([records] max_batch)",
         )
     caller = peer(request)
+    async with services.writes.batch_ahead(_writable(services, caller, batch)) as ahead:
+        results, written = await _write_all(services, caller, batch)
+        checks = await services.writes.check_titles([checked for _, checked in written], ahead)
+    for (result, _), check in zip(written, checks, strict=True):
+        result.duplicate_check = check
+    counts = {
+        outcome: sum(1 for r in results if r.outcome == outcome) for outcome in ("created", "updated", "unchanged")
+    }
+    failed = sum(1 for r in results if r.outcome == "failed")
+    return ok(BatchResult(results=results, failed=failed, **counts))
+
+
+async def _write_all(
+    services: Services, caller: Peer, batch: RecordsBatch
+) -> tuple[list[ItemResult], list[tuple[ItemResult, Checked]]]:
+    """Every item written in its turn: its result, and the written ones with their titles to check."""
     results: list[ItemResult] = []
     written: list[tuple[ItemResult, Checked]] = []
     for index, raw in enumerate(batch.records):
@@ -83,14 +116,7 @@ async def write_batch(request: web.Request) -> web.Response:
             result = _refused(ApiError(500, ErrorCode.INTERNAL_ERROR, "internal error; see the daemon log"))
         result.index = index
         results.append(result)
-    checks = await services.writes.check_titles([checked for _, checked in written])
-    for (result, _), check in zip(written, checks, strict=True):
-        result.duplicate_check = check
-    counts = {
-        outcome: sum(1 for r in results if r.outcome == outcome) for outcome in ("created", "updated", "unchanged")
-    }
-    failed = sum(1 for r in results if r.outcome == "failed")
-    return ok(BatchResult(results=results, failed=failed, **counts))
+    return results, written
 
 
 def install(app: web.Application) -> None:
