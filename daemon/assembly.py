@@ -54,6 +54,7 @@ from recalld.store.embedded import EmbeddedPostgres, keep_running
 from recalld.store.evals import EvalStore
 from recalld.store.notifications import listen
 from recalld.store.records import RecordRepository
+from recalld.store.roles import PgTickLocks, RoleHolders
 from recalld.store.search import FeedbackStore, SearchLog, SearchRecorder
 from recalld.store.usage import UsageStore
 from recalld.store.vectors import PgVectorStore
@@ -141,8 +142,10 @@ def assemble(
         if config.duplicates.enabled
         else None
     )
+    # the roles held for one step at a time, taken by this daemon's actors through one set of locks
+    locks = PgTickLocks(pool)
     assignments = build_assignments(
-        config, pool=pool, http=http, usage=usage, metrics=metrics, prices=config.embedding.prices
+        config, pool=pool, http=http, usage=usage, metrics=metrics, prices=config.embedding.prices, locks=locks
     )
     records = RecordRepository(pool)
     services = Services(
@@ -171,6 +174,7 @@ def assemble(
         dsn=dsn,
         assignments=assignments,
         indexing=indexing,
+        roles=RoleHolders(pool, locks, lambda: index is not None and index.is_builder),
     )
     children: list[ChildSpec] = []
     if embedded is not None:
@@ -205,6 +209,7 @@ def assemble(
         ),
         on_delete=lambda what: metrics.sweeper_deletions.labels(what=what).inc(),
         disputes=assignments.disputes,
+        locks=locks,
     )
     children.append(ChildSpec("sweeper", sweeper.run))
     children += assignments.children(config)

@@ -56,9 +56,9 @@ from recalld.actors.ports.assignments import (
     LlmFailure,
     Observer,
     Outcome,
-    TickLocks,
     Unobserved,
 )
+from recalld.actors.ports.roles import TickLocks
 from recalld.actors.ports.usage import UsageRow, UsageSink
 
 log = logging.getLogger("recalld.resolver")

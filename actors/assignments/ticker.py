@@ -22,7 +22,8 @@ from anyio.abc import TaskStatus
 from recalld.actors.assignments.strategy import choose
 from recalld.actors.kernel.mailbox import Envelope, Mailbox
 from recalld.actors.kernel.ticker import WakeSchedule, run_ticker
-from recalld.actors.ports.assignments import Assignments, AssignReport, Observer, TickLocks, Unobserved
+from recalld.actors.ports.assignments import Assignments, AssignReport, Observer, Unobserved
+from recalld.actors.ports.roles import TickLocks
 
 log = logging.getLogger("recalld.assignments")
 

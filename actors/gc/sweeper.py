@@ -1,5 +1,10 @@
 """The GC sweeper actor: deletes what nothing references any more, and nothing else.
 
+Daemons sharing a database (a fleet) each sweep their own generations directory; the database
+work below (rows of generations, searches, disputes, holds, retired chunks) runs in one daemon at
+a time, fleet-wide, under the advisory lock `SWEEPER_ROLE`, and a pass that finds it held does
+only its own directory.
+
 - A generation goes only when it is not current, is not the rollback target inside the rollback
   window, and has no open lease in this daemon. Its row changes in a fenced transaction (the
   store re-checks the pointer under a row lock); the directory is removed after that commits,
@@ -18,6 +23,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import shutil
@@ -37,8 +43,13 @@ from recalld.actors.index.manifest import ID_MAP_FILE, TEMP_PREFIX
 from recalld.actors.kernel.supervisor import stop_requested
 from recalld.actors.ports.gc import DisputeRetention, RetentionStore
 from recalld.actors.ports.index import GenerationRow, SweptStore
+from recalld.actors.ports.roles import TickLocks
 
 log = logging.getLogger("recalld.sweeper")
+
+SWEEPER_ROLE = "gc_sweeper"
+"""The advisory lock a pass's database work runs under: daemons sharing a database each sweep
+their own directory, and one at a time the rows."""
 
 RETIRED_PAGE = 5000
 """Retired chunk rows read (and deleted) per statement."""
@@ -63,6 +74,8 @@ class SweepReport:
     """Surrogate rows of retired chunks deleted."""
     disputes: int = 0
     """Finished disputes deleted."""
+    database: bool = True
+    """Whether this pass did the database work (False: another daemon held `SWEEPER_ROLE`)."""
 
 
 def generation_removable(
@@ -99,8 +112,9 @@ class Sweeper:
 
     Guarantees: it deletes only what nothing references (a generation that is current, the
     rollback target inside the window, or leased here is never touched, and its row goes before
-    its directory); a pass that fails is logged and the next one starts afresh. Every kind of
-    deletion is reported through `on_delete`.
+    its directory); the database work of a pass runs only while this daemon holds
+    `SWEEPER_ROLE` (with `locks`; without, always); a pass that fails is logged and the next one
+    starts afresh. Every kind of deletion is reported through `on_delete`.
     """
 
     def __init__(
@@ -114,10 +128,12 @@ class Sweeper:
         on_delete: Callable[[str], None] | None = None,
         clock: Callable[[], float] = time.time,
         disputes: DisputeRetention | None = None,
+        locks: TickLocks | None = None,
     ) -> None:
         self._store = store
         self._retention = retention
         self._disputes = disputes
+        self._locks = locks
         self._root = root
         self._leased = leased
         self.settings = settings
@@ -132,17 +148,41 @@ class Sweeper:
 
     async def sweep_once(self) -> SweepReport:
         report = SweepReport()
+        rows = await self._store.generations()
+        await self._remove_orphaned_directories(rows, report)
+        async with self._database_role() as held:
+            report.database = held
+            if held:
+                await self._sweep_database(rows, report)
+        self.last = report
+        return report
+
+    def _database_role(self) -> contextlib.AbstractAsyncContextManager[bool]:
+        """The sweeper's database work is one member's at a time, fleet-wide (`SWEEPER_ROLE`)."""
+        return self._locks.hold(SWEEPER_ROLE) if self._locks is not None else contextlib.nullcontext(True)
+
+    async def _remove_orphaned_directories(self, rows: list[GenerationRow], report: SweepReport) -> None:
+        """This daemon's own directory: crashed builds, and directories no verified row knows
+        (among them its copies of generations another member retired)."""
+        known = {row.id for row in rows if row.state == "verified"}
+        for path in await anyio.to_thread.run_sync(
+            lambda: orphaned_temp_dirs(self._root, self.settings.temp_grace_s, known=known, now=self._clock())
+        ):
+            await anyio.to_thread.run_sync(_remove, path)
+            report.directories.append(path.name)
+            log.info("orphaned build directory %s removed", path.name)
+            self._deleted("directory")
+
+    async def _sweep_database(self, rows: list[GenerationRow], report: SweepReport) -> None:
         now = self._now()
         pointer = await self._store.pointer()
         current = pointer.current.id if pointer.current else None
-        rows = await self._store.generations()
         for row in rows:
-            leased = self._leased()
             verdict = generation_removable(
                 row,
                 current=current,
                 previous=pointer.previous,
-                leased=leased,
+                leased=self._leased(),
                 now=now,
                 window_s=self.settings.rollback_window_s,
             )
@@ -164,35 +204,27 @@ class Sweeper:
                 await anyio.to_thread.run_sync(_remove, self._root / row.id)
                 report.generations.append(row.id)
                 log.info("generation %s deleted", row.id)
-                if self._on_delete is not None:
-                    self._on_delete("generation")
-        known = {row.id for row in rows if row.state == "verified"}
-        for path in await anyio.to_thread.run_sync(
-            lambda: orphaned_temp_dirs(self._root, self.settings.temp_grace_s, known=known, now=self._clock())
-        ):
-            await anyio.to_thread.run_sync(_remove, path)
-            report.directories.append(path.name)
-            log.info("orphaned build directory %s removed", path.name)
-            if self._on_delete is not None:
-                self._on_delete("directory")
+                self._deleted("generation")
         cutoff = now - dt.timedelta(seconds=self.settings.search_retention_s)
         report.searches = await self._retention.delete_searches_before(cutoff)
-        if report.searches and self._on_delete is not None:
-            self._on_delete("searches")
+        if report.searches:
+            self._deleted("searches")
         if self._disputes is not None:
             finished_before = now - dt.timedelta(seconds=self.settings.dispute_retention_s)
             report.disputes = await self._disputes.delete_finished_disputes_before(finished_before)
-            if report.disputes and self._on_delete is not None:
-                self._on_delete("disputes")
+            if report.disputes:
+                self._deleted("disputes")
         report.holds = await self._store.delete_stale_holds()
-        if report.holds and self._on_delete is not None:
-            self._on_delete("holds")
+        if report.holds:
+            self._deleted("holds")
         remaining = [row for row in rows if row.id not in report.generations]
         report.chunks = await self._delete_retired_chunks(now, remaining)
-        if report.chunks and self._on_delete is not None:
-            self._on_delete("chunks")
-        self.last = report
-        return report
+        if report.chunks:
+            self._deleted("chunks")
+
+    def _deleted(self, what: str) -> None:
+        if self._on_delete is not None:
+            self._on_delete(what)
 
     async def _delete_retired_chunks(self, now: dt.datetime, rows: list[GenerationRow]) -> int:
         """Delete the surrogate rows of chunks retired longer than the rollback window ago that no

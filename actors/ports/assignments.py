@@ -6,20 +6,12 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Sequence
-from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from recalld.actors.assignments.disputes import DisputeState, Event, Tier
 from recalld.actors.assignments.strategy import Choice, Source, Vote
 from recalld.actors.assignments.verdict import ConfidenceSource, Question, ResolverReason
-
-
-class TickLocks(Protocol):
-    def hold(self, name: str) -> AbstractAsyncContextManager[bool]:
-        """Try the advisory lock `name` for the block: True when this daemon holds it, False when
-        another one does (the block must then do nothing). Released when the block ends."""
-        ...
 
 
 @dataclass

@@ -22,6 +22,7 @@ import recalld.cli.recall as recall
 import recalld.cli.records as records
 import recalld.cli.serve as serve
 import recalld.cli.stats as stats
+import recalld.cli.status as status
 import recalld.cli.usage as usage
 from recalld.cli.output import Output
 from recalld.cli.parser import Subparsers
@@ -40,6 +41,7 @@ class CommandGroup(Protocol):
 COMMANDS: dict[str, CommandGroup] = {
     "serve": serve,
     "health": health,
+    "status": status,
     "put": records,
     "get": records,
     "forget": records,

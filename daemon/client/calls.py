@@ -97,6 +97,11 @@ class Calls:
         """Make an earlier verified generation current (administrators only)."""
         return self.call(build.activate_generation(generation_id))
 
+    def roles(self) -> JSON:
+        """Who holds each role of those sharing the database now (administrators only): `host`,
+        and `roles`, each with `role`, `lock`, `here` and `holder` (null when free)."""
+        return self.call(build.roles())
+
     def record_eval(self, run: Mapping[str, Any]) -> JSON:
         """Keep a `recalld eval` run in the daemon's eval history (docs/EVAL.md): its `id`."""
         return self.call(build.record_eval(run))
@@ -212,6 +217,9 @@ class AsyncCalls:
 
     async def activate_generation(self, generation_id: str) -> JSON:
         return await self.call(build.activate_generation(generation_id))
+
+    async def roles(self) -> JSON:
+        return await self.call(build.roles())
 
     async def record_eval(self, run: Mapping[str, Any]) -> JSON:
         return await self.call(build.record_eval(run))

@@ -229,6 +229,10 @@ class build:
         return Call("POST", path, msgspec.json.encode({}), None, _json)
 
     @staticmethod
+    def roles() -> Call[JSON]:
+        return Call("GET", "/admin/roles", None, None, _json)
+
+    @staticmethod
     def record_eval(run: Mapping[str, Any]) -> Call[JSON]:
         return Call("POST", "/v1/evals", msgspec.json.encode(run), None, _json)
 

@@ -210,6 +210,15 @@ ROUTES: dict[tuple[str, str], RouteDoc] = {
         admin=True,
         errors=(403, 503),
     ),
+    ("GET", "/admin/roles"): RouteDoc(
+        "Which daemon of those sharing the database holds each role now: the builder, the assignment and "
+        "resolver tickers, the sweeper's database work. Each role: `lock` (its advisory lock's name), `here` "
+        "(this daemon holds it), `holder` (the session holding it: `application_name`, `client_addr`, "
+        "`pid`, `since`; null when free: the tickers and the sweeper hold theirs for one step at a time).",
+        returns='{"host": str, "roles": [{"role": str, "lock": str, "here": bool, "holder": {...} | null}]}',
+        admin=True,
+        errors=(403,),
+    ),
     # --- evaluation
     ("POST", "/v1/evals"): RouteDoc(
         "Record the figures of an evaluation run.", request=EvalRunIn, returns='{"id": uuid}', status=201

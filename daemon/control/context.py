@@ -28,6 +28,7 @@ from recalld.services.recall_indexing import IndexingStatus
 from recalld.services.records import RecordWrites
 from recalld.store.evals import EvalStore
 from recalld.store.records import RecordRepository
+from recalld.store.roles import RoleHolders
 from recalld.store.search import FeedbackStore
 from recalld.store.usage import UsageStore
 from recalld.wire.errors import ApiError, ErrorCode
@@ -62,6 +63,8 @@ class Services:
     indexing: IndexingStatus | None = None
     """How far the vector route is behind, per namespace (None: no vector route); told of
     every write."""
+    roles: RoleHolders | None = None
+    """Who holds each role of a fleet now (daemon/store/roles.py)."""
 
 
 SERVICES = web.AppKey("services", Services)

@@ -25,7 +25,7 @@ from recalld.control.access import peer_of
 from recalld.control.context import PEER, SERVICES, Services, error_response
 from recalld.control.errors import not_indexable
 from recalld.control.limits import over_limit
-from recalld.control.routes import assignments, backup, duplicates, evals, records, records_batch
+from recalld.control.routes import assignments, backup, duplicates, evals, records, records_batch, roles
 from recalld.log import rejected_requests_logged
 from recalld.store.db import STORE_DOWN_ERRORS, STORE_LIMIT_ERRORS, outage_message
 from recalld.wire.errors import ApiError, ErrorCode
@@ -96,6 +96,7 @@ def make_app(services: Services) -> web.Application:
     evals.install(app)
     backup.install(app)
     assignments.install(app)
+    roles.install(app)
     return app
 
 

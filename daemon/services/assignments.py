@@ -18,8 +18,9 @@ from recalld.config import Config
 from recalld.metrics import Metrics
 from recalld.providers.llm import OpenAIChat
 from recalld.services.assignments_metrics import AssignmentMetrics
-from recalld.store.assignments import AssignmentStore, PgTickLocks
+from recalld.store.assignments import AssignmentStore
 from recalld.store.assignments_disputes import DisputeStore
+from recalld.store.roles import PgTickLocks
 
 
 @dataclass
@@ -49,9 +50,9 @@ def build(
     usage: UsageSink,
     metrics: Metrics,
     prices: Mapping[str, float],
+    locks: PgTickLocks,
 ) -> AssignmentService:
     observer = AssignmentMetrics(metrics)
-    locks = PgTickLocks(pool)
     assignments = AssignmentStore(pool)
     disputes = DisputeStore(pool)
     ticker = AssignmentTicker(assignments, locks, TickerSettings(interval_s=config.assignments.interval_s), observer)

@@ -1,4 +1,4 @@
-"""Observations and canonical assignments in PostgreSQL (docs/DESIGN.md), and the tickers' advisory locks.
+"""Observations and canonical assignments in PostgreSQL (docs/DESIGN.md).
 
 The assignment ticker's batch (`assign_changed`) is one transaction: the changed keys it takes,
 the canonical rows it writes and the disputes it upserts commit together or not at all, so a
@@ -10,10 +10,8 @@ resolutions, `recalld.store.assignments_disputes.DisputeStore.apply`, which call
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,34 +28,6 @@ from recalld.wire import assignments as wire
 log = logging.getLogger("recalld.store.assignments")
 
 AUTOMATIC = (Source.TRUST_WEIGHTED, Source.MODE, Source.LATEST, Source.LLM_RESOLVED)
-
-
-def lock_key(name: str) -> int:
-    """The advisory lock key of a ticker: a signed 64-bit number from its name."""
-    return int.from_bytes(hashlib.sha256(f"recalld:{name}".encode()).digest()[:8], "big", signed=True)
-
-
-class PgTickLocks:
-    """Implements `recalld.actors.ports.assignments.TickLocks`: a session-level advisory lock on a pooled
-    connection, held for the block and released (or the connection dropped) when it ends."""
-
-    def __init__(self, pool: asyncpg.Pool) -> None:
-        self._pool = pool
-
-    @asynccontextmanager
-    async def hold(self, name: str) -> AsyncIterator[bool]:
-        key = lock_key(name)
-        async with db.connection(self._pool) as conn:
-            held = bool(await conn.fetchval("SELECT pg_try_advisory_lock($1)", key))
-            try:
-                yield held
-            finally:
-                if held:
-                    try:
-                        await conn.execute("SELECT pg_advisory_unlock($1)", key)
-                    except BaseException:
-                        conn.terminate()  # the session's end releases the lock
-                        raise
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import socket
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
@@ -145,6 +146,10 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
     knows of: a connection whose user was cancelled never comes here (`connection` drops it)."""
 
 
+APPLICATION_NAME = f"recalld {socket.gethostname()}"[:63]
+"""The pool connections' `application_name` (PostgreSQL keeps 63 bytes of it)."""
+
+
 async def open_pool(dsn: str, config: StoreConfig) -> asyncpg.Pool:
     """Open the pool, retrying briefly: a server that was just started may still be coming up."""
     deadline = anyio.current_time() + max(config.connect_timeout_s, 1.0) * 3
@@ -159,7 +164,11 @@ async def open_pool(dsn: str, config: StoreConfig) -> asyncpg.Pool:
                 # The server's own limit, a moment after the client's: a connection dropped on a
                 # timeout (`connection`, `transaction`) sends no cancel, and a statement still
                 # running on a live but slow server then ends here instead of running on.
-                server_settings={"statement_timeout": str(round(1000 * (config.statement_timeout_s + SERVER_GRACE_S)))},
+                server_settings={
+                    "statement_timeout": str(round(1000 * (config.statement_timeout_s + SERVER_GRACE_S))),
+                    # names this member in pg_stat_activity, and so the holder of a role (`GET /admin/roles`)
+                    "application_name": APPLICATION_NAME,
+                },
                 init=_init_connection,
                 reset=_keep_session,
             )

@@ -16,8 +16,9 @@ from recalld.actors.assignments.ticker import AssignmentTicker, TickerSettings
 from recalld.actors.assignments.verdict import ConfidenceSource, ResolverReason
 from recalld.actors.gc.sweeper import Sweeper, SweepSettings
 from recalld.actors.ports.assignments import DisputeConflict, Outcome
-from recalld.store.assignments import AssignmentStore, Observation, PgTickLocks
+from recalld.store.assignments import AssignmentStore, Observation
 from recalld.store.assignments_disputes import DisputeStore
+from recalld.store.roles import PgTickLocks
 from recalld.store.search import SearchLog
 from recalld.store.vectors import PgVectorStore
 from recalld.wire import assignments as wire

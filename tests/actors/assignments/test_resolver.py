@@ -17,8 +17,9 @@ from recalld.actors.assignments.resolver import Resolver, ResolverSettings, Reso
 from recalld.actors.assignments.ticker import AssignmentTicker, TickerSettings
 from recalld.actors.assignments.verdict import SYSTEM_PROMPT
 from recalld.providers.llm import OpenAIChat
-from recalld.store.assignments import AssignmentStore, Observation, PgTickLocks
+from recalld.store.assignments import AssignmentStore, Observation
 from recalld.store.assignments_disputes import DisputeStore
+from recalld.store.roles import PgTickLocks
 from recalld.store.usage import UsageStore
 from tests.support.fake_llm import REASONING, ChatService, Reply, chat_server
 
