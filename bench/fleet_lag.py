@@ -23,39 +23,20 @@ one more probe, written and found through the survivors, shows they index on.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import shlex
 import statistics
 import sys
-import tempfile
 import time
 import uuid
-from pathlib import Path
 from subprocess import Popen
 
 from bench.lib.corpus import NAMESPACE, build_corpus
-from bench.lib.daemon import embedded_dsn, start_fresh, stop_daemon, wait_caught_up
+from bench.lib.daemon import wait_caught_up
+from bench.lib.fleet import POLL_S, fleet, serving_own_copy
 from bench.lib.report import add_result_option, load_average, machine, percentile, progress, publish
 from recalld.client import Client
-from recalld.store.embedded import EmbeddedPostgres
 
 FOUND_WITHIN_S = 120.0
-POLL_S = 0.05
-
-
-def serving_own_copy(client: Client, timeout: float = 600.0) -> tuple[float, int]:
-    """Seconds this member took to build its copy of the current generation (from its own
-    report), once it serves that copy with nothing pending; and the vectors the copy holds."""
-    started = time.monotonic()
-    while time.monotonic() - started < timeout:
-        answer = client.request("GET", "/v1/generations")
-        current, copy = answer["current"], answer["index"]["copy"]
-        if current is not None and answer["serving"]["generation"] == current["id"] and answer["pending"] == 0:
-            assert copy is not None and copy["state"] == "done", copy
-            took = dt.datetime.fromisoformat(copy["finished_at"]) - dt.datetime.fromisoformat(copy["started_at"])
-            return took.total_seconds(), int(copy["count"])
-        time.sleep(POLL_S)  # polling the member, not a barrier
-    raise SystemExit(f"a member did not serve the current generation within {timeout:.0f} s")
 
 
 def probe(writer: Client, reader: Client, number: int) -> float:
@@ -95,46 +76,28 @@ def main() -> None:
     parser.add_argument("--probes", type=int, default=30)
     add_result_option(parser, "fleet")
     args = parser.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="recalld-fleet-"))
-    work.chmod(0o755)  # the embedded PostgreSQL's account must reach the first member's data directory
-    daemons: list[Popen[bytes]] = []
-    clients: list[Client] = []
-    try:
-        first, socket = start_fresh(work / "m0", NAMESPACE)
-        daemons.append(first)
-        clients.append(Client(socket, timeout=120))
-        dsn = embedded_dsn(work / "m0" / "data")
+    with fleet() as members:
+        members.start()
         corpus = build_corpus(args.records, 0)["records"]
         progress(f"writing {len(corpus)} passages through the first member")
-        for start in range(0, len(corpus), 200):
-            items = [{"namespace": NAMESPACE, "kind": "man", **r} for r in corpus[start : start + 200]]
-            clients[0].write_records(items)
-        wait_caught_up(clients[0], settled=True)
+        members.write(corpus)
+        wait_caught_up(members.clients[0], settled=True)
         joins: list[float] = []
         copies: list[float] = []
         for number in range(1, args.members):
             began = time.monotonic()
-            member, socket = start_fresh(work / f"m{number}", NAMESPACE, env={"RECALLD_STORE_DSN": dsn})
-            daemons.append(member)
-            clients.append(Client(socket, timeout=120))
-            took, vectors = serving_own_copy(clients[-1])
+            took, vectors = serving_own_copy(members.start())
             joins.append(time.monotonic() - began)
             copies.append(took)
             progress(f"member {number}: a copy of {vectors} vectors built in {took:.2f} s, {joins[-1]:.1f} s in")
+        clients = members.clients
         lags: list[float] = []
         for number in range(args.probes):
             writer = number % len(clients)
             lags.append(probe(clients[writer], clients[(writer + 1) % len(clients)], number))
             progress(f"probe {number}: {lags[-1]:.2f} s")
-        takeover, after = kill_the_builder(daemons[0], clients[1:])
+        takeover, after = kill_the_builder(members.daemons[0], clients[1:])
         progress(f"a survivor holds the builder lock {takeover:.2f} s after the SIGKILL; then found in {after:.2f} s")
-    finally:
-        for client in clients:
-            client.close()
-        for daemon in reversed(daemons):
-            stop_daemon(daemon)
-        if daemons:  # the first member's PostgreSQL, which a SIGKILL of the member leaves running
-            EmbeddedPostgres(work / "m0" / "data").stop()
     lines = [
         f"Command: python -m bench.fleet_lag {shlex.join(sys.argv[1:])}",
         "",
