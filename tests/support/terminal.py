@@ -31,6 +31,11 @@ def in_terminal(
     pid, fd = pty.fork()
     if pid == 0:  # the child: a session of its own, the terminal its controlling one
         os.chdir(ROOT)
+        # As an interactive shell starts a command in the foreground: with Ctrl-C's default
+        # disposition. The test itself may run with SIGINT ignored (a CI job started in the
+        # background by a shell without job control), and an ignored signal stays ignored across
+        # exec: Python would then install no KeyboardInterrupt at all.
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.execve(sys.executable, [sys.executable, "-m", "recalld", *args], env)
     output, typed = b"", False
     deadline = time.monotonic() + timeout_s
