@@ -272,7 +272,7 @@ def report(
     ]
     for label, r, w in PROFILES:
         load = r * c_r + w * c_w + c_i
-        members = " | ".join(f"{UTILISATION * c * 1000 / load:,.0f}" for c in CORES)
+        members = " | ".join(f"{UTILISATION * c * 1000 / load:,.0f}" if load > 0 else "–" for c in CORES)
         lines.append(f"| {label} | {load:.1f} | {members} |")
     if args.result is not None:
         lines += ["", f"Report: {args.result.relative_to(ROOT)}."]

@@ -7,6 +7,7 @@ a wait until every member has taken in every stored vector."""
 from __future__ import annotations
 
 import datetime as dt
+import shutil
 import subprocess
 import tempfile
 import time
@@ -17,6 +18,7 @@ from typing import Any
 
 from bench.lib.corpus import NAMESPACE
 from bench.lib.daemon import embedded_dsn, start_fresh, stop_daemon
+from bench.lib.report import progress
 from recalld.client import Client
 from recalld.store.embedded import EmbeddedPostgres
 
@@ -74,14 +76,19 @@ class Fleet:
 @contextmanager
 def fleet() -> Iterator[Fleet]:
     """A fleet on a fresh work directory, every member and the PostgreSQL stopped on the way out,
-    whatever happened."""
+    whatever happened; the directory is removed after a run that ended well, and kept (with the
+    members' logs) after one that failed."""
     work = Path(tempfile.mkdtemp(prefix="recalld-fleet-"))
     work.chmod(0o755)  # the embedded PostgreSQL's account must reach the first member's data directory
     members = Fleet(work)
     try:
         yield members
+    except BaseException:
+        progress(f"the members' data directories and logs are kept in {work}")
+        raise
     finally:
         members.stop()
+    shutil.rmtree(work)
 
 
 def serving_own_copy(client: Client, timeout: float = 600.0) -> tuple[float, int]:
