@@ -26,7 +26,7 @@ import re
 import statistics
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,6 +71,11 @@ class Results:
     batch_s: dict[str, list[float]] = field(default_factory=dict)
     """Per side, the seconds per record of each round's batch."""
     batch_statuses: dict[str, dict[str, int]] = field(default_factory=dict)
+    idle: dict[str, list[Sample]] = field(default_factory=dict)
+    """Per side, single creates each made once the daemon had embedded everything before it."""
+    profile: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+    """With indexing running and idle: the check-on daemon's seconds and counts per check stage
+    (`recalld_duplicate_check_stage_seconds`, and `check` for the whole check) over those creates."""
 
 
 def titled(count: int) -> list[dict[str, str]]:
@@ -131,6 +136,50 @@ async def creates(session: aiohttp.ClientSession, records: Sequence[dict[str, st
     return Sample(latency, time.perf_counter() - started, os.getloadavg()[0], statuses)
 
 
+async def idle_creates(session: aiohttp.ClientSession, records: Sequence[dict[str, str]]) -> Sample:
+    """`records` created one at a time, each once the daemon has embedded everything before it:
+    the check with no indexing to compete with. The wall time counts only the creates."""
+    samples = []
+    for record in records:
+        await settle(session)
+        samples.append(await creates(session, [record], 1))
+    latency = [ms for sample in samples for ms in sample.latency_ms]
+    statuses: dict[str, int] = {}
+    for sample in samples:
+        for status, count in sample.statuses.items():
+            statuses[status] = statuses.get(status, 0) + count
+    return Sample(latency, sum(sample.wall_s for sample in samples), os.getloadavg()[0], statuses)
+
+
+STAGE_LINE = re.compile(r'^recalld_duplicate_check(?:_stage)?_seconds_(sum|count)(?:\{stage="(\w+)"\})? (\S+)$')
+
+
+async def stage_totals(session: aiohttp.ClientSession) -> dict[str, list[float]]:
+    """From /metrics: per check stage (and `check`, the whole check), [seconds, count] so far."""
+    async with session.get("/metrics") as response:
+        text = await response.text()
+    totals: dict[str, list[float]] = {}
+    for line in text.splitlines():
+        if match := STAGE_LINE.match(line):
+            which, stage, value = match.groups()
+            totals.setdefault(stage or "check", [0.0, 0.0])[which == "count"] = float(value)
+    return totals
+
+
+async def profiled(results: Results, condition: str, session: aiohttp.ClientSession, run: Awaitable[Sample]) -> Sample:
+    """`run` on the check-on daemon, its stage totals' growth added to the profile of `condition`."""
+    before = await stage_totals(session)
+    sample = await run
+    after = await stage_totals(session)
+    profile = results.profile.setdefault(condition, {})
+    for stage, (seconds, count) in after.items():
+        was = before.get(stage, [0.0, 0.0])
+        total = profile.setdefault(stage, [0.0, 0.0])
+        total[0] += seconds - was[0]
+        total[1] += count - was[1]
+    return sample
+
+
 async def batch(session: aiohttp.ClientSession, records: Sequence[dict[str, str]]) -> tuple[float, dict[str, int]]:
     """Seconds per record of one `POST /v1/records:batch` of `records`, and its items' checks."""
     items = [{"namespace": NAMESPACE, "kind": KIND, **record} for record in records]
@@ -171,12 +220,20 @@ async def measure(sockets: dict[str, Path], args: argparse.Namespace, titles: li
                 for side in order:
                     for other in SIDES:
                         await settle(sessions[other])
-                    sample = await creates(sessions[side], records, writers)
+                    run = creates(sessions[side], records, writers)
+                    on_one = side == "on" and writers == 1
+                    sample = await (profiled(results, "indexing", sessions[side], run) if on_one else run)
                     results.creates.setdefault((side, writers), []).append(sample)
                     progress(
                         f"round {round_}, {writers} writer(s), check {side}: p50 {sample.p50:.1f} ms, "
                         f"{sample.rate:.0f} creates/s, load {sample.load:.2f}, {sample.statuses}"
                     )
+            records = take(args.idle)
+            for side in order:
+                run = idle_creates(sessions[side], records)
+                sample = await (profiled(results, "idle", sessions[side], run) if side == "on" else run)
+                results.idle.setdefault(side, []).append(sample)
+                progress(f"round {round_}, indexing idle, check {side}: p50 {sample.p50:.1f} ms, {sample.statuses}")
             records = take(args.batch)
             for side in order:
                 for other in SIDES:
@@ -206,7 +263,7 @@ def report(args: argparse.Namespace, results: Results, commit: str) -> list[str]
     loads = [sample.load for samples in results.creates.values() for sample in samples]
     command = (
         f".venv/bin/python -m bench.writes --rounds {args.rounds} --creates {args.creates} "
-        f"--writers {','.join(map(str, args.writers))} --batch {args.batch}"
+        f"--writers {','.join(map(str, args.writers))} --batch {args.batch} --idle {args.idle}"
     )
     lines = [
         "## Writes with the duplicate check and indexing",
@@ -245,11 +302,61 @@ def report(args: argparse.Namespace, results: Results, commit: str) -> list[str]
             f"| {statistics.median(results.batch_s[side]) * 1000:.2f} ms "
             f"| {ratio(single[side], results.batch_s[side]):.1f}× | {checks} |"
         )
+    lines += ["", *profile_table(results)]
     statuses: dict[str, int] = {}
     for sample in results.creates[("on", 1)] + results.creates[("on", max(args.writers))]:
         for status, count in sample.statuses.items():
             statuses[status] = statuses.get(status, 0) + count
     lines += ["", "Checks of the creates with the check on: " + ", ".join(f"{k} {v}" for k, v in statuses.items())]
+    return lines
+
+
+STAGES = {
+    "titles": "the kind's live titles: what changed since the last check, from PostgreSQL",
+    "vectors": "their stored vectors not read yet",
+    "embed": "the title's vector: waiting for the call made while the record was written",
+    "store": "the new vectors stored",
+    "compare": "the comparison with every live title",
+    "similar": "the titles of those found similar",
+}
+
+
+def profile_table(results: Results) -> list[str]:
+    """Where a create's time goes with the check on, one writer, indexing running and idle."""
+    conditions = ("indexing", "idle")
+    creates = {"indexing": results.creates[("on", 1)], "idle": results.idle["on"]}
+    offs = {"indexing": results.creates[("off", 1)], "idle": results.idle["off"]}
+
+    def mean_ms(condition: str, stage: str) -> float:
+        seconds, count = results.profile[condition].get(stage, [0.0, 0.0])
+        return 1000 * seconds / count if count else 0.0
+
+    def mean_create(samples: Sequence[Sample]) -> float:
+        return statistics.fmean(ms for sample in samples for ms in sample.latency_ms)
+
+    lines = [
+        "Where a create's time goes, check on, one writer (means over the creates, from the daemon's "
+        "`recalld_duplicate_check_stage_seconds`; indexing idle: each create made once the daemon had "
+        "embedded everything before it):",
+        "",
+        "| | indexing running | indexing idle |",
+        "| --- | ---: | ---: |",
+        "| create p50, check on / off | "
+        + " | ".join(
+            f"{statistics.median(s.p50 for s in creates[c]):.1f} / {statistics.median(s.p50 for s in offs[c]):.1f} ms"
+            for c in conditions
+        )
+        + " |",
+        "| create, mean | " + " | ".join(f"{mean_create(creates[c]):.2f} ms" for c in conditions) + " |",
+        "| the check, mean | " + " | ".join(f"{mean_ms(c, 'check'):.2f} ms" for c in conditions) + " |",
+    ]
+    for stage, what in STAGES.items():
+        lines.append(f"| — {stage}: {what} | " + " | ".join(f"{mean_ms(c, stage):.2f} ms" for c in conditions) + " |")
+    lines.append(
+        "| the rest: the write, the HTTP exchange | "
+        + " | ".join(f"{mean_create(creates[c]) - mean_ms(c, 'check'):.2f} ms" for c in conditions)
+        + " |"
+    )
     return lines
 
 
@@ -259,6 +366,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--creates", type=int, default=100, help="creates a round per writer count and side")
     parser.add_argument("--writers", type=lambda s: [int(w) for w in s.split(",")], default=[1, 4])
     parser.add_argument("--batch", type=int, default=100, help="titles in a round's batch")
+    parser.add_argument("--idle", type=int, default=30, help="creates a round and side made with indexing idle")
     parser.add_argument("--warm-up", type=int, default=20, help="creates on each side before the rounds")
     parser.add_argument("--work", type=Path, default=Path("/tmp/bench-writes"))
     parser.add_argument("--write", type=Path, help="replace this markdown file's bench/writes.py section")
@@ -266,7 +374,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if 1 not in args.writers:
         parser.error("--writers must include 1: the single creates the batch is compared with")
-    titles = titled(args.warm_up + args.rounds * (len(args.writers) * args.creates + args.batch))
+    titles = titled(args.warm_up + args.rounds * (len(args.writers) * args.creates + args.idle + args.batch))
     envs = {"on": {"RECALLD_DUPLICATES_ENABLED": "true"}, "off": {"RECALLD_DUPLICATES_ENABLED": "false"}}
     with ThreadPoolExecutor(len(SIDES)) as pool:  # both start at once: their models load side by side
         started = {side: pool.submit(start_fresh, args.work / side, NAMESPACE, envs[side]) for side in SIDES}

@@ -31,7 +31,7 @@ from recalld.actors.embedding.errors import EmbeddingError, Reason
 from recalld.actors.kernel.breaker import BreakerState
 from recalld.actors.ports.embedding import VectorSpace
 from recalld.config import DuplicatesConfig
-from recalld.metrics import Metrics
+from recalld.metrics import Laps, Metrics
 from recalld.services.duplicates_ahead import Ahead, batch_ahead, titles_ahead
 from recalld.services.duplicates_audit import TitleMatrix, audit_pairs
 from recalld.services.duplicates_live import LiveTitles
@@ -199,8 +199,7 @@ class DuplicateChecker:
 
     def ahead(self, namespace: str, kind: str, title: str) -> AbstractAsyncContextManager[Ahead | None]:
         """Embed `title` while the block runs (its record is being written), for the check that
-        follows (`check(..., ahead=)`), which then makes no embedding call of its own
-        (`daemon/services/duplicates_ahead.py` says when)."""
+        follows (`check(..., ahead=)`): it makes no embedding call then (`duplicates_ahead`)."""
         return titles_ahead(self._live, self._embedder, self._config, namespace, [(kind, title)])
 
     def ahead_batch(self, items: Sequence[tuple[str, str, str]]) -> AbstractAsyncContextManager[dict[str, Ahead]]:
@@ -228,7 +227,7 @@ class DuplicateChecker:
         embedder = self._embedder
         if embedder is None:
             return [skipped(DuplicateSkipReason.NO_PROVIDER) for _ in items]
-        started = anyio.current_time()
+        started, lap = anyio.current_time(), Laps(self._metrics.duplicate_check_stages)
         norms = [title_text(item.title) for item in items]
         lives: dict[str, KindTitles] = {}
         try:
@@ -238,6 +237,7 @@ class DuplicateChecker:
         except (*STORE_DOWN_ERRORS, asyncpg.PostgresError) as exc:
             log.warning("duplicate check could not read the titles: %s", exc)
             return [skipped(DuplicateSkipReason.UNAVAILABLE) for _ in items]
+        lap("titles")
         excluded, ofs = _exclusions(items, norms, lives)  # for what to embed; taken again to compare
         # All of the batch's titles when any has something to compare: a later item compares
         # with the earlier ones, whatever those had to compare with.
@@ -265,12 +265,14 @@ class DuplicateChecker:
         except (*STORE_DOWN_ERRORS, asyncpg.PostgresError) as exc:
             log.warning("duplicate check could not read the title vectors: %s", exc)
             return [skipped(DuplicateSkipReason.UNAVAILABLE, of=of) for of in ofs]
+        lap("vectors")
         extra = self._catch_up(unstored, set(wanted), embedder.settings.max_batch - len(wanted))
         try:
             deadline = anyio.current_time() + self._config.time_cap_s
             vectors, space = await self._embedded(embedder, namespace, wanted, extra, deadline, ahead)
         except EmbeddingError as error:
             return [skipped(_skip_reason(error), of=of) for of in ofs]
+        lap("embed")
         threshold = self._config.thresholds.get(space.model, self._config.threshold)
         try:
             for kind, live in lives.items():
@@ -287,6 +289,7 @@ class DuplicateChecker:
         except (*STORE_DOWN_ERRORS, asyncpg.PostgresError) as exc:
             log.warning("duplicate check could not read the title vectors: %s", exc)
             return [skipped(DuplicateSkipReason.UNAVAILABLE, of=of) for of in ofs]
+        lap("store")
         contrast, limit = stages_for(self._config, space.model), self._config.max_similar
 
         def enough(norm: str) -> Callable[[Sequence[tuple[uuid.UUID, str, float]], float], bool]:
@@ -320,6 +323,7 @@ class DuplicateChecker:
             found = compare() if inline else await anyio.to_thread.run_sync(compare)
             scored.update(zip(mine, found, strict=True))
         similar = {at: most_similar(hits, norms[at], threshold, limit, contrast) for at, (hits, _) in scored.items()}
+        lap("compare")
         ids = sorted({s.id for found in similar.values() for s in found})
         try:
             titles = await self._store.titles(ids) if ids else {}
@@ -327,6 +331,7 @@ class DuplicateChecker:
             # the batch is written already: its checks are skipped, the write still answers 200
             log.warning("duplicate check could not read the similar titles: %s", exc)
             return [skipped(DuplicateSkipReason.UNAVAILABLE, of=of) for of in ofs]
+        lap("similar")
         answers = []
         for at, of in enumerate(ofs):
             if at not in scored:

@@ -39,13 +39,13 @@ class NoSink:
 
 @asynccontextmanager
 async def record_writes(
-    pool: asyncpg.Pool, service: EmbeddingService, titles: PgTitleStore | None = None
+    pool: asyncpg.Pool, service: EmbeddingService, titles: PgTitleStore | None = None, metrics: Metrics | None = None
 ) -> AsyncIterator[RecordWrites]:
     """The record service with duplicate checks by an embedder on `service`."""
     async with serve(service, "asyncio") as (url, client):
         provider = OpenAIProvider(client, url=f"{url}/v1", model="text-embedding-3-small")
         embedder = Embedder(provider, usage=NoSink(), settings=EmbedderSettings(max_wait_s=0.0))
-        checker = DuplicateChecker(titles or PgTitleStore(pool), embedder, DuplicatesConfig(), Metrics())
+        checker = DuplicateChecker(titles or PgTitleStore(pool), embedder, DuplicatesConfig(), metrics or Metrics())
         async with anyio.create_task_group() as tasks:
             await tasks.start(embedder.run)
             yield RecordWrites(RecordRepository(pool), Config(), Metrics(), checker, None)
@@ -172,3 +172,22 @@ async def test_a_batchs_titles_go_to_the_model_before_its_items_are_written(pool
     assert [(check.compared, check.of) for check in checks] == [(1, 1), (2, 2), (3, 3)]
     # one embedding of each title: the check made no call of its own
     assert [sum(title.lower() in text for text in sent(service)) for title in titles] == [1, 1, 1]
+
+
+def stage_seconds(metrics: Metrics) -> dict[str, float]:
+    """Each stage's seconds so far, as `/metrics` exposes them."""
+    samples = metrics.duplicate_check_stages.collect()[0].samples
+    return {sample.labels["stage"]: sample.value for sample in samples if sample.name.endswith("_sum")}
+
+
+async def test_a_checks_time_is_told_by_stage_where_it_went(pool: asyncpg.Pool) -> None:
+    """`recalld_duplicate_check_stage_seconds`: a slow title model shows as the `embed` stage."""
+    service, metrics = EmbeddingService(dimension=8), Metrics()
+    async with record_writes(pool, service, metrics=metrics) as writes:
+        await writes.create(story("Reset a forgotten password"))
+        service.delay_s = 0.5
+        await writes.create(story("Export the sales report to CSV"))
+    seconds = stage_seconds(metrics)
+    assert set(seconds) == {"titles", "vectors", "embed", "store", "compare", "similar"}
+    assert seconds["embed"] >= 0.5
+    assert max(value for stage, value in seconds.items() if stage != "embed") < 0.5, seconds
