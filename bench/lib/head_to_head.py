@@ -145,6 +145,13 @@ class OneClient:
     vectors: np.ndarray
     """The raw parts' query vectors, in the order of `asked`."""
 
+    def overheads_ms(self) -> list[float]:
+        """Per round: recalld's p50 minus the raw parts' p50, in ms: what recalld adds to a query."""
+        return [
+            percentile(c.latency_ms, 50) - percentile(r.latency_ms, 50)
+            for c, r in zip(self.recalld, self.raw, strict=True)
+        ]
+
     def latency_ratios(self) -> list[float]:
         """Per round: recalld's p50 over the raw parts' p50 (each query's three parts summed)."""
         return [
