@@ -11,7 +11,7 @@ import uuid
 import anyio
 import asyncpg
 
-from recalld.store.db import STORE_DOWN_ERRORS
+from recalld.store.db import KEEPALIVE, STORE_DOWN_ERRORS
 
 log = logging.getLogger("recalld.index")
 
@@ -32,12 +32,6 @@ docs/OPERATIONS.md, "Running a fleet"."""
 
 CHECK_TIMEOUT_S = 5.0
 """How long the holder waits for its lock connection to answer before it counts the lock lost."""
-
-KEEPALIVE = {"tcp_keepalives_idle": "10", "tcp_keepalives_interval": "5", "tcp_keepalives_count": "3"}
-"""The server's keepalives on the lock connection (TCP only): a holder whose host died or was
-cut off without a word loses the lock after about 10 + 3 x 5 = 25 s, when PostgreSQL gives up on
-its connection, instead of the system's default of hours. A process that dies on a live host
-loses it at once (its kernel closes the connection)."""
 
 
 class PgBuilderLock:

@@ -149,6 +149,13 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
 APPLICATION_NAME = f"recalld {socket.gethostname()}"[:63]
 """The pool connections' `application_name` (PostgreSQL keeps 63 bytes of it)."""
 
+KEEPALIVE = {"tcp_keepalives_idle": "10", "tcp_keepalives_interval": "5", "tcp_keepalives_count": "3"}
+"""The server's keepalives on every connection of a daemon's (TCP only): a daemon whose host died
+or was cut off without a word loses its session, and with it any role's advisory lock it held
+(the builder's, or a tick's), after about 10 + 3 x 5 = 25 s, when PostgreSQL gives up on the
+connection, instead of the system's default of hours. A process that dies on a live host loses
+them at once (its kernel closes the connection)."""
+
 
 async def open_pool(dsn: str, config: StoreConfig) -> asyncpg.Pool:
     """Open the pool, retrying briefly: a server that was just started may still be coming up."""
@@ -168,6 +175,7 @@ async def open_pool(dsn: str, config: StoreConfig) -> asyncpg.Pool:
                     "statement_timeout": str(round(1000 * (config.statement_timeout_s + SERVER_GRACE_S))),
                     # names this member in pg_stat_activity, and so the holder of a role (`GET /admin/roles`)
                     "application_name": APPLICATION_NAME,
+                    **KEEPALIVE,
                 },
                 init=_init_connection,
                 reset=_keep_session,
