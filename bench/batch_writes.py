@@ -35,7 +35,7 @@ from typing import Any
 from bench.lib.corpus import build_corpus
 from bench.lib.daemon import start_fresh
 from bench.lib.paths import ROOT
-from bench.lib.report import add_result_option, load_average, machine, progress, publish
+from bench.lib.report import add_result_option, commit, load_average, machine, progress, publish
 from recalld.client import Client, ClientError
 
 CHECKS_SECTION = "batch_writes.py checks"
@@ -103,12 +103,7 @@ def compare(args: argparse.Namespace, records: list[dict[str, str]]) -> None:
                 daemon.wait(timeout=60)
             runs[side].append({"seconds": seconds, "statuses": statuses, "load": load_average()})
             progress(f"round {round_} {side}: {seconds:.1f} s, {len(records) / seconds:.1f} records/s, {statuses}")
-    commits = {
-        side: subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=tree, capture_output=True, text=True, check=False
-        ).stdout.strip()
-        for side, tree in trees.items()
-    }
+    commits = {side: commit(tree) for side, tree in trees.items()}
     n = len(records)
     lines = [
         f"## {args.heading}" if args.section == CHECKS_SECTION else f"### {args.heading}",

@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import shlex
 import statistics
-import subprocess
 import sys
 import time
 from collections import Counter
@@ -49,7 +48,7 @@ from bench.lib.cpu import postgres_cpu_seconds
 from bench.lib.daemon import wait_caught_up
 from bench.lib.fleet import Fleet, fleet, serving_own_copy, wait_all_caught_up
 from bench.lib.paths import ROOT
-from bench.lib.report import add_result_option, load_average, machine, progress, publish
+from bench.lib.report import add_result_option, commit, load_average, machine, progress, publish
 from recalld.actors.index.settings import defaults
 
 T = TypeVar("T")
@@ -148,14 +147,6 @@ def writes(members: Fleet, records: list[dict[str, str]], checks: Counter[str]) 
 
 def current_generation(members: Fleet) -> str:
     return str(members.clients[0].request("GET", "/v1/generations")["current"]["id"])
-
-
-def commit() -> str:
-    def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=False).stdout.strip()
-
-    changed = git("status", "--porcelain", "--", "daemon", "actors", "bench")
-    return git("rev-parse", "--short", "HEAD") + (" (with uncommitted changes)" if changed else "")
 
 
 def median_range(values: list[float], digits: int = 2) -> str:

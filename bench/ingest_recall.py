@@ -55,7 +55,7 @@ from typing import Any
 from bench.lib.corpus import build_corpus
 from bench.lib.daemon import start_fresh, wait_caught_up
 from bench.lib.paths import ROOT
-from bench.lib.report import add_result_option, load_average, machine, percentile, progress, publish
+from bench.lib.report import add_result_option, commit, load_average, machine, percentile, progress, publish
 from recalld.client import Client, ClientError
 
 NAMESPACE = "bench-ingest"
@@ -318,13 +318,11 @@ def main(argv: list[str] | None = None) -> None:
         compare(args)
         return
     args.work = args.work / args.label
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False
-    ).stdout.strip()
-    progress(f"{machine()}; {args.passages} passages; daemon from {ROOT} at {commit}")
-    result = {**measure(args), "commit": commit}
+    at = commit()
+    progress(f"{machine()}; {args.passages} passages; daemon from {ROOT} at {at}")
+    result = {**measure(args), "commit": at}
     (args.work / "result.json").write_text(json.dumps(result, indent=2))
-    publish(report(result, commit), args.write, f"ingest-recall-{args.label}", result=args.result)
+    publish(report(result, at), args.write, f"ingest-recall-{args.label}", result=args.result)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,6 @@ import asyncio
 import os
 import re
 import statistics
-import subprocess
 import time
 from collections.abc import Awaitable, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
@@ -36,7 +35,7 @@ import aiohttp
 
 from bench.lib.corpus import build_corpus
 from bench.lib.daemon import start_fresh, stop_daemon
-from bench.lib.report import add_result_option, load_average, machine, percentile, progress, publish
+from bench.lib.report import add_result_option, commit, load_average, machine, percentile, progress, publish
 
 NAMESPACE = "bench-writes"
 KIND = "story"
@@ -388,8 +387,7 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         for daemon, _ in daemons.values():
             stop_daemon(daemon)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False)
-    publish(report(args, results, commit.stdout.strip()), args.write, "bench/writes.py", result=args.result)
+    publish(report(args, results, commit()), args.write, "bench/writes.py", result=args.result)
 
 
 if __name__ == "__main__":

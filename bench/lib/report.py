@@ -6,13 +6,14 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-from bench.lib.paths import result_file
+from bench.lib.paths import ROOT, result_file
 
 
 def progress(message: str) -> None:
@@ -86,3 +87,14 @@ def publish(lines: list[str], path: Path | None, name: str, *, result: Path | No
         if target is not None:
             write_section(target, name, lines)
             progress(f"wrote {target}")
+
+
+def commit(tree: Path = ROOT) -> str:
+    """The commit `tree` is at, marked when the code a bench runs (daemon/, actors/, bench/) has
+    uncommitted changes: a report names the code that made it."""
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=tree, capture_output=True, text=True, check=False).stdout.strip()
+
+    changed = git("status", "--porcelain", "--", "daemon", "actors", "bench")
+    return git("rev-parse", "--short", "HEAD") + (" (with uncommitted changes)" if changed else "")
