@@ -16,7 +16,6 @@ import numpy.typing as npt
 import pytest
 
 from recalld.actors.embedding.embedder import Embedder, EmbedderSettings
-from recalld.actors.ports.usage import UsageRow
 from recalld.config import Config, DuplicatesConfig
 from recalld.metrics import Metrics
 from recalld.providers.http import OpenAIProvider
@@ -27,14 +26,10 @@ from recalld.store.records import RecordRepository
 from recalld.wire.errors import ApiError
 from recalld.wire.records import RecordIn
 from tests.support.embedding_service import EmbeddingService, serve
+from tests.support.usage_sink import NoSink
 from tests.support.waits import eventually_async
 
 pytestmark = [pytest.mark.anyio]
-
-
-class NoSink:
-    async def record(self, rows: list[UsageRow]) -> None:
-        pass
 
 
 @asynccontextmanager

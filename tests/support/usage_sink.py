@@ -1,4 +1,5 @@
-"""A usage sink that keeps what the embedder meters in a list (the embedder's `UsageSink` port)."""
+"""Usage sinks for the embedder's `UsageSink` port: one that keeps what the embedder meters in a
+list, one that drops it."""
 
 from __future__ import annotations
 
@@ -20,3 +21,10 @@ class ListSink:
     def work(self) -> list[UsageRow]:
         """The rows of real work, the breaker's probes left out."""
         return [r for r in self.rows if r.purpose != "probe"]
+
+
+class NoSink:
+    """Drops what the embedder meters: for tests about something else."""
+
+    async def record(self, rows: Sequence[UsageRow]) -> None:
+        pass

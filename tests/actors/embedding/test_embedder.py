@@ -30,17 +30,6 @@ pytestmark = [pytest.mark.anyio, pytest.mark.anyio_backends("asyncio", "trio")]
 
 
 @pytest.fixture
-def backend(anyio_backend: object) -> str:
-    return "asyncio" if anyio_backend == "asyncio" else "trio"
-
-
-@pytest.fixture
-def unit(backend: str) -> float:
-    """One test "second": real and short on asyncio, exact on trio's mock clock."""
-    return 0.1 if backend == "asyncio" else 1.0
-
-
-@pytest.fixture
 def service() -> EmbeddingService:
     return EmbeddingService(dimension=8)
 

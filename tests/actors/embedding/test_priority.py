@@ -6,53 +6,17 @@ service as an httpx transport on trio, whose mock clock makes the times exact)."
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from typing import Any
-
 import anyio
 import pytest
 
-from recalld.actors.embedding.embedder import Embedder, EmbedderSettings, EmbedResult
+from recalld.actors.embedding.embedder import EmbedResult
 from recalld.actors.embedding.errors import EmbeddingError, Reason
-from recalld.actors.ports.usage import UsageRow
-from recalld.providers.http import HTTP_MAX_CONCURRENCY, OpenAIProvider
-from tests.support.embedding_service import EmbeddingService, serve
+from recalld.providers.http import HTTP_MAX_CONCURRENCY
+from tests.support.embedders import slow_embedder
+from tests.support.embedding_service import EmbeddingService
 from tests.support.waits import eventually_async
 
 pytestmark = [pytest.mark.anyio, pytest.mark.anyio_backends("asyncio", "trio")]
-
-
-@pytest.fixture
-def backend(anyio_backend: object) -> str:
-    return "asyncio" if anyio_backend == "asyncio" else "trio"
-
-
-@pytest.fixture
-def unit(backend: str) -> float:
-    """One test "second": real and short on asyncio, exact on trio's mock clock."""
-    return 0.1 if backend == "asyncio" else 1.0
-
-
-class NoSink:
-    async def record(self, rows: list[UsageRow]) -> None:
-        pass
-
-
-@asynccontextmanager
-async def slow_embedder(
-    service: EmbeddingService, backend: str, unit: float, **settings: Any
-) -> AsyncIterator[Embedder]:
-    """An embedder whose provider answers every call after one `unit`."""
-    async with serve(service, backend) as (url, client):
-        provider = OpenAIProvider(client, url=f"{url}/v1", model="text-embedding-3-small")
-        values: dict[str, Any] = {"timeout_s": 100 * unit, "max_wait_s": 0.0, **settings}
-        embedder = Embedder(provider, usage=NoSink(), settings=EmbedderSettings(**values))
-        async with anyio.create_task_group() as tasks:
-            await tasks.start(embedder.run)
-            service.fault, service.slow_s = "slow", unit
-            yield embedder
-            tasks.cancel_scope.cancel()
 
 
 async def wait_for_busy_provider(service: EmbeddingService, unit: float) -> None:
