@@ -176,13 +176,15 @@ def stage_seconds(metrics: Metrics) -> dict[str, float]:
 
 
 async def test_a_checks_time_is_told_by_stage_where_it_went(pool: asyncpg.Pool) -> None:
-    """`recalld_duplicate_check_stage_seconds`: a slow title model shows as the `embed` stage."""
+    """`recalld_duplicate_check_stage_seconds`: a slow title model shows as the `embed` stage, and
+    in no other."""
     service, metrics = EmbeddingService(dimension=8), Metrics()
     async with record_writes(pool, service, metrics=metrics) as writes:
         await writes.create(story("Reset a forgotten password"))
-        service.delay_s = 0.5
+        service.delay_s = 1.0
         await writes.create(story("Export the sales report to CSV"))
     seconds = stage_seconds(metrics)
     assert set(seconds) == {"titles", "vectors", "embed", "store", "compare", "similar"}
-    assert seconds["embed"] >= 0.5
+    # the call starts while the record is written: the stages before `embed` overlap its start
+    assert seconds["embed"] >= 0.8, seconds
     assert max(value for stage, value in seconds.items() if stage != "embed") < 0.5, seconds
