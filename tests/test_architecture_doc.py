@@ -20,8 +20,8 @@ import pytest
 from recalld.assembly import assemble
 from recalld.config import build
 from recalld.metrics import Metrics
-from recalld.providers.duplicates_model import TitleModelProvider
 from recalld.providers.early import EarlyModels
+from recalld.providers.title_process import TitleModelProcess
 from recalld.store.embedded import EmbeddedPostgres
 from recalld.systemd import Notifier
 from tests.support import ROOT
@@ -112,7 +112,7 @@ async def test_the_documented_actors_are_the_tree_with_every_part_on(
         "resolver": {"enabled": True, "url": "http://127.0.0.1:9/v1", "model": "judge"},
     }
     # the session's embedded server stands for the daemon's own: assembling starts nothing
-    early = EarlyModels(recall=None, title=TitleModelProvider())  # constructed, never loaded
+    early = EarlyModels(recall=None, title=TitleModelProcess())  # constructed, never started
     tree = await _tree(pool, tmp_path, settings, postgres, early)
     documented = [name for name, _ in actor_rows(DOC.read_text())]
     assert documented == tree, f"docs/ARCHITECTURE.md lists {documented}; assemble() supervises {tree}"

@@ -1,4 +1,4 @@
-"""The in-process models a daemon will run, made and set loading before the rest of its start.
+"""The local models a daemon will run, made and set loading before the rest of its start.
 
 Their loads (the title model's is the longest step of a start: about 1.2 s of CPU on 2 cores)
 then run while PostgreSQL starts and migrates, instead of after it: `serve` calls
@@ -14,16 +14,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from recalld.config import Config
-from recalld.providers.duplicates_model import TitleModelProvider, uses_title_model
+from recalld.providers.duplicates_model import uses_title_model
 from recalld.providers.local import MODEL_ALIASES, LocalProvider
+from recalld.providers.title_process import TitleModelProcess
 
 
 @dataclass(frozen=True)
 class EarlyModels:
     recall: LocalProvider | None = None
     """The local recall model, when `[embedding] provider` is `local`."""
-    title: TitleModelProvider | None = None
-    """The duplicate check's title model, when `[duplicates] model` means it."""
+    title: TitleModelProcess | None = None
+    """The duplicate check's title model, in a process of its own, when `[duplicates] model`
+    means it."""
 
     def finish_loading(self, timeout: float) -> bool:
         """Blocking: wait for both loads (`InProcessModel.finish_loading`), at most `timeout`
@@ -37,8 +39,8 @@ class EarlyModels:
 
 
 def load_early(config: Config, *, cache: Path | None = None) -> EarlyModels:
-    """The configuration's in-process models, each already loading in a thread of its own;
-    `cache`: the title model's cache directory (`TitleModelProvider`)."""
+    """The configuration's local models, each already loading (the recall model in a thread of
+    its own, the title model in its process); `cache`: the title model's cache directory."""
     embedding = config.embedding
     recall = None
     if embedding.provider == "local" and embedding.model in MODEL_ALIASES:
@@ -46,6 +48,6 @@ def load_early(config: Config, *, cache: Path | None = None) -> EarlyModels:
         recall.start_loading()
     title = None
     if config.duplicates.enabled and uses_title_model(config.duplicates.model, embedding.provider):
-        title = TitleModelProvider(cache)
+        title = TitleModelProcess(cache)
         title.start_loading()
     return EarlyModels(recall=recall, title=title)

@@ -1,5 +1,6 @@
-"""`load_early`: which in-process models a configuration runs, each loading on its own from the
-moment `serve` asks, before the store is opened (the real models)."""
+"""`load_early`: which local models a configuration runs, each loading on its own from the moment
+`serve` asks, before the store is opened (the real models): the recall model in a thread, the
+title model in its process."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import threading
 import time
 from typing import Any
 
+import anyio
 import pytest
 
 from recalld.config import build
@@ -40,10 +42,18 @@ def wait_loaded(model: Any, timeout: float = 60.0) -> None:
 def test_the_configured_models_load_on_their_own(document: dict[str, Any], recall: bool, title: bool) -> None:
     early = load_early(build(document, {}))
     assert (early.recall is not None, early.title is not None) == (recall, title)
-    for model in (early.recall, early.title):
-        if model is not None:
-            wait_loaded(model)
-            model.unload()
+    if early.recall is not None:
+        wait_loaded(early.recall)
+        early.recall.unload()
+    if early.title is not None:
+        title = early.title
+        assert title.pid is not None  # started, and loading, before anything enters it
+
+        async def ready() -> None:
+            async with title:
+                assert title.loaded
+
+        anyio.run(ready)
 
 
 class HeldLoad(InProcessModel):
