@@ -44,6 +44,7 @@ from recalld.providers.in_process import InProcessModel
 from recalld.services.assignments import AssignmentService
 from recalld.services.assignments import build as build_assignments
 from recalld.services.duplicates import DuplicateChecker
+from recalld.services.duplicates_writer import TitleVectorWriter
 from recalld.services.recall import RecallService
 from recalld.services.recall_indexing import IndexingStatus
 from recalld.services.recall_vector import VectorRoute
@@ -100,6 +101,7 @@ def assemble(
     title_embedder = None
     # Queries and duplicate checks in either embedder hold it; indexing in both makes room for them.
     foreground = Foreground()
+    title_store = PgTitleStore(pool, unchecked_kinds=config.duplicates.unchecked_kinds)
     if early.title is not None:
         title_embedder = Embedder(
             early.title, usage=usage, settings=EmbedderSettings.from_config(config.embedding), foreground=foreground
@@ -120,9 +122,7 @@ def assemble(
             new_generation_id=new_generation_id,
             on_swap=lambda why: metrics.handle_swaps.labels(why=why.split()[0]).inc(),
             extend_start=notifier.extend_timeout,
-            titles=PgTitleStore(pool, unchecked_kinds=config.duplicates.unchecked_kinds)
-            if config.duplicates.enabled
-            else None,
+            titles=title_store if config.duplicates.enabled else None,
             title_embedder=title_embedder,
             member=member,
         )
@@ -131,15 +131,17 @@ def assemble(
     searches = SearchRecorder(pool)
     metrics.watch(embedder, index, query_vectors, searches)
     health = Health()
+    title_vectors = TitleVectorWriter(title_store) if config.duplicates.enabled else None
     duplicates = (
         DuplicateChecker(
-            PgTitleStore(pool, unchecked_kinds=config.duplicates.unchecked_kinds),
+            title_store,
             title_embedder or embedder,
             config.duplicates,
             metrics,
+            writer=title_vectors,
             wake=index.wake if index is not None else None,
         )
-        if config.duplicates.enabled
+        if title_vectors is not None
         else None
     )
     # the roles held for one step at a time, taken by this daemon's actors through one set of locks
@@ -185,6 +187,8 @@ def assemble(
         ChildSpec("watchdog", functools.partial(heartbeat, lambda: supervisor.alive, notifier)),
         ChildSpec("searches", searches.run),
     ]
+    if title_vectors is not None and (title_embedder or embedder) is not None:  # else no check embeds
+        children.append(ChildSpec("title-vectors", title_vectors.run))
     if title_embedder is not None:  # before the index manager, whose catch-up embeds titles with it
         children.append(ChildSpec("title-embedder", title_embedder.run, shutdown_timeout=config.embedding.timeout_s))
     if embedder is not None and index is not None:

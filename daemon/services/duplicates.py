@@ -2,10 +2,12 @@
 title of the namespace and kind, under a wall-clock cap. Warn only: it never fails a write.
 
 I/O only; the rules (what a title is embedded as, which scores warn, their order) are the pure
-`actors/duplicates/rules.py`. Title vectors are stored by the index manager (`actors/duplicates/catch_up.py`)
-and by the checks themselves. A check compares with the live titles of its namespace and kind
-kept in memory as one matrix (`daemon/services/duplicates_live.py`, `daemon/services/duplicates_rows.py`): it reads from
-PostgreSQL only the records changed since the last check and the vectors it has not seen yet.
+`actors/duplicates/rules.py`. Title vectors are stored by the index manager
+(`actors/duplicates/catch_up.py`) and by the checks themselves, after their answers
+(`daemon/services/duplicates_writer.py`). A check compares with the live titles of its namespace
+and kind kept in memory as one matrix (`daemon/services/duplicates_live.py`,
+`daemon/services/duplicates_rows.py`): it reads from PostgreSQL only the records changed since
+the last check and the vectors it has not seen yet.
 The audit keeps the vectors it has read per space (`daemon/services/duplicates_audit.py`).
 """
 
@@ -36,6 +38,7 @@ from recalld.services.duplicates_ahead import Ahead, batch_ahead, titles_ahead
 from recalld.services.duplicates_audit import TitleMatrix, audit_pairs
 from recalld.services.duplicates_live import LiveTitles
 from recalld.services.duplicates_rows import KindTitles, batch_hits
+from recalld.services.duplicates_writer import TitleVectorWriter
 from recalld.store.db import STORE_DOWN_ERRORS
 from recalld.store.duplicates import PgTitleStore
 from recalld.wire.duplicates import DuplicateCheck, DuplicateSkipReason
@@ -84,16 +87,16 @@ class Checked:
 class DuplicateChecker:
     """Compares a title with the live titles of its namespace and kind.
 
-    Guarantees of `check`: it returns by `[duplicates] time_cap_s` (plus scheduling noise) and
-    never raises for the provider's or the store's trouble: a check that could not run is
-    `skipped` with its reason. It makes at most one embedding call (purpose `dedupe`), none when
-    there is nothing to compare with: the new title, and the live titles that have no stored
-    vector yet, the newest first, as many as `[duplicates] catch_up_titles` and one provider
-    call (`[embedding] max_batch` texts) allow; those it stores (a dry run stores nothing) and
-    keeps, so no later check pays for them again. The titles beyond are counted in `of`, not in
-    `compared`. A record of a kind in `[duplicates] unchecked_kinds` is not checked (`skipped`,
-    `kind_not_checked`), and nothing is compared with it: comparisons stay within a kind. The
-    record itself, its exact duplicates and forgotten records are never among the similar.
+    Guarantees of `check`: it returns by `[duplicates] time_cap_s` (plus scheduling noise) and never
+    raises for the provider's or the store's trouble: a check that could not run is `skipped` with
+    its reason. It makes at most one embedding call (purpose `dedupe`), none when there is nothing
+    to compare with: the new title, and the live titles that have no stored vector yet, the newest
+    first, as many as `[duplicates] catch_up_titles` and one provider call (`[embedding] max_batch`
+    texts) allow; those it keeps, and hands to its writer to be stored after the answer (a dry run
+    stores nothing), so no later check pays for them again. The titles beyond are counted in `of`,
+    not in `compared`. A record of a kind in `[duplicates] unchecked_kinds` is not checked
+    (`skipped`, `kind_not_checked`), and nothing is compared with it: comparisons stay within a
+    kind. The record itself, its exact duplicates and forgotten records are never among the similar.
     Warned and skipped checks are logged with ids and scores, never titles, and every check is
     counted.
     """
@@ -105,10 +108,12 @@ class DuplicateChecker:
         config: DuplicatesConfig,
         metrics: Metrics,
         *,
+        writer: TitleVectorWriter,
         wake: Callable[[], None] | None = None,
     ) -> None:
-        """`wake`: asks the index manager to embed the titles that have no vector yet (None:
-        this daemon has none)."""
+        """`writer`: stores the vectors the checks embed, after their answers (it runs as an
+        actor of its own); `wake`: asks the index manager to embed the titles that have no
+        vector yet (None: this daemon has none)."""
         self._store = store
         self._wake = wake
         self._embedder = embedder
@@ -116,8 +121,7 @@ class DuplicateChecker:
         self._metrics = metrics
         self._matrices: dict[str, TitleMatrix] = {}
         self._live = LiveTitles(store)
-        self._spaces: set[str] = set()
-        """Spaces known to be registered (title vectors reference them)."""
+        self._writer = writer
 
     @property
     def available(self) -> bool:
@@ -280,12 +284,8 @@ class DuplicateChecker:
                     await self._live.read_vectors(namespace, kind, live, space.key, space.dimension, until=until)
                 # the batch's own titles (its later items compare with them) and those caught up
                 live.fill(vectors.get)
-            if not dry_run:
-                if space.key not in self._spaces:  # a title model of its own may have no index manager
-                    await self._store.ensure_space(space)
-                    self._spaces.add(space.key)
-                stored = [(title_key(norm), vector) for norm, vector in vectors.items()]
-                await self._store.store_titles(space.key, stored)
+            if not dry_run:  # stored after the answer
+                self._writer.put(space, [(title_key(norm), vector) for norm, vector in vectors.items()])
         except (*STORE_DOWN_ERRORS, asyncpg.PostgresError) as exc:
             log.warning("duplicate check could not read the title vectors: %s", exc)
             return [skipped(DuplicateSkipReason.UNAVAILABLE, of=of) for of in ofs]

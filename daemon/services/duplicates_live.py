@@ -54,6 +54,10 @@ class _Kept:
     """Every change at or below it is in `titles`; None: read them all next time."""
     lock: anyio.Lock = field(default_factory=anyio.Lock)
     """One refresh at a time: changes read earlier must not be applied after newer ones."""
+    started: int = 0
+    """Refreshes begun so far."""
+    completed: int = 0
+    """The number (in `started`'s count) of the last refresh that completed."""
 
 
 class LiveTitles:
@@ -81,13 +85,24 @@ class LiveTitles:
         return (await self.kind(namespace, kind)).members()
 
     async def kind(self, namespace: str, kind: str) -> KindTitles:
-        """The namespace's and kind's live titles, brought in step with PostgreSQL now."""
+        """The namespace's and kind's live titles, brought in step with PostgreSQL now: with
+        every change committed before the call, by a refresh that began after it.
+
+        Concurrent checks share refreshes: one that waited for another's refresh, begun after
+        it asked, takes that one's titles rather than reading again. Of two records written at
+        once, at least one's check still sees the other: each refresh a check uses began after
+        its own record was committed."""
         key = (namespace, kind)
         kept = self._kept.pop(key, None) or _Kept()
         self._kept[key] = kept
         while len(self._kept) > self._capacity:
             self._kept.popitem(last=False)
+        asked = kept.started
         async with kept.lock:
+            if kept.completed > asked:
+                return kept.titles
+            kept.started += 1
+            number = kept.started
             mark = await self._source.change_mark()  # before reading: what commits later is read again
             if kept.mark is None:
                 # A full read is reconciled into the titles kept, not read into new ones: while
@@ -109,6 +124,7 @@ class LiveTitles:
             if mark is not None:
                 kept.mark = mark
             # else: a writing transaction was open; the old mark (or a full read) stays the bound
+            kept.completed = number
         return kept.titles
 
     async def read_vectors(

@@ -15,7 +15,7 @@ import httpx
 import numpy as np
 import pytest
 
-from recalld.actors.duplicates.rules import title_text
+from recalld.actors.duplicates.rules import title_key, title_text
 from recalld.config import DuplicatesConfig, EmbeddingConfig
 from tests.support import ROOT, Daemon, sql
 from tests.support.cli import recalld
@@ -290,11 +290,18 @@ def test_the_title_model_works_without_an_embedding_provider(make_daemon: Any) -
     assert second["status"] == "clear" and (second["compared"], second["of"]) == (1, 1), second
     third = create(daemon, "titles-only", "Download the sales report for each month as a CSV file")["duplicate_check"]
     assert third["status"] == "warned" and (third["compared"], third["of"]) == (2, 2), third
+    # the checks' vectors are stored after their answers
+    eventually(lambda: sql(dsn, "SELECT count(*) AS n FROM title_vectors")[0]["n"], 30, "3 stored", accept=(3).__eq__)
     # a dry run compares as a write's check does, and stores no title vector
-    stored = sql(dsn, "SELECT count(*) AS n FROM title_vectors")[0]["n"]
     answer = dry_run(daemon, "titles-only", "Export the monthly sales report as a CSV file")
     assert answer["status"] == "warned" and (answer["compared"], answer["of"]) == (3, 3), answer
-    assert sql(dsn, "SELECT count(*) AS n FROM title_vectors")[0]["n"] == stored == 3
+    # a create after it: once its vector is stored, so would the dry run's have been
+    fourth = "Archive closed tickets after a year"
+    create(daemon, "titles-only", fourth)
+    key = title_key(title_text(fourth))
+    count = "SELECT count(*) AS n FROM title_vectors WHERE title_sha256 = $1"
+    eventually(lambda: sql(dsn, count, key)[0]["n"], 30, "the fourth title's vector stored")
+    assert sql(dsn, "SELECT count(*) AS n FROM title_vectors")[0]["n"] == 4
 
 
 def test_a_model_switch_embeds_every_title_again_in_the_new_space(make_daemon: Any, fake: EmbeddingServer) -> None:

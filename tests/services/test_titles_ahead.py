@@ -20,6 +20,7 @@ from recalld.config import Config, DuplicatesConfig
 from recalld.metrics import Metrics
 from recalld.providers.http import OpenAIProvider
 from recalld.services.duplicates import DuplicateChecker
+from recalld.services.duplicates_writer import TitleVectorWriter
 from recalld.services.records import RecordWrites
 from recalld.store.duplicates import PgTitleStore
 from recalld.store.records import RecordRepository
@@ -40,9 +41,12 @@ async def record_writes(
     async with serve(service, "asyncio") as (url, client):
         provider = OpenAIProvider(client, url=f"{url}/v1", model="text-embedding-3-small")
         embedder = Embedder(provider, usage=NoSink(), settings=EmbedderSettings(max_wait_s=0.0))
-        checker = DuplicateChecker(titles or PgTitleStore(pool), embedder, DuplicatesConfig(), metrics or Metrics())
+        store = titles or PgTitleStore(pool)
+        writer = TitleVectorWriter(store)
+        checker = DuplicateChecker(store, embedder, DuplicatesConfig(), metrics or Metrics(), writer=writer)
         async with anyio.create_task_group() as tasks:
             await tasks.start(embedder.run)
+            await tasks.start(writer.run)
             yield RecordWrites(RecordRepository(pool), Config(), Metrics(), checker, None)
             tasks.cancel_scope.cancel()
 

@@ -247,3 +247,51 @@ async def test_concurrent_stores_of_the_same_titles_in_any_order_never_deadlock(
                 tasks.start_soon(store.store_titles, space.key, [(key, vector) for key in order])
     async with pool.acquire() as conn:
         assert await conn.fetchval("SELECT count(*) FROM title_vectors WHERE space_id = $1", space.key) == 20 * 40
+
+
+class HeldChanges(PgTitleStore):
+    """The real store, whose reads of changes can be held after they have read (a subclass: every
+    query runs), and counted."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        super().__init__(pool)
+        self.reads = 0
+        self.read = anyio.Event()
+        self.release = anyio.Event()
+        self.hold = False
+
+    async def title_changes(self, namespace: str, after: int) -> list[tuple[Any, str, str, bool]]:
+        self.reads += 1
+        changes = await super().title_changes(namespace, after)
+        if self.hold:
+            self.hold = False
+            self.read.set()
+            await self.release.wait()
+        return changes
+
+
+async def test_concurrent_checks_share_a_refresh_only_when_it_began_after_they_asked(pool: asyncpg.Pool) -> None:
+    records = RecordRepository(pool)
+    source = HeldChanges(pool)
+    live = LiveTitles(source)
+    await records.create(fields("One"))
+    await live.titles("ns", "story")  # the first, full read
+    seen: dict[str, set[str]] = {}
+
+    async def check(name: str) -> None:
+        seen[name] = {norm for _, norm in await live.titles("ns", "story")}
+
+    async with anyio.create_task_group() as tasks:
+        source.hold = True
+        tasks.start_soon(check, "a")
+        await source.read.wait()  # a's refresh has read, before "two" was written
+        await records.create(fields("Two"))
+        tasks.start_soon(check, "b")  # both ask after "two" was committed, while a's refresh runs
+        tasks.start_soon(check, "c")
+        await anyio.wait_all_tasks_blocked()
+        reads = source.reads
+        source.release.set()
+    assert seen["a"] == {"one"}
+    # b did not take a's refresh, begun before it asked; c took b's, begun after it asked
+    assert seen["b"] == seen["c"] == {"one", "two"}
+    assert source.reads == reads + 1
