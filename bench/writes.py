@@ -11,7 +11,9 @@ each writer count, the two sides run one after the other, the order alternating,
 with both daemons caught up (no record waiting to be embedded, no build running), so that what a
 side's writes compete with is its own indexing. Each round also sends `--batch` titles through
 `POST /v1/records:batch` to each side, against the round's one-writer creates (one at a time).
-Figures are medians over the rounds; ratios are medians of the rounds' own ratios.
+Figures are medians over the rounds; ratios are medians of the rounds' own ratios. Where a
+create's time goes comes from the daemon's `recalld_duplicate_check_stage_seconds`, and its CPU
+by process (the daemon, its title model's process, its PostgreSQL) from /proc.
 
     .venv/bin/python -m bench.writes                       # 5 rounds of 100 creates: about 2 minutes
     .venv/bin/python -m bench.writes --rounds 9 --creates 200 --result writes
@@ -34,8 +36,10 @@ from typing import Any
 import aiohttp
 
 from bench.lib.corpus import build_corpus
+from bench.lib.cpu import children_cpu_seconds, cpu_seconds, postgres_cpu_seconds
 from bench.lib.daemon import start_fresh, stop_daemon
 from bench.lib.report import add_result_option, commit, load_average, machine, percentile, progress, publish
+from recalld.store.embedded import EmbeddedPostgres
 
 NAMESPACE = "bench-writes"
 KIND = "story"
@@ -72,6 +76,9 @@ class Results:
     batch_statuses: dict[str, dict[str, int]] = field(default_factory=dict)
     idle: dict[str, list[Sample]] = field(default_factory=dict)
     """Per side, single creates each made once the daemon had embedded everything before it."""
+    cpu: dict[str, list[dict[str, float]]] = field(default_factory=dict)
+    """Per side, each round's one-writer creates: CPU seconds a create by process, its indexing
+    included (`cpu_use`)."""
     profile: dict[str, dict[str, list[float]]] = field(default_factory=dict)
     """With indexing running and idle: the check-on daemon's seconds and counts per check stage
     (`recalld_duplicate_check_stage_seconds`, and `check` for the whole check) over those creates."""
@@ -195,13 +202,42 @@ async def batch(session: aiohttp.ClientSession, records: Sequence[dict[str, str]
     return seconds, statuses
 
 
-async def measure(sockets: dict[str, Path], args: argparse.Namespace, titles: list[dict[str, str]]) -> Results:
+@dataclass(frozen=True)
+class Side:
+    """One daemon of the bench: where it answers, its process, its PostgreSQL's data directory."""
+
+    socket: Path
+    pid: int
+    pgdata: Path
+
+    def cpu(self) -> dict[str, float]:
+        """CPU seconds used so far by the daemon, its title model's process and its PostgreSQL."""
+        return {
+            "the daemon": cpu_seconds(self.pid),
+            "its title model's process": children_cpu_seconds(self.pid, "title_worker"),
+            "its PostgreSQL": postgres_cpu_seconds(self.pgdata),
+        }
+
+
+async def cpu_use(
+    side: Side, session: aiohttp.ClientSession, run: Awaitable[Sample]
+) -> tuple[Sample, dict[str, float]]:
+    """`run`, and the CPU seconds per create each process used from its start until the daemon
+    had embedded what it wrote (`settle`)."""
+    before = side.cpu()
+    sample = await run
+    await settle(session)
+    after = side.cpu()
+    return sample, {name: (after[name] - before[name]) / len(sample.latency_ms) for name in after}
+
+
+async def measure(sides: dict[str, Side], args: argparse.Namespace, titles: list[dict[str, str]]) -> Results:
     results = Results()
     sessions = {
         side: aiohttp.ClientSession(
-            connector=aiohttp.UnixConnector(path=str(socket), limit=max(args.writers)), base_url="http://recalld"
+            connector=aiohttp.UnixConnector(path=str(daemon.socket), limit=max(args.writers)), base_url="http://recalld"
         )
-        for side, socket in sockets.items()
+        for side, daemon in sides.items()
     }
     try:
         taken = iter(titles)
@@ -220,15 +256,20 @@ async def measure(sockets: dict[str, Path], args: argparse.Namespace, titles: li
                     for other in SIDES:
                         await settle(sessions[other])
                     run = creates(sessions[side], records, writers)
-                    on_one = side == "on" and writers == 1
-                    sample = await (profiled(results, "indexing", sessions[side], run) if on_one else run)
+                    if writers == 1:
+                        if side == "on":
+                            run = profiled(results, "indexing", sessions[side], run)
+                        sample, cpu = await cpu_use(sides[side], sessions[side], run)
+                        results.cpu.setdefault(side, []).append(cpu)
+                    else:
+                        sample = await run
                     results.creates.setdefault((side, writers), []).append(sample)
                     progress(
                         f"round {round_}, {writers} writer(s), check {side}: p50 {sample.p50:.1f} ms, "
                         f"{sample.rate:.0f} creates/s, load {sample.load:.2f}, {sample.statuses}"
                     )
             records = take(args.idle)
-            for side in order:
+            for side in order if records else ():
                 run = idle_creates(sessions[side], records)
                 sample = await (profiled(results, "idle", sessions[side], run) if side == "on" else run)
                 results.idle.setdefault(side, []).append(sample)
@@ -301,7 +342,7 @@ def report(args: argparse.Namespace, results: Results, commit: str) -> list[str]
             f"| {statistics.median(results.batch_s[side]) * 1000:.2f} ms "
             f"| {ratio(single[side], results.batch_s[side]):.1f}× | {checks} |"
         )
-    lines += ["", *profile_table(results)]
+    lines += ["", *profile_table(results), "", *cpu_table(results)]
     statuses: dict[str, int] = {}
     for sample in results.creates[("on", 1)] + results.creates[("on", max(args.writers))]:
         for status, count in sample.statuses.items():
@@ -314,17 +355,38 @@ STAGES = {
     "titles": "the kind's live titles: what changed since the last check, from PostgreSQL",
     "vectors": "their stored vectors not read yet",
     "embed": "the title's vector: waiting for the call made while the record was written",
-    "store": "the new vectors stored",
+    "store": "the new vectors handed over, to be stored after the answer",
     "compare": "the comparison with every live title",
     "similar": "the titles of those found similar",
 }
 
 
+def cpu_table(results: Results) -> list[str]:
+    """CPU per create by process, one writer, indexing included, check on and off."""
+    names = list(results.cpu["on"][0])
+
+    def median_ms(side: str, name: str | None) -> float:
+        per_round = [sum(cpu.values()) if name is None else cpu[name] for cpu in results.cpu[side]]
+        return 1000 * statistics.median(per_round)
+
+    lines = [
+        "CPU per create, one writer (medians of the rounds; from /proc, between the start of the creates "
+        "and the daemon having embedded them: their indexing included):",
+        "",
+        "| | check on | check off |",
+        "| --- | ---: | ---: |",
+    ]
+    for name in [*names, None]:
+        lines.append(f"| {name or 'all'} | {median_ms('on', name):.2f} ms | {median_ms('off', name):.2f} ms |")
+    return lines
+
+
 def profile_table(results: Results) -> list[str]:
     """Where a create's time goes with the check on, one writer, indexing running and idle."""
-    conditions = ("indexing", "idle")
-    creates = {"indexing": results.creates[("on", 1)], "idle": results.idle["on"]}
-    offs = {"indexing": results.creates[("off", 1)], "idle": results.idle["off"]}
+    conditions = ("indexing", "idle") if results.idle else ("indexing",)
+    headings = {"indexing": "indexing running", "idle": "indexing idle"}
+    creates = {"indexing": results.creates[("on", 1)], "idle": results.idle.get("on", [])}
+    offs = {"indexing": results.creates[("off", 1)], "idle": results.idle.get("off", [])}
 
     def mean_ms(condition: str, stage: str) -> float:
         seconds, count = results.profile[condition].get(stage, [0.0, 0.0])
@@ -338,8 +400,8 @@ def profile_table(results: Results) -> list[str]:
         "`recalld_duplicate_check_stage_seconds`; indexing idle: each create made once the daemon had "
         "embedded everything before it):",
         "",
-        "| | indexing running | indexing idle |",
-        "| --- | ---: | ---: |",
+        "| | " + " | ".join(headings[c] for c in conditions) + " |",
+        "| --- |" + " ---: |" * len(conditions),
         "| create p50, check on / off | "
         + " | ".join(
             f"{statistics.median(s.p50 for s in creates[c]):.1f} / {statistics.median(s.p50 for s in offs[c]):.1f} ms"
@@ -365,7 +427,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--creates", type=int, default=100, help="creates a round per writer count and side")
     parser.add_argument("--writers", type=lambda s: [int(w) for w in s.split(",")], default=[1, 4])
     parser.add_argument("--batch", type=int, default=100, help="titles in a round's batch")
-    parser.add_argument("--idle", type=int, default=30, help="creates a round and side made with indexing idle")
+    parser.add_argument(
+        "--idle", type=int, default=30, help="creates a round and side made with indexing idle (0: none)"
+    )
     parser.add_argument("--warm-up", type=int, default=20, help="creates on each side before the rounds")
     parser.add_argument("--work", type=Path, default=Path("/tmp/bench-writes"))
     parser.add_argument("--write", type=Path, help="replace this markdown file's bench/writes.py section")
@@ -383,7 +447,11 @@ def main(argv: list[str] | None = None) -> None:
         for future in started.values():
             future.result()  # a side that did not start: the other is stopped below
         progress(f"{machine()}; load average {load_average()}")
-        results = asyncio.run(measure({side: socket for side, (_, socket) in daemons.items()}, args, titles))
+        sides = {
+            side: Side(socket, daemon.pid, EmbeddedPostgres(args.work / side / "data").pgdata)
+            for side, (daemon, socket) in daemons.items()
+        }
+        results = asyncio.run(measure(sides, args, titles))
     finally:
         for daemon, _ in daemons.values():
             stop_daemon(daemon)

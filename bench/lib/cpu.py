@@ -39,3 +39,20 @@ def postgres_cpu_seconds(pgdata: Path) -> float:
         if parent == postmaster:
             total += utime + stime
     return total / _TICK
+
+
+def children_cpu_seconds(parent: int, marker: str) -> float:
+    """CPU time the running child processes of `parent` whose command line contains `marker` have
+    used so far (a daemon's title model process: `title_worker`)."""
+    total = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes().decode(errors="replace")
+            ppid, (utime, stime, _, _) = _stat_times(int(entry.name))
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile
+        if ppid == parent and marker in command:
+            total += utime + stime
+    return total / _TICK
