@@ -129,7 +129,7 @@ def assemble(
     query_vectors = QueryVectorCache(config.recall.query_cache)
     indexing = IndexingStatus(index) if index is not None else None
     searches = SearchRecorder(pool)
-    metrics.watch(embedder, index, query_vectors, searches)
+    metrics.watch(embedder, index, query_vectors, searches, title_embedder)
     health = Health()
     title_vectors = TitleVectorWriter(title_store) if config.duplicates.enabled else None
     duplicates = (

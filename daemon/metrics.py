@@ -92,8 +92,9 @@ class Metrics:
         index: IndexManager | None,
         query_vectors: QueryVectorCache | None = None,
         searches: SearchRecorder | None = None,
+        title_embedder: Embedder | None = None,
     ) -> None:
-        self.registry.register(ActorCollector(embedder, index, query_vectors, searches))
+        self.registry.register(ActorCollector(embedder, index, query_vectors, searches, title_embedder))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
@@ -109,8 +110,13 @@ class ActorCollector:
         index: IndexManager | None,
         query_vectors: QueryVectorCache | None = None,
         searches: SearchRecorder | None = None,
+        title_embedder: Embedder | None = None,
     ) -> None:
+        """`title_embedder`: the duplicate check's own title model's embedder, when it has one;
+        its calls and texts are series of their own (labelled by model) beside the recall
+        embedder's."""
         self._embedder = embedder
+        self._title_embedder = title_embedder
         self._index = index
         self._query_vectors = query_vectors
         self._searches = searches
@@ -128,18 +134,21 @@ class ActorCollector:
                 "result",
                 {"hit": self._query_vectors.hits, "miss": self._query_vectors.misses},
             )
+        every = [each.stats() for each in (self._embedder, self._title_embedder) if each is not None]
+        for name, help_text, counted in (
+            ("recalld_embedder_calls", "Provider calls", "calls_total"),
+            ("recalld_embedder_call_failures", "Failed provider calls", "call_failures_total"),
+            ("recalld_embedder_input_tokens", "Input tokens metered", "input_tokens_total"),
+            ("recalld_embedder_texts", "Texts embedded", "texts_total"),
+        ):
+            if every:
+                family = CounterMetricFamily(name, help_text, labels=["provider", "model"])
+                for stats in every:
+                    family.add_metric([stats.provider, stats.model], getattr(stats, counted))
+                yield family
         if self._embedder is not None:
+            # the recall embedder's alone: these series carry no model label
             stats = self._embedder.stats()
-            labels = ["provider", "model"]
-            values = [stats.provider, stats.model]
-            yield _counter("recalld_embedder_calls", "Provider calls", labels, values, stats.calls_total)
-            yield _counter(
-                "recalld_embedder_call_failures", "Failed provider calls", labels, values, stats.call_failures_total
-            )
-            yield _counter(
-                "recalld_embedder_input_tokens", "Input tokens metered", labels, values, stats.input_tokens_total
-            )
-            yield _counter("recalld_embedder_texts", "Texts embedded", labels, values, stats.texts_total)
             failures = CounterMetricFamily(
                 "recalld_embedder_failures", "Embedding failures and refusals by reason", labels=["reason"]
             )

@@ -150,6 +150,11 @@ def test_capabilities_and_metrics_report_the_check(daemon: Daemon, backlog: str)
     status, text = daemon.call("GET", "/metrics")
     assert 'recalld_duplicate_checks_total{reason="",status="warned"}' in text
     assert 'recalld_duplicate_checks_total{reason="",status="clear"}' in text
+    # the title model's calls, beside the recall model's, in series of their own
+    texts = dict(re.findall(r'^recalld_embedder_texts_total\{model="([^"]+)",provider="local"\} (\S+)$', text, re.M))
+    assert (
+        set(texts) == {"all-MiniLM-L6-v2-onnx-int8", "use-multilingual-v3"} and float(texts["use-multilingual-v3"]) > 0
+    )
 
 
 def test_bad_input_to_the_dry_run_is_a_400(daemon: Daemon) -> None:
