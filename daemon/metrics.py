@@ -134,7 +134,9 @@ class ActorCollector:
                 "result",
                 {"hit": self._query_vectors.hits, "miss": self._query_vectors.misses},
             )
-        every = [each.stats() for each in (self._embedder, self._title_embedder) if each is not None]
+        recall = self._embedder.stats() if self._embedder is not None else None
+        title = self._title_embedder.stats() if self._title_embedder is not None else None
+        every = [each for each in (recall, title) if each is not None]
         for name, help_text, counted in (
             ("recalld_embedder_calls", "Provider calls", "calls_total"),
             ("recalld_embedder_call_failures", "Failed provider calls", "call_failures_total"),
@@ -143,36 +145,35 @@ class ActorCollector:
         ):
             if every:
                 family = CounterMetricFamily(name, help_text, labels=["provider", "model"])
-                for stats in every:
-                    family.add_metric([stats.provider, stats.model], getattr(stats, counted))
+                for each in every:
+                    family.add_metric([each.provider, each.model], getattr(each, counted))
                 yield family
-        if self._embedder is not None:
+        if recall is not None:
             # the recall embedder's alone: these series carry no model label
-            stats = self._embedder.stats()
             failures = CounterMetricFamily(
                 "recalld_embedder_failures", "Embedding failures and refusals by reason", labels=["reason"]
             )
-            for reason, count in stats.failures_by_reason.items():
+            for reason, count in recall.failures_by_reason.items():
                 failures.add_metric([reason], count)
             yield failures
             state = GaugeMetricFamily(
                 "recalld_embedder_circuit_state", "1 for the circuit breaker's current state", labels=["state"]
             )
             for name in ("closed", "open", "half_open"):
-                state.add_metric([name], 1.0 if stats.breaker_state == name else 0.0)
+                state.add_metric([name], 1.0 if recall.breaker_state == name else 0.0)
             yield state
             yield _counter(
-                "recalld_embedder_circuit_opened", "Times the circuit opened", [], [], stats.breaker_opened_total
+                "recalld_embedder_circuit_opened", "Times the circuit opened", [], [], recall.breaker_opened_total
             )
             yield _row_outcomes(
                 "recalld_usage_rows",
                 "Usage rows",
-                stats.usage_rows_written,
-                stats.usage_rows_failed,
-                stats.usage_rows_dropped,
+                recall.usage_rows_written,
+                recall.usage_rows_failed,
+                recall.usage_rows_dropped,
             )
             queued = GaugeMetricFamily("recalld_embedder_queued_requests", "Requests waiting for a batch")
-            queued.add_metric([], stats.queued_requests)
+            queued.add_metric([], recall.queued_requests)
             yield queued
         if self._index is not None:
             builds = CounterMetricFamily(

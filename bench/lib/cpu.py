@@ -4,6 +4,7 @@ by the requests answered to report CPU per request."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 _TICK = os.sysconf("SC_CLK_TCK")
@@ -21,6 +22,19 @@ def cpu_seconds(pid: int) -> float:
     return (utime + stime) / _TICK
 
 
+def _children(parent: int) -> Iterator[tuple[int, int]]:
+    """(pid, user + system clock ticks) of each running child process of `parent`."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid, (utime, stime, _, _) = _stat_times(int(entry.name))
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile
+        if ppid == parent:
+            yield int(entry.name), utime + stime
+
+
 def postgres_cpu_seconds(pgdata: Path) -> float:
     """CPU time a PostgreSQL server has used so far: the postmaster, its live processes, and
     (through the postmaster's reaped-children times) the backends that already ended. The
@@ -28,31 +42,18 @@ def postgres_cpu_seconds(pgdata: Path) -> float:
     went included."""
     postmaster = int((pgdata / "postmaster.pid").read_text().split()[0])
     _, times = _stat_times(postmaster)
-    total = sum(times)
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            parent, (utime, stime, _, _) = _stat_times(int(entry.name))
-        except (OSError, IndexError, ValueError):
-            continue  # gone meanwhile
-        if parent == postmaster:
-            total += utime + stime
-    return total / _TICK
+    return (sum(times) + sum(ticks for _, ticks in _children(postmaster))) / _TICK
 
 
 def children_cpu_seconds(parent: int, marker: str) -> float:
     """CPU time the running child processes of `parent` whose command line contains `marker` have
     used so far (a daemon's title model process: `title_worker`)."""
     total = 0
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
+    for pid, ticks in _children(parent):
         try:
-            command = (entry / "cmdline").read_bytes().decode(errors="replace")
-            ppid, (utime, stime, _, _) = _stat_times(int(entry.name))
-        except (OSError, IndexError, ValueError):
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+        except OSError:
             continue  # gone meanwhile
-        if ppid == parent and marker in command:
-            total += utime + stime
+        if marker in command:
+            total += ticks
     return total / _TICK

@@ -33,9 +33,10 @@ def _status(client: Client, args: argparse.Namespace, out: Output) -> int:
     ready, not_ready = _answer(client.ready)
     generations, no_index = _answer(client.generations)
     roles, refused = _answer(client.roles)
+    code = EXIT_OK if not_ready is None else EXIT_FAIL
     if args.json:
         out.json({"ready": ready, "generations": generations, "roles": roles})
-        return EXIT_OK if not_ready is None else EXIT_FAIL
+        return code
     state = ready.get("status", "fail") if isinstance(ready, dict) else "fail"
     verdict = {"pass": "ready", "warn": "ready, degraded"}.get(state, "not ready")
     host = roles.get("host") if refused is None else None
@@ -46,11 +47,11 @@ def _status(client: Client, args: argparse.Namespace, out: Output) -> int:
         out.print(f"vector index: {shown(str(no_index))}")
     if refused is not None:
         out.print(f"roles: {shown(str(refused))}")
-        return EXIT_OK if not_ready is None else EXIT_FAIL
+        return code
     width = max(len(role["role"]) for role in roles["roles"])
     for role in roles["roles"]:
         out.print(shown(f"{role['role']:<{width}}  {_holder(role)}"))
-    return EXIT_OK if not_ready is None else EXIT_FAIL
+    return code
 
 
 def _serving(generations: dict[str, Any]) -> str:
