@@ -17,6 +17,7 @@ import pytest
 from recalld.actors.embedding.errors import EmbeddingError, Reason
 from recalld.providers.duplicates_model import DIMENSION, TitleModelProvider
 from recalld.providers.title_process import TitleModelProcess
+from tests.support.processes import processes
 from tests.support.waits import eventually
 
 TITLES = ["Invoices are due in 30 days", "As faturas vencem em 30 dias", "The cat sleeps"]
@@ -96,17 +97,9 @@ async def test_a_worker_that_exits_before_it_is_ready_is_unavailable_with_its_st
 
 def title_workers(parent: int) -> list[int]:
     """The title worker processes whose parent is `parent`."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            command = (entry / "cmdline").read_bytes().split(b"\0")
-            status = (entry / "status").read_text()
-        except OSError:
-            continue
-        ppid = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("PPid:"))
-        if b"recalld.providers.title_worker" in command and ppid == parent:
-            found.append(int(entry.name))
-    return found
+    return [
+        pid for pid, ppid, command in processes() if ppid == parent and b"recalld.providers.title_worker" in command
+    ]
 
 
 def alive(pid: int) -> bool:

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from tests.support import Daemon
+from tests.support.processes import processes
 
 
 def embedded_dsn(daemon: Daemon) -> str:
@@ -22,16 +23,11 @@ def postmasters(data_dir: Path) -> list[str]:
     counted: a test that caught a fork in that moment saw two servers.
     """
     parents: dict[str, str] = {}
-    for proc in Path("/proc").iterdir():
-        try:
-            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
-            stat = (proc / "stat").read_text()
-        except OSError:
-            continue
+    for pid, parent, cmdline in processes():
         if (
             cmdline
             and Path(os.fsdecode(cmdline[0])).name == "postgres"
             and str(data_dir).encode() in b" ".join(cmdline)
         ):
-            parents[proc.name] = stat.rsplit(")", 1)[1].split()[1]  # the field after the state
+            parents[str(pid)] = str(parent)
     return [pid for pid, parent in parents.items() if parent not in parents]
