@@ -113,6 +113,7 @@ class Handle:
         "_closed",
         "_deltas",
         "_lock",
+        "_seen",
         "_space",
         "_space_id",
         "_tomb_set",
@@ -140,6 +141,12 @@ class Handle:
         self._tombstones = frozenset(int(s) for s in tombstones)
         self._tomb_set = SurrogateSet(self._tombstones) if self._tombstones else None
         self._tombstoned: int | None = None  # tombstoned_count(), once asked
+        # Kept apart from the parts, which `close()` drops: a count that began with this handle
+        # may ask it after a refresh replaced and closed it (`backlog.count_waiting`).
+        self._seen = max(
+            [base.source_watermark if base is not None else 0]
+            + [int(delta.id_map.surrogate[-1]) for delta in self._deltas]
+        )
         self._lock = threading.Lock()
         self._active = 0
         self._closed = False
@@ -204,11 +211,9 @@ class Handle:
     @property
     def seen(self) -> int:
         """The highest surrogate this handle has taken in: the base's source watermark or the
-        delta's largest surrogate (0 for an empty handle). Vectors above it are not here yet."""
-        seen = self._base.source_watermark if self._base is not None else 0
-        for delta in self._deltas:
-            seen = max(seen, int(delta.id_map.surrogate[-1]))
-        return seen
+        delta's largest surrogate (0 for an empty handle). Vectors above it are not here yet.
+        A fact of the handle: it holds after `close()` too."""
+        return self._seen
 
     @property
     def closed(self) -> bool:

@@ -255,6 +255,9 @@ def test_deltas_and_tombstones_make_new_handles(tmp_path: Path) -> None:
     second = first.with_delta(added, id_map_for(np.arange(20) + 1000, records=np.arange(20) + 5000))
     assert (first.count, second.count, second.delta_count) == (200, 220, 20)
     assert (first.seen, second.seen) == (200, 1019)
+    replaced = first.with_delta(added[:1], id_map_for([3000]))
+    replaced.close()  # a count that began with it asks it afterwards: it must not read as empty
+    assert replaced.seen == 3000
     assert second.base is first.base, "the base generation is shared, not copied"
     assert second.search(added[3], k_records=1, namespace="ns")[0].surrogate == 1003
     assert first.search(added[3], k_records=1, namespace="ns")[0].surrogate != 1003  # the old handle is unchanged
