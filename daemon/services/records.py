@@ -104,18 +104,20 @@ class RecordWrites:
         return record_id, revision
 
     async def revise(self, record_id: uuid.UUID, update: RecordUpdate) -> RecordUpdated:
-        """Write a record's new fields (a new revision when anything changed), and check a new
-        title."""
+        """Write a record's new fields (a new revision when anything changed), and check its
+        title when the title or the kind changed."""
         with self._held():
-            revision, changed, title_changed = await self.write_revision(record_id, update)
-            if not title_changed:
+            revision, changed, recheck = await self.write_revision(record_id, update)
+            if not recheck:
                 return RecordUpdated(id=record_id, revision=revision, changed=changed)
             check = await self.duplicate_check(update, record_id)
         return RecordUpdated(id=record_id, revision=revision, changed=changed, duplicate_check=check)
 
     async def write_revision(self, record_id: uuid.UUID, update: RecordUpdate) -> tuple[int, bool, bool]:
-        """`revise` without the duplicate check: (revision, changed, whether the title changed)."""
-        before = await self._records.get(record_id)  # whether the title changes: a new title is checked
+        """`revise` without the duplicate check: (revision, changed, whether its title is to be
+        checked again). A title is compared with the titles of its kind, so a new kind is a new
+        comparison even for the same title."""
+        before = await self._records.get(record_id)
         try:
             done = await self._records.update(record_id, _fields(update))
         except (ExactDuplicate, SourcePathTaken) as exc:
@@ -123,11 +125,11 @@ class RecordWrites:
         if done is None:
             raise not_found("record")
         revision, changed = done
-        title_changed = changed and (before is None or before["title"] != update.title)
+        recheck = changed and (before is None or (before["title"], before["kind"]) != (update.title, update.kind))
         if changed:
             self._metrics.records_written.labels(operation="update").inc()
             self._written(update.namespace)
-        return revision, changed, title_changed
+        return revision, changed, recheck
 
     async def forget(self, record_id: uuid.UUID) -> bool:
         """Forget a live record; False when there was none to forget."""

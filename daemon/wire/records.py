@@ -56,7 +56,8 @@ class RecordUpdated(msgspec.Struct, kw_only=True, omit_defaults=True):
     revision: int
     changed: bool
     duplicate_check: DuplicateCheck | None = None
-    """Present when the update changed the title: the new title's check, as on create."""
+    """Present when the update changed the title or the kind: the title's check among its
+    kind's, as on create."""
 
 
 class RecordsBatch(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):

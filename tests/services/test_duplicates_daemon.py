@@ -124,6 +124,19 @@ def test_an_update_checks_only_a_changed_title(daemon: Daemon, backlog: str) -> 
     assert status == 200 and updated["duplicate_check"]["status"] == "warned", updated
 
 
+def test_an_update_that_changes_only_the_kind_is_checked_among_the_new_kinds_titles(
+    daemon: Daemon, backlog: str
+) -> None:
+    title = "Download the sales report for each month as a CSV file"
+    created = create(daemon, backlog, title, kind="memo")
+    assert created["duplicate_check"]["of"] == 0, "no other memo to compare with"
+    body = {"namespace": backlog, "kind": "rule", "title": title, "body": ""}
+    status, updated = daemon.call("PUT", f"/v1/records/{created['id']}", body)
+    assert status == 200, updated
+    check = ran(updated["duplicate_check"])
+    assert check["of"] == 1 and [s["title"] for s in check["similar"]] == ["Export monthly sales report to CSV"]
+
+
 def test_a_forgotten_record_is_never_similar(daemon: Daemon, backlog: str) -> None:
     created = create(daemon, backlog, "Timeout when generating the yearly tax report")
     wait_comparable(daemon, backlog, dry_run(daemon, backlog, "zz")["of"])
