@@ -45,8 +45,7 @@ async def _tables(conn: asyncpg.Connection) -> list[str]:
 async def table_counts(conn: asyncpg.Connection) -> dict[str, int]:
     counts: dict[str, int] = {}
     for table in await _tables(conn):
-        quoted = '"' + table.replace('"', '""') + '"'
-        counts[table] = int(await conn.fetchval(f"SELECT count(*) FROM {quoted}"))
+        counts[table] = int(await conn.fetchval(f"SELECT count(*) FROM {_quoted(table)}"))
     return counts
 
 
@@ -73,17 +72,42 @@ async def export_snapshot(conn: asyncpg.Connection) -> Snapshot:
     )
 
 
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+# What a restore target must not hold, and what a failed restore made: relations of the kinds
+# below outside the system's schemas, and extensions other than plpgsql (`kind` 'x').
+_OBJECTS = (
+    "SELECT c.relkind::text AS kind, n.nspname AS schema, c.relname AS name "
+    "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+    "WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\\_toast%' "
+    "AND c.relkind IN ('r', 'p', 'v', 'm', 'S', 'f') "
+    "UNION ALL SELECT 'x', NULL, extname FROM pg_extension WHERE extname <> 'plpgsql'"
+)
+_DROP = {"r": "TABLE", "p": "TABLE", "v": "VIEW", "m": "MATERIALIZED VIEW", "S": "SEQUENCE", "f": "FOREIGN TABLE"}
+
+
 async def foreign_objects(conn: asyncpg.Connection) -> list[str]:
     """What a restore target already holds (tables, views, sequences, extensions other than
-    plpgsql): a restore goes only into an empty database, never over someone's data."""
-    rows = await conn.fetch(
-        "SELECT n.nspname || '.' || c.relname AS name FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-        "WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\\_toast%' "
-        "AND c.relkind IN ('r', 'p', 'v', 'm', 'S', 'f') "
-        "UNION ALL SELECT 'extension ' || extname FROM pg_extension WHERE extname <> 'plpgsql' "
-        "ORDER BY 1 LIMIT 5"
-    )
-    return [str(r["name"]) for r in rows]
+    plpgsql), the first five: a restore goes only into an empty database, never over someone's data."""
+    rows = await conn.fetch(_OBJECTS)
+    names = sorted(f"extension {r['name']}" if r["kind"] == "x" else f"{r['schema']}.{r['name']}" for r in rows)
+    return names[:5]
+
+
+async def drop_restored(conn: asyncpg.Connection) -> None:
+    """Drop what `foreign_objects` looks for, in one transaction: in a target that was found
+    empty before the restore, that is what the restore made."""
+    async with conn.transaction():
+        # Sequences last: an identity column's own sequence can only go with its table.
+        for row in sorted(await conn.fetch(_OBJECTS), key=lambda row: row["kind"] == "S"):
+            if row["kind"] == "x":
+                await conn.execute(f"DROP EXTENSION IF EXISTS {_quoted(row['name'])} CASCADE")
+            else:
+                # IF EXISTS: a table's CASCADE (or its identity column) may have taken this one along
+                target = f"{_quoted(row['schema'])}.{_quoted(row['name'])}"
+                await conn.execute(f"DROP {_DROP[row['kind']]} IF EXISTS {target} CASCADE")
 
 
 CLEAR_GENERATIONS = """

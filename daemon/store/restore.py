@@ -13,7 +13,7 @@ import asyncpg
 import msgspec
 
 from recalld.bringup import data_dir_lock
-from recalld.store.backup import clear_generations, foreign_objects, table_counts
+from recalld.store.backup import clear_generations, drop_restored, foreign_objects, table_counts
 from recalld.store.embedded import EmbeddedPostgres, binaries
 from recalld.store.migrations import available
 from recalld.wire.backup import FORMAT, FORMAT_VERSION, MANIFEST_FILE, BackupError, Manifest, libpq_target, sha256_of
@@ -100,14 +100,16 @@ async def _check_empty(dsn: str) -> None:
 
 
 async def _finish(dsn: str, manifest: Manifest) -> None:
-    """Compare every table with the manifest, drop the generations' catalogue, and take the
-    planner's statistics, which a dump does not hold (why recall needs them: `PLANNED_AS_THEY_GROW`
-    in daemon/store/vectors.py)."""
+    """Compare every table with the manifest (a mismatch drops what the restore made, leaving the
+    target as empty as it was), drop the generations' catalogue, and take the planner's
+    statistics, which a dump does not hold (why recall needs them: `PLANNED_AS_THEY_GROW` in
+    daemon/store/vectors.py)."""
     conn = await asyncpg.connect(dsn)
     try:
         counts = await table_counts(conn)
         differ = {t: (n, counts.get(t)) for t, n in manifest.counts.items() if counts.get(t) != n}
         if differ:
+            await drop_restored(conn)
             shown = ", ".join(f"{t}: {got} rows, {n} in the manifest" for t, (n, got) in sorted(differ.items()))
             raise BackupError(f"the restored database does not match the backup's manifest ({shown})")
         await clear_generations(conn)

@@ -126,10 +126,13 @@ def test_only_an_administrator_may_take_a_backup(make_daemon: Any) -> None:
     assert refused["status"] == 403 and refused["body"]["error"]["code"] == "forbidden", refused
 
 
-def test_a_restore_whose_rows_differ_from_the_manifest_is_refused_and_removes_what_it_made(make_daemon: Any) -> None:
+def test_a_restore_whose_rows_differ_from_the_manifest_is_refused_and_removes_what_it_made(
+    make_daemon: Any, postgres: EmbeddedPostgres
+) -> None:
     """The rows restored are compared with the manifest's counts: a dump that holds fewer rows
     than its manifest says is refused. A failed restore removes the data directory (and the
-    folders above it) that it made, and only those: a directory the user gave stays."""
+    folders above it) that it made, and only those: a directory the user gave stays. Into a
+    database, it drops the tables it made: the database is as empty as before."""
     source = make_daemon()
     status, _ = source.call("POST", "/v1/records", {"namespace": namespace(), "kind": "doc", "title": "a", "body": "b"})
     assert status == 201
@@ -151,6 +154,15 @@ def test_a_restore_whose_rows_differ_from_the_manifest_is_refused_and_removes_wh
     refused = recalld(None, "restore", str(dest), "--data-dir", str(given))
     assert refused.returncode == 1 and "does not match" in refused.stderr, refused.stderr
     assert given.is_dir() and list(given.iterdir()) == [], "the user's directory stays, as empty as it was"
+
+    target = create_database(postgres)
+    refused = recalld(None, "restore", str(dest), "--dsn", target)
+    assert refused.returncode == 1 and "does not match" in refused.stderr, refused.stderr
+    assert sql(target, "SELECT count(*) AS n FROM pg_tables WHERE schemaname = 'public'")[0]["n"] == 0
+    manifest["counts"]["records"] -= 1
+    (dest / "manifest.json").write_text(json.dumps(manifest))
+    done = recalld(None, "restore", str(dest), "--dsn", target)  # which restores only into an empty database
+    assert done.returncode == 0, done.stderr
 
 
 def test_a_backup_whose_server_goes_away_before_the_dump_is_written_is_a_503(make_daemon: Any) -> None:
