@@ -312,7 +312,7 @@ async def test_a_half_open_probe_that_draws_a_bad_input_lets_the_next_caller_pro
 
 
 async def test_deadline_is_handed_down_and_kept(
-    harness: Harness, service: EmbeddingService, unit: float, backend: str
+    harness: Harness, service: EmbeddingService, unit: float, noise: float
 ) -> None:
     async with harness(breaker_failures=1, timeout_s=30 * unit) as embedder:
         service.fault, service.slow_s = "slow", 60 * unit
@@ -321,15 +321,14 @@ async def test_deadline_is_handed_down_and_kept(
             await embedder.embed(["x"], purpose="query", namespace="ns1", deadline=start + 2 * unit)
         elapsed = anyio.current_time() - start
         assert caught.value.reason is Reason.DEADLINE_EXCEEDED
-        # at the deadline, far below the 30-unit timeout and the 60-unit delay: exact on the mock
-        # clock, on asyncio's real one with a second's room for a loaded machine
-        assert 2 * unit - 0.01 <= elapsed < 2 * unit + (1.0 if backend == "asyncio" else 1e-9), elapsed
+        # at the deadline, far below the 30-unit timeout and the 60-unit delay
+        assert 2 * unit - 0.01 <= elapsed <= 2 * unit + noise, elapsed
         # The caller's deadline bound the call, so it says nothing about the provider.
         assert embedder.breaker_state is BreakerState.CLOSED
 
 
 async def test_configured_timeout_bounds_the_call_and_counts_as_a_fault(
-    harness: Harness, service: EmbeddingService, unit: float
+    harness: Harness, service: EmbeddingService, unit: float, noise: float
 ) -> None:
     async with harness(breaker_failures=1, timeout_s=1 * unit, max_wait_s=0.0) as embedder:
         service.fault, service.slow_s = "slow", 60 * unit
@@ -337,7 +336,7 @@ async def test_configured_timeout_bounds_the_call_and_counts_as_a_fault(
         with pytest.raises(EmbeddingError) as caught:
             await embedder.embed(["x"], purpose="query", namespace="ns1", deadline=start + 30 * unit)
         assert caught.value.reason is Reason.PROVIDER_TIMEOUT
-        assert anyio.current_time() - start < 1 * unit + 0.1
+        assert anyio.current_time() - start <= 1 * unit + noise  # not the 60-unit delay
         assert embedder.breaker_state is BreakerState.OPEN
 
 

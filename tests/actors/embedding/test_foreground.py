@@ -18,7 +18,7 @@ from tests.support.waits import eventually_async
 pytestmark = [pytest.mark.anyio, pytest.mark.anyio_backends("asyncio", "trio")]
 
 
-async def test_indexing_waits_while_foreground_work_is_in_progress(unit: float, backend: str) -> None:
+async def test_indexing_waits_while_foreground_work_is_in_progress(unit: float, backend: str, noise: float) -> None:
     foreground = Foreground()
     service = EmbeddingService(dimension=8)
     finished: list[float] = []
@@ -35,10 +35,10 @@ async def test_indexing_waits_while_foreground_work_is_in_progress(unit: float, 
                 assert service.calls_to("/v1/embeddings")[1:] == [], "indexing called the provider meanwhile"
             released = anyio.current_time()
     # its call, whole, once the hold was released: not at the end of the 50 units it may wait
-    assert unit <= finished[0] - released <= 5 * unit
+    assert unit <= finished[0] - released <= 5 * unit + noise
 
 
-async def test_indexing_waits_at_most_bulk_yield_s(unit: float, backend: str) -> None:
+async def test_indexing_waits_at_most_bulk_yield_s(unit: float, backend: str, noise: float) -> None:
     foreground = Foreground()
     service = EmbeddingService(dimension=8)
     async with slow_embedder(service, backend, unit, foreground, bulk_yield_s=2 * unit) as embedder:
@@ -48,7 +48,7 @@ async def test_indexing_waits_at_most_bulk_yield_s(unit: float, backend: str) ->
             await embedder.embed(["chunk 2"], purpose="index", namespace="ns1")
             took = anyio.current_time() - started
     # each call waited its 2 units and then went, 3 units a call: indexing is slowed, not stopped
-    assert 6 * unit <= took < 12 * unit, took
+    assert 6 * unit <= took <= 12 * unit + noise, took
 
 
 async def test_a_query_or_check_in_another_embedder_holds_the_foreground(unit: float, backend: str) -> None:
@@ -78,7 +78,7 @@ async def test_a_query_or_check_in_another_embedder_holds_the_foreground(unit: f
     assert finished["index"] - finished["check"] >= unit
 
 
-async def test_an_embedders_own_query_is_not_kept_waiting(unit: float, backend: str) -> None:
+async def test_an_embedders_own_query_is_not_kept_waiting(unit: float, backend: str, noise: float) -> None:
     foreground = Foreground()
     service = EmbeddingService(dimension=8)
     async with slow_embedder(service, backend, unit, foreground, bulk_yield_s=50 * unit) as embedder:
@@ -91,10 +91,10 @@ async def test_an_embedders_own_query_is_not_kept_waiting(unit: float, backend: 
                 await embedder.embed(["the query"], purpose="query", namespace="ns1")
                 answered = anyio.current_time()
                 tasks.cancel_scope.cancel()
-    assert answered - asked <= 3 * unit
+    assert answered - asked <= 3 * unit + noise
 
 
-async def test_indexing_waits_out_the_moment_between_two_requests(unit: float, backend: str) -> None:
+async def test_indexing_waits_out_the_moment_between_two_requests(unit: float, backend: str, noise: float) -> None:
     """A client sends its next request a moment after the last answer: the hold lapses for that
     moment, and indexing must not slip in then (it would take the cores for a whole call)."""
     foreground = Foreground()
@@ -117,4 +117,4 @@ async def test_indexing_waits_out_the_moment_between_two_requests(unit: float, b
                 assert service.calls_to("/v1/embeddings")[1:] == [], "indexing went between two requests"
             released = anyio.current_time()
     # after the last request, a quiet moment, then its call: not the 50 units it may wait
-    assert 2 * unit <= finished[0] - released <= 6 * unit
+    assert 2 * unit <= finished[0] - released <= 6 * unit + noise
