@@ -20,7 +20,9 @@ from recalld.store import db
 
 pytestmark = pytest.mark.anyio
 
-TIMEOUT_S = 1.0
+TIMEOUT_S = 2.0
+"""Long enough that a loaded machine's delays (a second, at worst) cannot pass for the second
+timeout that the code under test must avoid."""
 
 
 @pytest.fixture
@@ -61,7 +63,7 @@ async def test_a_read_that_times_out_fails_after_one_timeout(pool: asyncpg.Pool)
                 await conn.fetch("SELECT 1")
         waited = time.monotonic() - started
     # without the drop, releasing the connection waits for the cancelled statement: 2x
-    assert TIMEOUT_S * 0.9 < waited < TIMEOUT_S * 1.6, waited
+    assert TIMEOUT_S * 0.9 < waited < TIMEOUT_S * 1.5, waited
     assert await pool.fetchval("SELECT 2") == 2, "the pool serves on another connection"
 
 
@@ -85,7 +87,7 @@ async def test_a_transaction_whose_statement_times_out_is_dropped_with_its_conne
                     stop(conn)  # the block ends normally: its COMMIT is what times out
         waited = time.monotonic() - started
     # without the drop, the ROLLBACK (or the release after a timed-out COMMIT) waits as long again
-    assert TIMEOUT_S * 0.9 < waited < TIMEOUT_S * 1.6, waited
+    assert TIMEOUT_S * 0.9 < waited < TIMEOUT_S * 1.5, waited
     if where == "commit":
         # the COMMIT had reached the server's socket: resumed, the server reads it first and
         # commits (an unknown outcome, as for any commit whose answer never came), whole
