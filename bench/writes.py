@@ -107,11 +107,14 @@ def status_of(answer: dict[str, Any]) -> str:
 
 
 async def settle(session: aiohttp.ClientSession) -> None:
-    """Until the daemon has embedded every record written and runs no build."""
+    """Until the daemon has embedded every record written and runs no build (at once without
+    indexing: `--indexing off`)."""
     deadline = time.monotonic() + SETTLE_S
     while time.monotonic() < deadline:
         async with session.get("/v1/generations") as response:
             answer = await response.json()
+        if "builds" not in answer:  # no embedding provider: nothing is indexed
+            return
         building = any(build["state"] in ("queued", "running") for build in answer["builds"])
         if answer["pending"] == 0 and not building:
             return
@@ -304,6 +307,13 @@ def report(args: argparse.Namespace, results: Results, commit: str) -> list[str]
     command = (
         f".venv/bin/python -m bench.writes --rounds {args.rounds} --creates {args.creates} "
         f"--writers {','.join(map(str, args.writers))} --batch {args.batch} --idle {args.idle}"
+        + (" --indexing off" if args.indexing == "off" else "")
+    )
+    indexing = (
+        "indexing on"
+        if args.indexing == "on"
+        else "indexing off (`RECALLD_EMBEDDING_PROVIDER=none`, `RECALLD_DUPLICATES_MODEL=use-multilingual-v3`:"
+        " the check's own cost)"
     )
     lines = [
         "## Writes with the duplicate check and indexing",
@@ -311,7 +321,7 @@ def report(args: argparse.Namespace, results: Results, commit: str) -> list[str]
         f"- Machine: {machine()}; load average (1 min) during the rounds {min(loads):.2f}–{max(loads):.2f}, "
         f"at the end {load_average()}.",
         f"- Command: `{command}` at `{commit}`.",
-        f"- Two daemons, default config with indexing on, check on and off (`RECALLD_DUPLICATES_ENABLED=false`); "
+        f"- Two daemons, default config with {indexing}, check on and off (`RECALLD_DUPLICATES_ENABLED=false`); "
         f"{args.creates} creates a round per writer count, unique titles, kind `{KIND}`; {args.rounds} rounds, "
         "medians; a ratio is the median of the rounds' ratios.",
         "",
@@ -342,7 +352,7 @@ def report(args: argparse.Namespace, results: Results, commit: str) -> list[str]
             f"| {statistics.median(results.batch_s[side]) * 1000:.2f} ms "
             f"| {ratio(single[side], results.batch_s[side]):.1f}× | {checks} |"
         )
-    lines += ["", *profile_table(results), "", *cpu_table(results)]
+    lines += ["", *profile_table(results, args.indexing), "", *cpu_table(results)]
     statuses: dict[str, int] = {}
     for sample in results.creates[("on", 1)] + results.creates[("on", max(args.writers))]:
         for status, count in sample.statuses.items():
@@ -381,10 +391,11 @@ def cpu_table(results: Results) -> list[str]:
     return lines
 
 
-def profile_table(results: Results) -> list[str]:
-    """Where a create's time goes with the check on, one writer, indexing running and idle."""
+def profile_table(results: Results, indexing: str) -> list[str]:
+    """Where a create's time goes with the check on, one writer, indexing running and idle
+    (`indexing`: "off" when neither side indexes)."""
     conditions = ("indexing", "idle") if results.idle else ("indexing",)
-    headings = {"indexing": "indexing running", "idle": "indexing idle"}
+    headings = {"indexing": "indexing running" if indexing == "on" else "indexing off", "idle": "indexing idle"}
     creates = {"indexing": results.creates[("on", 1)], "idle": results.idle.get("on", [])}
     offs = {"indexing": results.creates[("off", 1)], "idle": results.idle.get("off", [])}
 
@@ -431,6 +442,12 @@ def main(argv: list[str] | None = None) -> None:
         "--idle", type=int, default=30, help="creates a round and side made with indexing idle (0: none)"
     )
     parser.add_argument("--warm-up", type=int, default=20, help="creates on each side before the rounds")
+    parser.add_argument(
+        "--indexing",
+        choices=("on", "off"),
+        default="on",
+        help="off: no recall model on either side (the check keeps its title model), to see the check's own cost",
+    )
     parser.add_argument("--work", type=Path, default=Path("/tmp/bench-writes"))
     parser.add_argument("--write", type=Path, help="replace this markdown file's bench/writes.py section")
     add_result_option(parser, "ingest")
@@ -439,6 +456,10 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("--writers must include 1: the single creates the batch is compared with")
     titles = titled(args.warm_up + args.rounds * (len(args.writers) * args.creates + args.idle + args.batch))
     envs = {"on": {"RECALLD_DUPLICATES_ENABLED": "true"}, "off": {"RECALLD_DUPLICATES_ENABLED": "false"}}
+    if args.indexing == "off":
+        for env in envs.values():
+            # the title model named, as `auto` would pick it only beside the local recall model
+            env.update(RECALLD_EMBEDDING_PROVIDER="none", RECALLD_DUPLICATES_MODEL="use-multilingual-v3")
     with ThreadPoolExecutor(len(SIDES)) as pool:  # both start at once: their models load side by side
         started = {side: pool.submit(start_fresh, args.work / side, NAMESPACE, envs[side]) for side in SIDES}
         wait(started.values())
