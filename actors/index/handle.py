@@ -141,12 +141,9 @@ class Handle:
         self._tombstones = frozenset(int(s) for s in tombstones)
         self._tomb_set = SurrogateSet(self._tombstones) if self._tombstones else None
         self._tombstoned: int | None = None  # tombstoned_count(), once asked
-        # Kept apart from the parts, which `close()` drops: a count that began with this handle
-        # may ask it after a refresh replaced and closed it (`backlog.count_waiting`).
-        self._seen = max(
-            [base.source_watermark if base is not None else 0]
-            + [int(delta.id_map.surrogate[-1]) for delta in self._deltas]
-        )
+        # apart from the parts `close()` drops: a count may ask a handle closed meanwhile (`count_waiting`)
+        base_mark = base.source_watermark if base is not None else 0
+        self._seen = max([base_mark, *(int(delta.id_map.surrogate[-1]) for delta in self._deltas)])
         self._lock = threading.Lock()
         self._active = 0
         self._closed = False
