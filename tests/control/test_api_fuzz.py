@@ -10,7 +10,8 @@ the Unix socket, as root (an administrator, so admin routes do their work too):
 - generated requests (`GENERATED`): requests the schemas allow, on every route, paths' ids drawn
   from records that exist and from random uuids; none may answer 5xx. Writes land in two
   namespaces. The rebuild and backup routes start real work (a build, a pg_dump), so they get
-  a few requests each (`COSTLY`) rather than their share; a rollback's ids are mostly unknown;
+  a few requests each (`COSTLY`) rather than their share; a rollback's ids are mostly unknown.
+  Every success answer must decode as the wire type the description gives its route;
 - the race the fuzzer found (a duplicates audit while creates add titles), alone and heavier;
 - hand-written hostile requests: invalid UTF-8, NULs, lone surrogates, deep nesting, 5 MB
   strings, wrong methods and content types (4xx, nothing written), and a slow-loris client that
@@ -43,8 +44,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import msgspec
 import pytest
 
+from recalld.control.api_doc import ROUTES
 from recalld.store.embedded import EmbeddedPostgres
 from tests.support import ROOT, Daemon, create_database, scratch_dir
 from tests.support.embedding_service import EmbeddingServer
@@ -200,6 +203,16 @@ def test_generated_requests_on_every_route_never_answer_5xx(fuzzed: tuple[Daemon
         and not (status == 404 and isinstance(body, dict) and body["error"]["code"] == "unknown_route")
     }
     assert not undocumented, f"statuses docs/openapi.json does not list: {sorted(undocumented)}"
+    # every success answer decodes as the wire type the description gives for it
+    unlike = []
+    for request, status, body in answers:
+        response = ROUTES[(request.method, request.path)].response
+        if 200 <= status < 300 and response is not None:
+            try:
+                msgspec.json.decode(msgspec.json.encode(body), type=response)
+            except msgspec.ValidationError as exc:
+                unlike.append(f"{status} {request.show()}: {exc}; {str(body)[:300]}")
+    assert not unlike, f"{len(unlike)} answers unlike their description:\n" + "\n".join(unlike[:10])
     statuses = Counter(status for _, status, _ in answers)
     assert statuses[200] + statuses[201] + statuses[202] > len(answers) // 10, f"mostly refused: {statuses}"
     assert_alive_and_ready(daemon)
