@@ -30,12 +30,15 @@ from recalld.wire.assignments import (
 )
 from recalld.wire.duplicates import DuplicateAuditRequest, DuplicateCheck, DuplicateCheckRequest
 from recalld.wire.errors import ErrorCode
-from recalld.wire.recall import Feedback, RecallRequest, RecallResponse
+from recalld.wire.index import BuildStarted, GenerationActivated
+from recalld.wire.recall import Feedback, FeedbackRecorded, RecallRequest, RecallResponse
 from recalld.wire.records import (
     BatchResult,
     RecordCreated,
+    RecordForgotten,
     RecordIn,
     RecordOut,
+    RecordPage,
     RecordsBatch,
     RecordUpdate,
     RecordUpdated,
@@ -116,7 +119,7 @@ ROUTES: dict[tuple[str, str], RouteDoc] = {
     ),
     ("GET", "/v1/records"): RouteDoc(
         "A page of a namespace's live records, in id order.",
-        returns='{"records": [RecordOut], "next": uuid | null} (`next`: pass as `after` for the next page)',
+        response=RecordPage,
         query={
             **NAMESPACE_REQUIRED,
             "limit": "records per page (default 100)",
@@ -139,7 +142,7 @@ ROUTES: dict[tuple[str, str], RouteDoc] = {
     ),
     ("DELETE", "/v1/records/{id}"): RouteDoc(
         "Forget a record: it is never recalled again, and purged later.",
-        returns='{"id": uuid, "deleted": true}',
+        response=RecordForgotten,
         query={"namespace": "only if the record lives in this namespace (another's answers 404, as a missing id)"},
         errors=(400, 404),
     ),
@@ -154,7 +157,7 @@ ROUTES: dict[tuple[str, str], RouteDoc] = {
     ("POST", "/v1/recall/feedback"): RouteDoc(
         "Say whether a result of a recall was useful (feeds `GET /v1/stats`).",
         request=Feedback,
-        returns='{"search_id": uuid, "id": uuid, "useful": bool}',
+        response=FeedbackRecorded,
         errors=(400, 404),
     ),
     ("GET", "/v1/stats"): RouteDoc(
@@ -195,11 +198,11 @@ ROUTES: dict[tuple[str, str], RouteDoc] = {
         },
     ),
     ("POST", "/admin/generations/rebuild"): RouteDoc(
-        "Build a new generation now.", returns='{"build_id": str, "state": str}', status=202, admin=True, errors=(403,)
+        "Build a new generation now.", response=BuildStarted, status=202, admin=True, errors=(403,)
     ),
     ("POST", "/admin/generations/{id}/activate"): RouteDoc(
         "Serve an earlier verified generation (rollback).",
-        returns='{"id": str, "current": true}',
+        response=GenerationActivated,
         admin=True,
         errors=(400, 403, 404, 409),
     ),

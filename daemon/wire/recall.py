@@ -35,6 +35,16 @@ class Feedback(Request):
     useful: bool
 
 
+class FeedbackRecorded(msgspec.Struct, kw_only=True):
+    """The judgement stored (a second one on the same result replaces the first)."""
+
+    search_id: uuid.UUID
+    id: uuid.UUID
+    rank: int
+    """The result's rank in that recall's answer, from 1."""
+    useful: bool
+
+
 class RecallHit(msgspec.Struct, kw_only=True, omit_defaults=True):
     id: uuid.UUID
     title: str

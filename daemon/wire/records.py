@@ -94,3 +94,18 @@ class BatchResult(msgspec.Struct, kw_only=True):
     updated: int
     unchanged: int
     failed: int
+
+
+class RecordPage(msgspec.Struct, kw_only=True):
+    """`GET /v1/records`: a page of a namespace's live records, in id order."""
+
+    records: list[RecordOut]
+    next: uuid.UUID | None
+    """The page's last id when more may follow: pass it as `after` for the next page; null at the end."""
+
+
+class RecordForgotten(msgspec.Struct, kw_only=True):
+    """`DELETE /v1/records/{id}`: the record is forgotten."""
+
+    id: uuid.UUID
+    deleted: bool

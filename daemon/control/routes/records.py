@@ -25,8 +25,9 @@ from recalld.metrics import CONTENT_TYPE
 from recalld.store.db import FLUSH_WAIT_S
 from recalld.store.records import NamespaceChange
 from recalld.wire.errors import ApiError, ErrorCode, bad_value, not_found
-from recalld.wire.recall import Feedback, RecallRequest
-from recalld.wire.records import RecordIn, RecordOut, RecordUpdate
+from recalld.wire.index import BuildStarted, GenerationActivated
+from recalld.wire.recall import Feedback, FeedbackRecorded, RecallRequest
+from recalld.wire.records import RecordForgotten, RecordIn, RecordOut, RecordPage, RecordUpdate
 from recalld.wire.service import Capabilities, Capability, Limits
 
 
@@ -149,7 +150,7 @@ async def forget_record(request: web.Request) -> web.Response:
     services.access.require_write(caller, row["namespace"])  # a record it may see: a 403 tells nothing new
     if not await services.writes.forget(record_id):
         raise not_found("record")
-    return ok({"id": str(record_id), "deleted": True})
+    return ok(RecordForgotten(id=record_id, deleted=True))
 
 
 async def list_records(request: web.Request) -> web.Response:
@@ -161,7 +162,7 @@ async def list_records(request: web.Request) -> web.Response:
     if "source_path" in query:
         check_text("source_path", query["source_path"], max_chars=SOURCE_PATH_MAX_BYTES)
         rows = await services.records.by_source(namespace, query["source_path"])
-        return ok({"records": [_out(r) for r in rows], "next": None})
+        return ok(RecordPage(records=[_out(r) for r in rows], next=None))
     try:
         limit = int(query.get("limit", "100"))
         after = uuid.UUID(query["after"]) if query.get("after") else None
@@ -170,8 +171,8 @@ async def list_records(request: web.Request) -> web.Response:
     if not 1 <= limit <= 1000:
         raise bad_value("limit must be between 1 and 1000")
     rows = await services.records.list(namespace, limit=limit, after=after)
-    following = str(rows[-1]["id"]) if len(rows) == limit else None
-    return ok({"records": [_out(r) for r in rows], "next": following})
+    following = rows[-1]["id"] if len(rows) == limit else None
+    return ok(RecordPage(records=[_out(r) for r in rows], next=following))
 
 
 # -- recall
@@ -200,9 +201,7 @@ async def feedback(request: web.Request) -> web.Response:
     rank = await services.feedback.record(judgement.search_id, judgement.id, judgement.useful)
     if rank is None:
         raise bad_value(f"record {judgement.id} was not among the results of search {judgement.search_id}")
-    return ok(
-        {"search_id": str(judgement.search_id), "id": str(judgement.id), "rank": rank, "useful": judgement.useful}
-    )
+    return ok(FeedbackRecorded(search_id=judgement.search_id, id=judgement.id, rank=rank, useful=judgement.useful))
 
 
 async def stats(request: web.Request) -> web.Response:
@@ -339,7 +338,7 @@ async def generations(request: web.Request) -> web.Response:
 async def rebuild(request: web.Request) -> web.Response:
     request.app[SERVICES].access.require_admin(peer(request))
     status = _index(request).request_rebuild()
-    return ok({"build_id": status.id, "state": status.state}, 202)
+    return ok(BuildStarted(build_id=status.id, state=status.state), 202)
 
 
 async def activate(request: web.Request) -> web.Response:
@@ -358,7 +357,7 @@ async def activate(request: web.Request) -> web.Response:
         raise ApiError(409, ErrorCode.SPACE_MISMATCH, str(exc)) from None
     except PointerMoved as exc:
         raise ApiError(409, ErrorCode.CONFLICT, str(exc)) from None
-    return ok({"id": row.id, "current": True})
+    return ok(GenerationActivated(id=row.id, current=True))
 
 
 def install(app: web.Application) -> None:
