@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from collections.abc import Callable
 
 from recalld.actors.duplicates.rules import title_key
 from recalld.actors.embedding.embedder import Embedder
@@ -38,10 +39,13 @@ class TitleCatchUp:
         """Title vectors stored by this daemon since it started."""
         self._known: set[str] = set()
 
-    async def run(self, *, after: int = 0) -> str | None:
+    async def run(self, *, after: int = 0, holding: Callable[[], bool] = lambda: True) -> str | None:
         """Embed and store every missing title of live records changed after change mark
         `after`; the provider's trouble that ended the pass early, if any, as `reason: message`.
-        A full pass (`after` 0) also deletes orphans. Nothing while the embedder has no space."""
+        A full pass (`after` 0) also deletes orphans. Nothing while the embedder has no space.
+        `holding()` is asked before each provider call, as the chunks' catch-up asks it: once the
+        builder lock is lost the pass ends, and the new holder embeds what is left (the call in
+        flight when the lock went is the most embedded twice)."""
         space = self._embedder.space
         if space is None:
             return None
@@ -58,6 +62,9 @@ class TitleCatchUp:
                 by_namespace[namespace].append(title_norm)
             for namespace, titles in by_namespace.items():
                 for start in range(0, len(titles), step):
+                    if not holding():
+                        log.warning("the builder lock was lost: the title catch-up stops here")
+                        return None
                     part = titles[start : start + step]
                     texts = [self._embedder.render_title(t).text for t in part]
                     try:

@@ -414,7 +414,7 @@ class IndexManager:
         # Last: the handle is refreshed and a build started before titles are embedded, so the
         # vector route never waits for the duplicate check's vectors.
         if builder and self._titles is not None:
-            trouble = await self._titles.run(after=after)
+            trouble = await self._titles.run(after=after, holding=lambda: self._lock.held)
             if trouble is not None:
                 self._last_error = trouble
 
