@@ -43,7 +43,7 @@ from recalld.wire.records import (
     RecordUpdate,
     RecordUpdated,
 )
-from recalld.wire.service import Capabilities
+from recalld.wire.service import Capabilities, Liveness
 
 
 class ErrorDetail(msgspec.Struct, kw_only=True):
@@ -85,6 +85,9 @@ class RouteDoc:
     """Only for peers allowed to administer (the daemon's own user or root; docs/OPERATIONS.md)."""
     errors: tuple[int, ...] = (400,)
     """Error statuses worth naming beside the ones every route can answer."""
+    failure: type | None = None
+    """The msgspec struct the route answers with 503 when it reports a failure of its own (the
+    health routes: what fails), beside the error body any route may answer 503 with."""
 
 
 NAMESPACE_REQUIRED = {"namespace": "required: the namespace"}
@@ -93,13 +96,15 @@ ROUTES: dict[tuple[str, str], RouteDoc] = {
     # --- health and metrics
     ("GET", "/livez"): RouteDoc(
         "Liveness: the event loop runs and the root supervisor has not given up.",
-        returns='{"status": "pass"} (503 with "fail")',
+        response=Liveness,
+        failure=Liveness,
         errors=(503,),
     ),
     ("GET", "/readyz"): RouteDoc(
         "Readiness, per component: 503 `fail` when the store or a required route is down, 200 `warn` "
         "for a degraded optional route.",
         response=Readiness,
+        failure=Readiness,
         errors=(503,),
     ),
     ("GET", "/metrics"): RouteDoc(

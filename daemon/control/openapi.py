@@ -116,6 +116,13 @@ def _operation(method: str, path: str, doc: RouteDoc) -> dict[str, Any]:
         if status == 403 and not doc.admin:
             meaning = ALWAYS["403"]
         responses[str(status)] = {"description": meaning, **error}
+    if doc.failure is not None:
+        own = {"$ref": REF.format(name=doc.failure.__name__)}
+        either = {"oneOf": [own, error["content"]["application/json"]["schema"]]}
+        responses["503"] = {
+            "description": f"{doc.failure.__name__}: what fails; or an error body: {ALWAYS['503']}",
+            "content": {"application/json": {"schema": either}},
+        }
     operation: dict[str, Any] = {
         "operationId": f"{method.lower()}_{re.sub(r'[^a-z0-9]+', '_', path.lower()).strip('_')}",
         "summary": doc.summary,
@@ -147,7 +154,7 @@ def openapi(routes: list[tuple[str, str]] | None = None) -> dict[str, Any]:
     structs: set[type] = {ErrorBody}
     for key in routes:
         doc = ROUTES[key]
-        structs.update(t for t in (doc.request, doc.response) if t is not None)
+        structs.update(t for t in (doc.request, doc.response, doc.failure) if t is not None)
     _, components = msgspec.json.schema_components(
         sorted(structs, key=lambda t: t.__name__), schema_hook=_any_json, ref_template=REF
     )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import msgspec
 
 
@@ -28,3 +30,10 @@ class Limits(msgspec.Struct, kw_only=True):
 class Capabilities(msgspec.Struct, kw_only=True):
     capabilities: list[Capability]
     limits: Limits
+
+
+class Liveness(msgspec.Struct, kw_only=True):
+    """`GET /livez`: `pass` (200) while the event loop runs and the root supervisor has not given
+    up; `fail` (503) once it has."""
+
+    status: Literal["pass", "fail"]

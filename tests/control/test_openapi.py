@@ -10,6 +10,8 @@ from typing import Any
 from recalld.control.api_doc import ROUTES, RouteDoc
 from recalld.control.openapi import MARKDOWN_PATH, OPENAPI_PATH, openapi, problems, registered_routes, render
 
+ERROR_BODY = {"$ref": "#/components/schemas/ErrorBody"}
+
 
 def test_every_registered_route_is_described_and_nothing_else() -> None:
     found = problems(registered_routes(), ROUTES)
@@ -61,6 +63,10 @@ def test_the_document_is_openapi_3_1_with_the_wire_types() -> None:
     degraded = schemas["DegradedRoute"]["properties"]
     assert {"route", "reason", "message", "pending"} <= set(degraded)
     assert "exact_duplicate" in schemas["ErrorCode"]["enum"]  # the stable error codes, listed
+    # a health route's 503 is its own answer (what fails) or, shutting down, the error body
+    for path, failure in (("/readyz", "Readiness"), ("/livez", "Liveness")):
+        unavailable = document["paths"][path]["get"]["responses"]["503"]["content"]["application/json"]["schema"]
+        assert unavailable == {"oneOf": [{"$ref": f"#/components/schemas/{failure}"}, ERROR_BODY]}, unavailable
     created = document["paths"]["/v1/records"]["post"]["responses"]
     assert "201" in created and "409" in created
     operation_ids = [op["operationId"] for ops in document["paths"].values() for op in ops.values()]

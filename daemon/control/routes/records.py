@@ -28,7 +28,7 @@ from recalld.wire.errors import ApiError, ErrorCode, bad_value, not_found
 from recalld.wire.index import BuildStarted, GenerationActivated
 from recalld.wire.recall import Feedback, FeedbackRecorded, RecallRequest
 from recalld.wire.records import RecordForgotten, RecordIn, RecordOut, RecordPage, RecordUpdate
-from recalld.wire.service import Capabilities, Capability, Limits
+from recalld.wire.service import Capabilities, Capability, Limits, Liveness
 
 
 def _namespace_param(request: web.Request, config: Config) -> str | None:
@@ -64,7 +64,7 @@ def _out(row: Any) -> RecordOut:
 
 async def livez(request: web.Request) -> web.Response:
     alive = request.app[SERVICES].alive()
-    return ok({"status": "pass" if alive else "fail"}, 200 if alive else 503)
+    return ok(Liveness(status="pass" if alive else "fail"), 200 if alive else 503)
 
 
 async def readyz(request: web.Request) -> web.Response:
