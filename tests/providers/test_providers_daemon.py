@@ -4,21 +4,17 @@ degrading out loud when the provider goes away mid-run."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import re
-import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
-import asyncpg
 import httpx
 import pytest
 
 from tests.support import Daemon, search_rows
 from tests.support.embedding_service import EmbeddingServer
+from tests.support.locks import table_locked
 from tests.support.waits import eventually
 
 
@@ -169,32 +165,6 @@ def test_a_short_deadline_returns_what_finished_and_names_the_late_route(
     assert answer["results"][0]["routes"] == {"fts": 1}
 
 
-@contextlib.contextmanager
-def records_locked(dsn: str) -> Iterator[None]:
-    """Hold an ACCESS EXCLUSIVE lock on `records` from a connection of the test's own: until it is
-    released every read of the table waits, so full text cannot answer, whatever the machine's speed."""
-    locked, release = threading.Event(), threading.Event()
-
-    async def hold() -> None:
-        conn = await asyncpg.connect(dsn)
-        try:
-            async with conn.transaction():
-                await conn.execute("LOCK TABLE records IN ACCESS EXCLUSIVE MODE")
-                locked.set()
-                await asyncio.to_thread(release.wait, 60)
-        finally:
-            await conn.close()
-
-    holder = threading.Thread(target=asyncio.run, args=(hold(),))
-    holder.start()
-    try:
-        assert locked.wait(10), "could not lock records"
-        yield
-    finally:
-        release.set()
-        holder.join(10)
-
-
 def test_routes_that_all_run_out_of_the_clients_time_answer_nothing_and_name_every_late_route(
     make_daemon: Any, fake: EmbeddingServer
 ) -> None:
@@ -203,7 +173,7 @@ def test_routes_that_all_run_out_of_the_clients_time_answer_nothing_and_name_eve
     daemon.call("POST", "/v1/records", {"namespace": ns, "kind": "doc", "title": "Kiln log", "body": "Fire at dawn."})
     wait_vector(daemon, ns, "kiln", 1)
     fake.delay_s = 2.0
-    with records_locked(daemon.env["RECALLD_STORE_DSN"]):
+    with table_locked(daemon.env["RECALLD_STORE_DSN"], "records"):
         started = time.monotonic()
         status, answer = daemon.call("POST", "/v1/recall", {"namespace": ns, "query": "kiln log", "deadline_ms": 300})
         elapsed = time.monotonic() - started

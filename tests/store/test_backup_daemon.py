@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from recalld.store.embedded import EmbeddedPostgres, binaries
+from recalld.store.embedded import EmbeddedPostgres
 from tests.support import Daemon, create_database, namespace, scratch_dir, sql
 from tests.support.cli import recalld
+from tests.support.locks import table_locked
 from tests.support.other_users import as_user
 from tests.support.waits import eventually, wait_for_generation
 
@@ -172,36 +172,22 @@ def test_a_backup_whose_server_goes_away_before_the_dump_is_written_is_a_503(mak
     stopped."""
     server = EmbeddedPostgres(scratch_dir("recalld-backup-lost-"), shared_buffers_mb=128)
     server.start()
-    holder = None
     try:
         dsn = create_database(server)
         daemon = make_daemon(dsn=dsn)
         status, _ = daemon.call("POST", "/v1/records", {"namespace": "lost", "kind": "doc", "title": "T", "body": "B"})
         assert status == 201
-        holder = subprocess.Popen(
-            [str(binaries() / "psql"), "-X", "-q", "-d", dsn],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
-        assert holder.stdin is not None
         sql(dsn, "CREATE SCHEMA held")
         sql(dsn, "CREATE TABLE held.t (x int)")
-        holder.stdin.write("BEGIN; LOCK TABLE held.t IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(600);\n")
-        holder.stdin.flush()
         waiting = (
             "SELECT count(*) AS n FROM pg_locks l JOIN pg_stat_activity a USING (pid)"
             " WHERE NOT l.granted AND a.application_name = 'pg_dump'"
         )
-        with ThreadPoolExecutor(1) as pool:
+        with table_locked(dsn, "held.t"), ThreadPoolExecutor(1) as pool:
             answer = pool.submit(daemon.call, "GET", "/admin/backup")
             eventually(lambda: sql(dsn, waiting)[0]["n"], 60, "pg_dump waiting for its lock")
             server.stop()
             status, body = answer.result(timeout=60)
         assert status == 503 and body["error"]["code"] == "store_unavailable", (status, body)
     finally:
-        if holder is not None:
-            holder.kill()
-            holder.wait()
         server.stop()
