@@ -1,7 +1,8 @@
-"""bench/pgvector.sh's deb-src entry for `apt-get source` comes from the machine's own apt sources:
-their URIs, suites and components with the type set to deb-src, never an archive named by the
-script. `--print-sources` prints what it would write and changes nothing; APT_ETC points it at a
-sample apt configuration here."""
+"""bench/pgvector.sh's deb-src entry for `apt-get source` comes from the machine's own Debian
+archive: the URIs and components of the entries whose suites include the machine's release, with
+the type set to deb-src and the suite to the one that carries the pinned pgvector; never an archive
+named by the script. `--print-sources` prints what it would use and changes nothing; APT_ETC and
+DEBIAN_CODENAME point it at a sample apt configuration of a bookworm machine here."""
 
 from __future__ import annotations
 
@@ -17,33 +18,40 @@ DEB822 = """\
 Types: deb
 # a comment inside the stanza
 URIs: http://archive.example/debian
-Suites: trixie trixie-updates
+Suites: bookworm bookworm-updates
 Components: main contrib
 Signed-By: /usr/share/keyrings/example.gpg
 
 Types: deb
-Enabled: no
-URIs: http://disabled.example/debian
-Suites: trixie
+URIs: http://security.example/debian-security
+Suites: bookworm-security
 Components: main
 
-Types: deb deb-src
-URIs: http://both.example/debian
-Suites: trixie
+Types: deb
+Enabled: no
+URIs: http://disabled.example/debian
+Suites: bookworm
+Components: main
+
+Types: deb
+URIs: http://other.example/apt
+Suites: nodistro
 Components: main
 """
 
 ONE_LINE = """\
-# deb http://commented.example/debian trixie main
-deb [arch=amd64] http://line.example/debian trixie main non-free
-deb-src http://already.example/debian trixie main
+# deb http://commented.example/debian bookworm main
+deb [arch=amd64 signed-by=/k.gpg] http://line.example/debian bookworm main non-free
+deb http://line.example/debian bookworm-backports main
+deb-src http://already.example/debian bookworm main
+deb http://other.example/apt cloud-sdk-bookworm main
 """
 
 
 def printed(apt_etc: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         ["bash", str(SCRIPT), "--print-sources"],
-        env={**os.environ, "APT_ETC": str(apt_etc)},
+        env={**os.environ, "APT_ETC": str(apt_etc), "DEBIAN_CODENAME": "bookworm"},
         capture_output=True,
         text=True,
         timeout=60,
@@ -60,12 +68,12 @@ def test_the_deb_src_entries_copy_the_machines_deb_entries(tmp_path: Path) -> No
 
     assert done.returncode == 0, done.stderr
     assert done.stdout == (
-        f"# {tmp_path}/sources.list.d/recalld-bench-src.list\n"
-        "deb-src [arch=amd64] http://line.example/debian trixie main non-free\n"
-        f"# {tmp_path}/sources.list.d/recalld-bench-src.sources\n"
+        "# recalld-bench-src.list\n"
+        "deb-src [arch=amd64 signed-by=/k.gpg] http://line.example/debian trixie main non-free\n"
+        "# recalld-bench-src.sources\n"
         "Types: deb-src\n"
         "URIs: http://archive.example/debian\n"
-        "Suites: trixie trixie-updates\n"
+        "Suites: trixie\n"
         "Components: main contrib\n"
         "Signed-By: /usr/share/keyrings/example.gpg\n"
         "\n"
@@ -75,7 +83,9 @@ def test_the_deb_src_entries_copy_the_machines_deb_entries(tmp_path: Path) -> No
 
 def test_no_deb_entry_is_an_error_that_writes_nothing(tmp_path: Path) -> None:
     (tmp_path / "sources.list.d").mkdir()
-    (tmp_path / "sources.list").write_text("deb-src http://already.example/debian trixie main\n")
+    (tmp_path / "sources.list").write_text(
+        "deb-src http://already.example/debian bookworm main\ndeb http://security.example/debian bookworm-security main\n"
+    )
 
     done = printed(tmp_path)
 
