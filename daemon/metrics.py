@@ -11,7 +11,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 if TYPE_CHECKING:
-    from recalld.actors.embedding.embedder import Embedder
+    from recalld.actors.embedding.embedder import Embedder, EmbedderStats
     from recalld.actors.embedding.query_cache import QueryVectorCache
     from recalld.actors.index.manager import IndexManager
     from recalld.store.search import SearchRecorder
@@ -114,7 +114,8 @@ class ActorCollector:
     ) -> None:
         """`title_embedder`: the duplicate check's own title model's embedder, when it has one;
         its calls and texts are series of their own (labelled by model) beside the recall
-        embedder's."""
+        embedder's, its failures, circuit and queue families of their own
+        (`recalld_title_embedder_*`)."""
         self._embedder = embedder
         self._title_embedder = title_embedder
         self._index = index
@@ -149,22 +150,7 @@ class ActorCollector:
                     family.add_metric([each.provider, each.model], getattr(each, counted))
                 yield family
         if recall is not None:
-            # the recall embedder's alone: these series carry no model label
-            failures = CounterMetricFamily(
-                "recalld_embedder_failures", "Embedding failures and refusals by reason", labels=["reason"]
-            )
-            for reason, count in recall.failures_by_reason.items():
-                failures.add_metric([reason], count)
-            yield failures
-            state = GaugeMetricFamily(
-                "recalld_embedder_circuit_state", "1 for the circuit breaker's current state", labels=["state"]
-            )
-            for name in ("closed", "open", "half_open"):
-                state.add_metric([name], 1.0 if recall.breaker_state == name else 0.0)
-            yield state
-            yield _counter(
-                "recalld_embedder_circuit_opened", "Times the circuit opened", [], [], recall.breaker_opened_total
-            )
+            yield from _embedder_health("recalld_embedder", "Embedding", recall)
             yield _row_outcomes(
                 "recalld_usage_rows",
                 "Usage rows",
@@ -172,9 +158,8 @@ class ActorCollector:
                 recall.usage_rows_failed,
                 recall.usage_rows_dropped,
             )
-            queued = GaugeMetricFamily("recalld_embedder_queued_requests", "Requests waiting for a batch")
-            queued.add_metric([], recall.queued_requests)
-            yield queued
+        if title is not None:
+            yield from _embedder_health("recalld_title_embedder", "Title embedding (the duplicate check's)", title)
         if self._index is not None:
             builds = CounterMetricFamily(
                 "recalld_generation_builds", "Generation builds by outcome (recent ones)", labels=["state"]
@@ -229,6 +214,20 @@ def _counter(name: str, help_text: str, labels: list[str], values: list[str], va
     family = CounterMetricFamily(name, help_text, labels=labels)
     family.add_metric(values, value)
     return family
+
+
+def _embedder_health(prefix: str, what: str, stats: EmbedderStats) -> Iterator[Metric]:
+    """One embedder's failures by reason, circuit breaker and queue, as families named `prefix_*`
+    (the recall embedder's carry no model label, so each embedder has families of its own)."""
+    yield _by_label(f"{prefix}_failures", f"{what} failures and refusals by reason", "reason", stats.failures_by_reason)
+    state = GaugeMetricFamily(f"{prefix}_circuit_state", "1 for the circuit breaker's current state", labels=["state"])
+    for name in ("closed", "open", "half_open"):
+        state.add_metric([name], 1.0 if stats.breaker_state == name else 0.0)
+    yield state
+    yield _counter(f"{prefix}_circuit_opened", "Times the circuit opened", [], [], stats.breaker_opened_total)
+    queued = GaugeMetricFamily(f"{prefix}_queued_requests", "Requests waiting for a batch")
+    queued.add_metric([], stats.queued_requests)
+    yield queued
 
 
 class Laps:

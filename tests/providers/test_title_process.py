@@ -5,6 +5,7 @@ or could not load reported and started anew, and no process left behind by a dae
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sys
 from pathlib import Path
@@ -121,3 +122,31 @@ def test_a_daemon_leaves_no_title_process_behind(make_daemon: Any, stop: str) ->
         daemon.proc.kill()
         daemon.proc.wait()
     eventually(lambda: not alive(worker), 60, "the title worker ended")
+
+
+def test_the_title_models_failures_and_circuit_are_in_the_metrics(make_daemon: Any) -> None:
+    daemon = make_daemon(
+        env={
+            "RECALLD_EMBEDDING_PROVIDER": "none",
+            "RECALLD_DUPLICATES_MODEL": "use-multilingual-v3",
+            "RECALLD_EMBEDDING_BREAKER_FAILURES": "1",
+        }
+    )
+    assert daemon.proc is not None
+    first = {"namespace": "title-metrics", "kind": "story", "title": "Export monthly sales report to CSV", "body": ""}
+    assert daemon.call("POST", "/v1/records", first)[0] == 201
+    [worker] = eventually(lambda: title_workers(daemon.proc.pid), 60, "the daemon's title worker")
+    os.kill(worker, signal.SIGKILL)
+    eventually(lambda: not alive(worker), 60, "the title worker ended")
+
+    status, created = daemon.call("POST", "/v1/records", {**first, "title": "Cannot upload files larger than 10 MB"})
+
+    assert status == 201 and created["duplicate_check"]["status"] == "skipped", created
+    metrics = daemon.call("GET", "/metrics")[1]
+    failures = dict(re.findall(r'^recalld_title_embedder_failures_total\{reason="([^"]+)"\} (\S+)$', metrics, re.M))
+    assert float(failures.get("provider_unavailable", 0)) >= 1, failures
+    assert 'recalld_title_embedder_circuit_state{state="open"} 1.0' in metrics
+    assert "recalld_title_embedder_circuit_opened_total 1.0" in metrics
+    assert "recalld_title_embedder_queued_requests 0.0" in metrics
+    # no recall model here: its families are absent, not zeros standing in for the title model's
+    assert "recalld_embedder_failures_total" not in metrics
