@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import msgspec
 
 from recalld.control.health import Readiness
-from recalld.control.routes.evals import EvalRunIn
+from recalld.control.routes.evals import EvalHistory, EvalRecorded, EvalRunIn
 from recalld.wire.assignments import (
     AssignmentsOut,
     DecisionIn,
@@ -43,7 +43,7 @@ from recalld.wire.records import (
     RecordUpdate,
     RecordUpdated,
 )
-from recalld.wire.service import Capabilities, Liveness
+from recalld.wire.service import Capabilities, Liveness, Roles
 
 
 class ErrorDetail(msgspec.Struct, kw_only=True):
@@ -221,19 +221,19 @@ ROUTES: dict[tuple[str, str], RouteDoc] = {
     ("GET", "/admin/roles"): RouteDoc(
         "Which daemon of those sharing the database holds each role now: the builder, the assignment and "
         "resolver tickers, the sweeper's database work. Each role: `lock` (its advisory lock's name), `here` "
-        "(this daemon holds it), `holder` (the session holding it: `application_name`, `client_addr`, "
-        "`pid`, `since`; null when free: the tickers and the sweeper hold theirs for one step at a time).",
-        returns='{"host": str, "roles": [{"role": str, "lock": str, "here": bool, "holder": {...} | null}]}',
+        "(this daemon holds it), `holder` (the session holding it; null when free: the tickers and the "
+        "sweeper hold theirs for one step at a time).",
+        response=Roles,
         admin=True,
         errors=(403,),
     ),
     # --- evaluation
     ("POST", "/v1/evals"): RouteDoc(
-        "Record the figures of an evaluation run.", request=EvalRunIn, returns='{"id": uuid}', status=201
+        "Record the figures of an evaluation run.", request=EvalRunIn, response=EvalRecorded, status=201
     ),
     ("GET", "/v1/evals"): RouteDoc(
         "Earlier evaluation runs, newest first.",
-        returns='{"runs": [...]}',
+        response=EvalHistory,
         query={"golden": "only runs of this golden set", "limit": "at most this many runs"},
     ),
     # --- canonical assignments and disputes

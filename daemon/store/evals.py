@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import uuid
 from typing import Any
 
@@ -56,13 +55,4 @@ class EvalStore:
                 golden,
                 limit,
             )
-        return [_out(dict(row)) for row in rows]
-
-
-def _out(row: dict[str, Any]) -> dict[str, Any]:
-    for key in ("recorded_at", "started_at"):
-        value = row[key]
-        if isinstance(value, dt.datetime):
-            row[key] = value.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
-    row["id"] = str(row["id"])
-    return row
+        return [dict(row) for row in rows]

@@ -8,7 +8,6 @@ from __future__ import annotations
 import hashlib
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any
 
 import asyncpg
 
@@ -17,6 +16,7 @@ from recalld.actors.assignments.ticker import LOCK as TICKER_LOCK
 from recalld.actors.gc.sweeper import SWEEPER_ROLE
 from recalld.store import db
 from recalld.store.builder_lock import BUILDER_LOCK_KEY
+from recalld.wire.service import Role, RoleHolder
 
 
 def lock_key(name: str) -> int:
@@ -84,21 +84,21 @@ class RoleHolders:
         self._locks = locks
         self._is_builder = is_builder
 
-    async def roles(self) -> list[dict[str, Any]]:
+    async def roles(self) -> list[Role]:
         async with db.connection(self._pool) as conn:
             rows = await conn.fetch(HOLDERS_SQL)
         holders = {_key(row["high"], row["low"]): row for row in rows}
-        answer: list[dict[str, Any]] = []
+        answer: list[Role] = []
         for role, lock, key in ROLES:
             here = self._is_builder() if lock == "builder" else lock in self._locks.held
             row = holders.get(key)
             holder = None
             if row is not None:
-                holder = {
-                    "application_name": row["application_name"],
-                    "client_addr": row["client_addr"],
-                    "pid": row["pid"],
-                    "since": row["backend_start"].isoformat() if row["backend_start"] else None,
-                }
-            answer.append({"role": role, "lock": lock, "here": here, "holder": holder})
+                holder = RoleHolder(
+                    application_name=row["application_name"],
+                    client_addr=row["client_addr"],
+                    pid=row["pid"],
+                    since=row["backend_start"],
+                )
+            answer.append(Role(role=role, lock=lock, here=here, holder=holder))
         return answer

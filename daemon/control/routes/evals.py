@@ -11,6 +11,7 @@ all of them for an administrator.
 from __future__ import annotations
 
 import datetime as dt
+import uuid
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -70,6 +71,25 @@ class EvalRunIn(_In):
     degraded: Count = 0
 
 
+class EvalRecorded(msgspec.Struct, kw_only=True):
+    """`POST /v1/evals`: the run kept."""
+
+    id: uuid.UUID
+
+
+class EvalRun(EvalRunIn, kw_only=True):
+    """A run kept: what was recorded, its id and when it was recorded."""
+
+    id: uuid.UUID
+    recorded_at: dt.datetime
+
+
+class EvalHistory(msgspec.Struct, kw_only=True):
+    """`GET /v1/evals`: the latest runs the caller may read, newest first."""
+
+    runs: list[EvalRun]
+
+
 def _store(request: web.Request) -> EvalStore:
     store = request.app[SERVICES].evals
     if store is None:  # only a daemon assembled without one (tests of other parts)
@@ -110,7 +130,7 @@ async def record(request: web.Request) -> web.Response:
     fields: dict[str, Any] = msgspec.to_builtins(run)
     fields["started_at"] = run.started_at
     run_id = await _store(request).record(fields)
-    return ok({"id": str(run_id)}, 201)
+    return ok(EvalRecorded(id=run_id), 201)
 
 
 async def history(request: web.Request) -> web.Response:
@@ -126,10 +146,10 @@ async def history(request: web.Request) -> web.Response:
     if not 1 <= limit <= HISTORY_MAX:
         raise bad_value(f"limit must be between 1 and {HISTORY_MAX}")
     caller = peer(request)
-    runs = await _store(request).runs(golden=golden, limit=limit)
+    runs = msgspec.convert(await _store(request).runs(golden=golden, limit=limit), list[EvalRun])
     if not services.access.is_admin(caller):
-        runs = [r for r in runs if services.access.may_read(caller, r["namespace"])]
-    return ok({"runs": runs})
+        runs = [r for r in runs if services.access.may_read(caller, r.namespace)]
+    return ok(EvalHistory(runs=runs))
 
 
 def install(app: web.Application) -> None:
