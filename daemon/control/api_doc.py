@@ -28,7 +28,7 @@ from recalld.wire.assignments import (
     ObservationsIn,
     Observed,
 )
-from recalld.wire.duplicates import DuplicateAuditRequest, DuplicateCheck, DuplicateCheckRequest
+from recalld.wire.duplicates import DuplicateAudit, DuplicateAuditRequest, DuplicateCheck, DuplicateCheckRequest
 from recalld.wire.errors import ErrorCode
 from recalld.wire.index import BuildStarted, GenerationActivated
 from recalld.wire.recall import Feedback, FeedbackRecorded, RecallRequest, RecallResponse
@@ -184,7 +184,7 @@ ROUTES: dict[tuple[str, str], RouteDoc] = {
     ("POST", "/v1/duplicates/audit"): RouteDoc(
         "Near-duplicate pairs among a namespace's records, a page of records at a time.",
         request=DuplicateAuditRequest,
-        returns='{"pairs": [...], "next": uuid | null}',
+        response=DuplicateAudit,
     ),
     # --- the vector index
     ("GET", "/v1/generations"): RouteDoc(

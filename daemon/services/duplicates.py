@@ -41,7 +41,7 @@ from recalld.services.duplicates_rows import KindTitles, batch_hits
 from recalld.services.duplicates_writer import TitleVectorWriter
 from recalld.store.db import STORE_DOWN_ERRORS
 from recalld.store.duplicates import PgTitleStore
-from recalld.wire.duplicates import DuplicateCheck, DuplicateSkipReason
+from recalld.wire.duplicates import DuplicateAudit, DuplicateCheck, DuplicatePair, DuplicateSkipReason, TitledRecord
 
 log = logging.getLogger("recalld.duplicates")
 
@@ -344,9 +344,7 @@ class DuplicateChecker:
             )
         return answers
 
-    async def audit(
-        self, namespace: str, kind: str | None, *, after: uuid.UUID | None, limit: int
-    ) -> dict[str, object]:
+    async def audit(self, namespace: str, kind: str | None, *, after: uuid.UUID | None, limit: int) -> DuplicateAudit:
         """The near-duplicate pairs of one page of a namespace's records (`limit` records in id
         order after `after`) with every live record of their kind, each pair once over all pages.
         Records of unchecked kinds are left out, as from a check (`not_checked` counts them).
@@ -388,25 +386,22 @@ class DuplicateChecker:
                     found.append((mine[i][0], members[j][0], record_kind, score))
         found.sort(key=lambda p: (-p[3], str(p[0]), str(p[1])))
         titles = await self._store.titles([record_id for pair in found for record_id in pair[:2]])
-        return {
-            "pairs": [
-                {
-                    "a": {"id": str(a), "title": titles[a]},
-                    "b": {"id": str(b), "title": titles[b]},
-                    "kind": k,
-                    "score": s,
-                }
+        return DuplicateAudit(
+            pairs=[
+                DuplicatePair(
+                    a=TitledRecord(id=a, title=titles[a]), b=TitledRecord(id=b, title=titles[b]), kind=k, score=s
+                )
                 for a, b, k, s in found
                 if a in titles and b in titles
             ],
-            "threshold": threshold,
-            "scanned": len(page),
-            "of": len(records),
-            "compared": sum(len(members) for members in by_kind.values()),
-            "not_checked": await self._store.count_unchecked(namespace, kind),
-            "unchecked_kinds": list(self._config.unchecked_kinds),
-            "next": str(page[-1][0]) if len(page) == limit and page[-1][0] != records[-1][0] else None,
-        }
+            threshold=threshold,
+            scanned=len(page),
+            of=len(records),
+            compared=sum(len(members) for members in by_kind.values()),
+            not_checked=await self._store.count_unchecked(namespace, kind),
+            unchecked_kinds=list(self._config.unchecked_kinds),
+            next=page[-1][0] if len(page) == limit and page[-1][0] != records[-1][0] else None,
+        )
 
     async def _read_missing(
         self, space_id: str, matrix: TitleMatrix, candidates: Sequence[tuple[uuid.UUID, str]]

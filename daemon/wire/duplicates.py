@@ -56,3 +56,37 @@ class DuplicateCheck(msgspec.Struct, kw_only=True, omit_defaults=True):
     of: int
     similar: list[dict[str, Any]] = []
     reason: str | None = None
+
+
+class TitledRecord(msgspec.Struct, kw_only=True):
+    id: uuid.UUID
+    title: str
+
+
+class DuplicatePair(msgspec.Struct, kw_only=True):
+    """Two live records of one kind whose titles score at or above the threshold."""
+
+    a: TitledRecord
+    """The record of the page."""
+    b: TitledRecord
+    """The record of its kind it resembles (each pair is listed once over all pages)."""
+    kind: str
+    score: float
+
+
+class DuplicateAudit(msgspec.Struct, kw_only=True):
+    """`POST /v1/duplicates/audit`: one page's near-duplicate pairs, the highest score first."""
+
+    pairs: list[DuplicatePair]
+    threshold: float
+    scanned: int
+    """Records of this page."""
+    of: int
+    """Live records of the namespace (of `kind` when asked) of checked kinds."""
+    compared: int
+    """Those with a title vector to compare: `compared` < `of` while titles wait to be embedded."""
+    not_checked: int
+    """Live records of unchecked kinds, left out."""
+    unchecked_kinds: list[str]
+    next: uuid.UUID | None
+    """The `after` of the next page; None after the last."""
