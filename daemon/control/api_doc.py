@@ -31,7 +31,7 @@ from recalld.wire.assignments import (
 from recalld.wire.duplicates import DuplicateAudit, DuplicateAuditRequest, DuplicateCheck, DuplicateCheckRequest
 from recalld.wire.errors import ErrorCode
 from recalld.wire.index import BuildStarted, GenerationActivated
-from recalld.wire.recall import Feedback, FeedbackRecorded, RecallRequest, RecallResponse
+from recalld.wire.recall import Feedback, FeedbackRecorded, RecallRequest, RecallResponse, RecallStats
 from recalld.wire.records import (
     BatchResult,
     RecordCreated,
@@ -44,6 +44,7 @@ from recalld.wire.records import (
     RecordUpdated,
 )
 from recalld.wire.service import Capabilities, Liveness, Roles
+from recalld.wire.usage import UsageSummary
 
 
 class ErrorDetail(msgspec.Struct, kw_only=True):
@@ -167,12 +168,12 @@ ROUTES: dict[tuple[str, str], RouteDoc] = {
     ),
     ("GET", "/v1/stats"): RouteDoc(
         "Recall quality of a namespace from feedback: precision@k and the rank distribution.",
-        returns="an object of figures per namespace",
+        response=RecallStats,
         query={**NAMESPACE_REQUIRED, "k": "the cut for precision (default 10)"},
     ),
     ("GET", "/v1/usage"): RouteDoc(
         "Embedding usage (calls, tokens, cost) by purpose and namespace.",
-        returns="an object of totals",
+        response=UsageSummary,
         query={"namespace": "only this namespace", "since": "RFC 3339 time: only usage from then on"},
     ),
     # --- duplicates

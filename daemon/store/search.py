@@ -22,6 +22,7 @@ from recalld.actors.kernel.batching import WriteBehind
 from recalld.actors.recall.query import Evidence, TextQuery, build_text_query
 from recalld.store import db
 from recalld.store.db import FLUSH_WAIT_S, STORE_DOWN_ERRORS
+from recalld.wire.recall import RecallStats
 
 # Must match the configuration of the generated `records.search` column (migration 0001).
 TS_CONFIG = "english"
@@ -338,7 +339,7 @@ class FeedbackStore:
             )
             return int(rank)
 
-    async def stats(self, namespace: str, k: int) -> dict[str, object]:
+    async def stats(self, namespace: str, k: int) -> RecallStats:
         """Precision@k over judged results, where useful results ranked, and how often routes degraded."""
         await self._written()
         async with db.connection(self._pool) as conn:
@@ -364,15 +365,15 @@ class FeedbackStore:
                 namespace,
             )
         judged_at_k = int(judged["judged_at_k"])
-        return {
-            "namespace": namespace,
-            "k": k,
-            "searches": int(searches["searches"]),
-            "degraded_searches": int(searches["degraded"]),
-            "empty_searches": int(searches["empty"]),
-            "searches_with_feedback": int(judged["searches_with_feedback"]),
-            "judged_at_k": judged_at_k,
-            "useful_at_k": int(judged["useful_at_k"]),
-            "precision_at_k": round(int(judged["useful_at_k"]) / judged_at_k, 4) if judged_at_k else None,
-            "useful_rank_distribution": {str(r["rank"]): int(r["n"]) for r in ranks},
-        }
+        return RecallStats(
+            namespace=namespace,
+            k=k,
+            searches=int(searches["searches"]),
+            degraded_searches=int(searches["degraded"]),
+            empty_searches=int(searches["empty"]),
+            searches_with_feedback=int(judged["searches_with_feedback"]),
+            judged_at_k=judged_at_k,
+            useful_at_k=int(judged["useful_at_k"]),
+            precision_at_k=round(int(judged["useful_at_k"]) / judged_at_k, 4) if judged_at_k else None,
+            useful_rank_distribution={str(r["rank"]): int(r["n"]) for r in ranks},
+        )

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
-from typing import Any
 
 import asyncpg
 
 from recalld.actors.ports.usage import SYSTEM_PURPOSES, SinkUnavailable, UsageRow
 from recalld.store import db
 from recalld.store.db import STORE_DOWN_ERRORS
+from recalld.wire.usage import UsageLine, UsageSummary, UsageTotals
 
 
 class UsageStore:
@@ -47,7 +47,7 @@ class UsageStore:
                 ],
             )
 
-    async def summary(self, *, namespace: str | None, since: dt.datetime | None) -> dict[str, Any]:
+    async def summary(self, *, namespace: str | None, since: dt.datetime | None) -> UsageSummary:
         """Totals per (namespace, purpose); the daemon's own work is reported apart, never in them."""
         async with db.connection(self._pool) as conn:
             rows = await conn.fetch(
@@ -62,13 +62,24 @@ class UsageStore:
                 namespace,
                 since,
             )
-        clients: list[dict[str, Any]] = []
-        system: list[dict[str, Any]] = []
+        clients: list[UsageLine] = []
+        system: list[UsageLine] = []
         for row in rows:
-            entry = {key: row[key] for key in row.keys()}
-            for key in ("input_tokens", "output_tokens", "cost_micros"):
-                entry[key] = int(entry[key] or 0)
+            entry = UsageLine(
+                namespace=row["namespace"],
+                purpose=row["purpose"],
+                provider=row["provider"],
+                calls=row["calls"],
+                input_tokens=int(row["input_tokens"] or 0),
+                output_tokens=int(row["output_tokens"] or 0),
+                cost_micros=int(row["cost_micros"] or 0),
+                estimated_calls=row["estimated_calls"],
+            )
             is_system = row["purpose"] in SYSTEM_PURPOSES or row["namespace"] is None
             (system if is_system else clients).append(entry)
-        totals = {key: sum(int(e[key]) for e in clients) for key in ("calls", "input_tokens", "cost_micros")}
-        return {"usage": clients, "totals": totals, "system": system}
+        totals = UsageTotals(
+            calls=sum(e.calls for e in clients),
+            input_tokens=sum(e.input_tokens for e in clients),
+            cost_micros=sum(e.cost_micros for e in clients),
+        )
+        return UsageSummary(usage=clients, totals=totals, system=system)

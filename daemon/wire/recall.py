@@ -1,4 +1,4 @@
-"""Recall: what `POST /v1/recall` and `POST /v1/recall/feedback` take and answer."""
+"""Recall: what `POST /v1/recall` and `POST /v1/recall/feedback` take and answer, and `GET /v1/stats`."""
 
 from __future__ import annotations
 
@@ -88,3 +88,25 @@ class RecallResponse(msgspec.Struct, kw_only=True):
     generation: str | None
     timings_ms: dict[str, float]
     search_id: uuid.UUID
+
+
+class RecallStats(msgspec.Struct, kw_only=True):
+    """`GET /v1/stats`: a namespace's recall quality, from the searches recorded and the feedback
+    on their results."""
+
+    namespace: str
+    k: int
+    """The cut for precision (`?k=`)."""
+    searches: int
+    degraded_searches: int
+    """Searches with at least one degraded route."""
+    empty_searches: int
+    """Searches that answered no result."""
+    searches_with_feedback: int
+    judged_at_k: int
+    """Results ranked at most `k` that were judged (useful or not)."""
+    useful_at_k: int
+    precision_at_k: float | None
+    """useful_at_k / judged_at_k, to 4 places; None while nothing is judged."""
+    useful_rank_distribution: dict[str, int]
+    """Results judged useful, by their rank (1 the first)."""

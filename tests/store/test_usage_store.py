@@ -73,7 +73,7 @@ async def test_system_purposes_are_reported_apart_and_never_in_a_namespaces_tota
     await store.record([row("index", 100), row("query", 10), row("dedupe", 7), row("dedupe", 5), row("probe", 3, None)])
     for namespace in ("ns", None):
         summary = await store.summary(namespace=namespace, since=None)
-        assert {(r["purpose"], r["namespace"]) for r in summary["usage"]} == {("index", "ns"), ("query", "ns")}
-        assert summary["totals"] == {"calls": 2, "input_tokens": 110, "cost_micros": 0}
-        dedupe = [r for r in summary["system"] if r["purpose"] == "dedupe"]
-        assert [(r["namespace"], r["calls"], r["input_tokens"]) for r in dedupe] == [("ns", 2, 12)]
+        assert {(r.purpose, r.namespace) for r in summary.usage} == {("index", "ns"), ("query", "ns")}
+        assert (summary.totals.calls, summary.totals.input_tokens, summary.totals.cost_micros) == (2, 110, 0)
+        dedupe = [r for r in summary.system if r.purpose == "dedupe"]
+        assert [(r.namespace, r.calls, r.input_tokens) for r in dedupe] == [("ns", 2, 12)]
