@@ -30,7 +30,7 @@ from recalld.wire.assignments import (
 )
 from recalld.wire.duplicates import DuplicateAudit, DuplicateAuditRequest, DuplicateCheck, DuplicateCheckRequest
 from recalld.wire.errors import ErrorCode
-from recalld.wire.index import BuildStarted, GenerationActivated
+from recalld.wire.index import BuildStarted, GenerationActivated, Generations
 from recalld.wire.recall import Feedback, FeedbackRecorded, RecallRequest, RecallResponse, RecallStats
 from recalld.wire.records import (
     BatchResult,
@@ -196,7 +196,7 @@ ROUTES: dict[tuple[str, str], RouteDoc] = {
         "building (`building`); `lag` how far behind it is (`behind`: the pointer names another generation; "
         "`seconds` since it last took in every stored vector; `vectors` stored but not taken in yet, null for "
         "a caller who may not read every namespace).",
-        returns='{"current": {...} | null, "generations": [...], "pending": int, "serving": {...}, "lag": {...}, ...}',
+        response=Generations,
         query={
             "namespace": "count `pending` in this namespace only (the caller must be allowed to read it), and "
             "add `pending_chunks`: its chunks still to embed, falling as the embedder's answers come back "

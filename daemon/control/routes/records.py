@@ -25,7 +25,7 @@ from recalld.metrics import CONTENT_TYPE
 from recalld.store.db import FLUSH_WAIT_S
 from recalld.store.records import NamespaceChange
 from recalld.wire.errors import ApiError, ErrorCode, bad_value, not_found
-from recalld.wire.index import BuildStarted, GenerationActivated
+from recalld.wire.index import BuildStarted, GenerationActivated, Generations
 from recalld.wire.recall import Feedback, FeedbackRecorded, RecallRequest
 from recalld.wire.records import RecordForgotten, RecordIn, RecordOut, RecordPage, RecordUpdate
 from recalld.wire.service import Capabilities, Capability, Limits, Liveness
@@ -332,7 +332,7 @@ async def generations(request: web.Request) -> web.Response:
     answer |= served
     if admin:
         answer["index"] = index.snapshot()
-    return ok(answer)
+    return ok(msgspec.convert(answer, Generations))
 
 
 async def rebuild(request: web.Request) -> web.Response:
