@@ -91,9 +91,11 @@ _DROP = {"r": "TABLE", "p": "TABLE", "v": "VIEW", "m": "MATERIALIZED VIEW", "S":
 async def foreign_objects(conn: asyncpg.Connection) -> list[str]:
     """What a restore target already holds (tables, views, sequences, extensions other than
     plpgsql), the first five: a restore goes only into an empty database, never over someone's data."""
-    rows = await conn.fetch(_OBJECTS)
-    names = sorted(f"extension {r['name']}" if r["kind"] == "x" else f"{r['schema']}.{r['name']}" for r in rows)
-    return names[:5]
+    rows = await conn.fetch(
+        "SELECT CASE WHEN kind = 'x' THEN 'extension ' || name ELSE schema || '.' || name END AS shown "
+        f"FROM ({_OBJECTS}) AS found ORDER BY 1 LIMIT 5"
+    )
+    return [str(r["shown"]) for r in rows]
 
 
 async def drop_restored(conn: asyncpg.Connection) -> None:
