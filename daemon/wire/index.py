@@ -49,6 +49,15 @@ class Generation(msgspec.Struct, kw_only=True):
     source_watermark: int | UnsetType = UNSET
     tombstone_watermark: int | UnsetType = UNSET
 
+    def seen_by(self, *, admin: bool) -> Generation:
+        """What a caller sees of it: one who is no administrator, what `recalld generations`
+        prints (the files' path, their digest and the change watermarks stay with administrators)."""
+        if admin:
+            return self
+        return msgspec.structs.replace(
+            self, directory=UNSET, manifest_sha256=UNSET, source_watermark=UNSET, tombstone_watermark=UNSET
+        )
+
 
 class Build(msgspec.Struct, kw_only=True):
     """A generation build, recent or in progress."""
@@ -65,6 +74,16 @@ class Build(msgspec.Struct, kw_only=True):
     total: int | UnsetType = UNSET
     error: str | UnsetType | None = UNSET
     """Administrators only."""
+
+    def seen_by(self, *, admin: bool, whole_reader: bool) -> Build:
+        """What a caller sees of it: the progress counts span every namespace, the error text may
+        name any of them."""
+        hidden: dict[str, UnsetType] = {}
+        if not admin:
+            hidden["error"] = UNSET
+        if not whole_reader:
+            hidden |= {"done": UNSET, "total": UNSET}
+        return msgspec.structs.replace(self, **hidden)
 
 
 class Serving(msgspec.Struct, kw_only=True):

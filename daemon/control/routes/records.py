@@ -25,7 +25,7 @@ from recalld.metrics import CONTENT_TYPE
 from recalld.store.db import FLUSH_WAIT_S
 from recalld.store.records import NamespaceChange
 from recalld.wire.errors import ApiError, ErrorCode, bad_value, not_found
-from recalld.wire.index import BuildStarted, GenerationActivated, Generations
+from recalld.wire.index import Build, BuildStarted, Generation, GenerationActivated, Generations, Lag, Serving
 from recalld.wire.recall import Feedback, FeedbackRecorded, RecallRequest
 from recalld.wire.records import RecordForgotten, RecordIn, RecordOut, RecordPage, RecordUpdate
 from recalld.wire.service import Capabilities, Capability, Limits, Liveness
@@ -260,30 +260,16 @@ def _index(request: web.Request) -> IndexManager:
     return index
 
 
-def _generation_out(row: GenerationRow, spaces: dict[str, object], current: str | None) -> dict[str, Any]:
-    out: dict[str, Any] = msgspec.to_builtins(row)
-    out["space"] = spaces.get(row.space_id)
-    out["current"] = row.id == current
-    return out
-
-
-# What a caller who is no administrator sees of a generation and of a build: Appendix A's
-# fields and what `recalld generations` prints. The files' absolute paths, the change
-# watermarks, error texts and the index manager's internals (`index`) stay with administrators.
-_SHOWN_GENERATION = frozenset(
-    {"id", "space_id", "space", "index_type", "count", "state", "built_at", "activated_at", "deactivated_at", "current"}
-)
-_SHOWN_BUILD = frozenset({"id", "state", "reason", "started_at", "finished_at", "done", "total", "generation"})
-
-
-def _shown(value: dict[str, Any], fields: frozenset[str]) -> dict[str, Any]:
-    return {key: item for key, item in value.items() if key in fields}
+def _generation(row: GenerationRow, spaces: dict[str, object], current: str | None, admin: bool) -> Generation:
+    space = msgspec.convert(spaces.get(row.space_id), dict[str, Any] | None)
+    whole = Generation(**msgspec.structs.asdict(row), space=space, current=row.id == current)
+    return whole.seen_by(admin=admin)
 
 
 async def generations(request: web.Request) -> web.Response:
-    """Appendix A's `current`, `generations` and `pending` for every caller, and which
-    generation this daemon serves and how far it lags (`serving`, `lag`); administrators get
-    each row whole, the builds' errors and the index manager's `index` snapshot too.
+    """`current`, `generations` and `pending` for every caller, and which generation this daemon
+    serves and how far it lags (`serving`, `lag`); administrators get each row whole, the builds'
+    errors and the index manager's `index` snapshot too (`daemon/wire/index.py`: who sees what).
 
     A caller who may read only some namespaces gets counts over those alone: the current
     generation's `count` and `pending` (how much another namespace holds is not theirs to
@@ -303,36 +289,33 @@ async def generations(request: web.Request) -> web.Response:
     pointer = await store.pointer()
     spaces = await store.spaces()
     current_id = pointer.current.id if pointer.current else None
-    rows = [_generation_out(r, spaces, current_id) for r in await store.generations()]
-    builds: list[dict[str, Any]] = msgspec.to_builtins(index.builds())
     admin = access.is_admin(caller)
-    if not admin:
-        rows = [_shown(row, _SHOWN_GENERATION) for row in rows]
-        builds = [_shown(build, _SHOWN_BUILD) for build in builds]
     readable = access.readable_namespaces(caller)
+    rows = [_generation(r, spaces, current_id, admin) for r in await store.generations()]
     if readable is not None:
-        rows = [row for row in rows if row["current"]]
-        for row in rows:
-            row["count"] = index.generation_count(row["id"], readable)
-        builds = [_shown(build, _SHOWN_BUILD - {"done", "total"}) for build in builds]
-    answer = {
-        "current": next((r for r in rows if r["current"]), None),
-        "previous": pointer.previous,
-        "generations": rows,
-        "pending": await index.count_pending(readable if namespace is None else [namespace]),
-        "builds": builds,
-    }
-    if namespace is not None:
-        answer["pending_chunks"] = await index.count_pending_chunks([namespace])
+        rows = [msgspec.structs.replace(r, count=index.generation_count(r.id, readable)) for r in rows if r.current]
+    builds = [
+        Build(**msgspec.structs.asdict(b)).seen_by(admin=admin, whole_reader=readable is None) for b in index.builds()
+    ]
     # Which generation this daemon serves and how far it lags behind PostgreSQL: in a fleet each
     # member serves a copy of its own (`IndexManager.serving`). The vectors behind span every
     # namespace: only a caller who may read them all is told how many.
     served = index.serving()
-    served["lag"]["vectors"] = await index.vectors_behind() if readable is None else None
-    answer |= served
+    vectors_behind = await index.vectors_behind() if readable is None else None
+    answer = Generations(
+        current=next((r for r in rows if r.current), None),
+        previous=pointer.previous,
+        generations=rows,
+        pending=await index.count_pending(readable if namespace is None else [namespace]),
+        builds=builds,
+        serving=msgspec.convert(served["serving"], Serving),
+        lag=msgspec.convert(served["lag"] | {"vectors": vectors_behind}, Lag),
+    )
+    if namespace is not None:
+        answer.pending_chunks = await index.count_pending_chunks([namespace])
     if admin:
-        answer["index"] = index.snapshot()
-    return ok(msgspec.convert(answer, Generations))
+        answer.index = index.snapshot()
+    return ok(answer)
 
 
 async def rebuild(request: web.Request) -> web.Response:
