@@ -37,7 +37,6 @@ class TitleCatchUp:
         self._embedder = embedder
         self.embedded_titles = 0
         """Title vectors stored by this daemon since it started."""
-        self._known: set[str] = set()
 
     async def run(self, *, after: int = 0, holding: Callable[[], bool] = lambda: True) -> str | None:
         """Embed and store every missing title of live records changed after change mark
@@ -49,9 +48,7 @@ class TitleCatchUp:
         space = self._embedder.space
         if space is None:
             return None
-        if space.key not in self._known:
-            await self._store.ensure_space(space)
-            self._known.add(space.key)
+        await self._store.ensure_space(space)
         step = max(1, self._embedder.settings.max_batch)
         while True:
             backlog = await self._store.titles_to_embed(space.key, TITLE_BATCH, after=after)

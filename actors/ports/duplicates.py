@@ -18,7 +18,8 @@ class TitleBacklog(Protocol):
     and a daemon without it (or a test's in-memory store) indexes chunks as before."""
 
     async def ensure_space(self, space: VectorSpace) -> None:
-        """Register the space (once is enough; again is a no-op) before anything is stored in it."""
+        """Register the space before anything is stored in it; asked before every store, so once
+        a space is registered, again is cheap (the store remembers it)."""
         ...
 
     async def titles_to_embed(self, space_id: str, limit: int, *, after: int = 0) -> list[tuple[str, str]]:

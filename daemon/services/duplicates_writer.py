@@ -44,8 +44,6 @@ class TitleVectorWriter:
     def __init__(self, store: PgTitleStore, *, queued: int = QUEUED) -> None:
         self._store = store
         self._send, self._receive = anyio.create_memory_object_stream[tuple[VectorSpace, TitleVectors]](queued)
-        self._spaces: set[str] = set()
-        """Spaces known to be registered (title vectors reference them)."""
         self.stored = 0
         self.dropped = 0
         """Not queued: the queue was full."""
@@ -79,9 +77,7 @@ class TitleVectorWriter:
 
     async def _store_space(self, space: VectorSpace, vectors: dict[str, npt.NDArray[np.float32]]) -> None:
         try:
-            if space.key not in self._spaces:  # a title model of its own may have no index manager
-                await self._store.ensure_space(space)
-                self._spaces.add(space.key)
+            await self._store.ensure_space(space)  # a title model of its own may have no index manager
             await self._store.store_titles(space.key, list(vectors.items()))
             self.stored += len(vectors)
         except (*STORE_DOWN_ERRORS, asyncpg.PostgresError) as exc:

@@ -10,7 +10,6 @@ import uuid
 from collections.abc import Collection, Sequence
 
 import asyncpg
-import msgspec
 import numpy as np
 import numpy.typing as npt
 
@@ -31,16 +30,15 @@ class PgTitleStore:
     def __init__(self, pool: asyncpg.Pool, *, unchecked_kinds: Collection[str] = ()) -> None:
         self._pool = pool
         self._unchecked = sorted(unchecked_kinds)
+        self._registered: set[str] = set()
+        """Spaces this store registered: the checks' writer and the catch-up ask before every store."""
 
     # -- the index manager's catch-up (TitleBacklog)
 
     async def ensure_space(self, space: VectorSpace) -> None:
-        async with db.connection(self._pool) as conn:
-            await conn.execute(
-                "INSERT INTO vector_spaces (space_id, spec) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-                space.key,
-                msgspec.to_builtins(space),
-            )
+        if space.key not in self._registered:
+            await PgVectorStore(self._pool).ensure_space(space)
+            self._registered.add(space.key)
 
     async def titles_to_embed(self, space_id: str, limit: int, *, after: int = 0) -> list[tuple[str, str]]:
         async with db.connection(self._pool) as conn:
