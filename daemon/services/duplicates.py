@@ -34,7 +34,7 @@ from recalld.actors.kernel.breaker import BreakerState
 from recalld.actors.ports.embedding import VectorSpace
 from recalld.config import DuplicatesConfig
 from recalld.metrics import Laps, Metrics
-from recalld.services.duplicates_ahead import Ahead, batch_ahead, titles_ahead
+from recalld.services.duplicates_ahead import Ahead, Carried, batch_ahead, titles_ahead
 from recalld.services.duplicates_audit import TitleMatrix, audit_pairs
 from recalld.services.duplicates_live import LiveTitles
 from recalld.services.duplicates_rows import KindTitles, batch_hits
@@ -122,6 +122,7 @@ class DuplicateChecker:
         self._matrices: dict[str, TitleMatrix] = {}
         self._live = LiveTitles(store)
         self._writer = writer
+        self._carried = Carried()
 
     @property
     def available(self) -> bool:
@@ -204,12 +205,12 @@ class DuplicateChecker:
     def ahead(self, namespace: str, kind: str, title: str) -> AbstractAsyncContextManager[Ahead | None]:
         """Embed `title` while the block runs (its record is being written), for the check that
         follows (`check(..., ahead=)`): it makes no embedding call then (`duplicates_ahead`)."""
-        return titles_ahead(self._live, self._embedder, self._config, namespace, [(kind, title)])
+        return titles_ahead(self._live, self._embedder, self._config, namespace, [(kind, title)], self._carried)
 
     def ahead_batch(self, items: Sequence[tuple[str, str, str]]) -> AbstractAsyncContextManager[dict[str, Ahead]]:
         """`ahead` for a batch's (namespace, kind, title)s: one embedding call per namespace, of
         all its titles, for `check_batch(..., ahead=)`."""
-        return batch_ahead(self._live, self._embedder, self._config, items)
+        return batch_ahead(self._live, self._embedder, self._config, items, self._carried)
 
     def _unchecked(self, kind: str) -> DuplicateCheck | None:
         """The answer for a record of a kind that is never checked (None: the kind is checked)."""
@@ -263,8 +264,9 @@ class DuplicateChecker:
                 # those embedded ahead are not looked up: their vectors are coming
                 known = set(ahead.norms) if ahead is not None else set()
                 for kind, live in lives.items():
+                    carried = await self._carried.vectors(set(live.waiting.values()) - known, probed.key, until)
                     unstored += await self._live.read_vectors(
-                        namespace, kind, live, probed.key, probed.dimension, until=until, skip=known
+                        namespace, kind, live, probed.key, probed.dimension, until=until, skip=known, found=carried
                     )
         except (*STORE_DOWN_ERRORS, asyncpg.PostgresError) as exc:
             log.warning("duplicate check could not read the title vectors: %s", exc)

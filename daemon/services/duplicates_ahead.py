@@ -4,7 +4,9 @@ beside indexing) runs beside the write's PostgreSQL work rather than after it
 (docs/DUPLICATES.md, "Cost per check").
 
 The check then makes no embedding call of its own (one a check): the titles it finds with no
-vector that this call did not carry wait for a later check or the index manager. Titles are
+vector that this call did not carry wait for a later check or the index manager. A title another
+create's call carries (`Carried`: concurrent writers', whose vectors are stored only after their
+answers) is not embedded again: the check takes its vector from that call. Titles are
 embedded ahead only when the check will need them as far as this daemon knows: a checked kind
 that had live titles at its last check (nothing is, for the first title of a kind, nor for the
 first check after a start), and an embedder ready to take them; with them, as the check's
@@ -13,7 +15,8 @@ catch-up would take them, the titles the kind's last read found with no vector.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 
@@ -47,17 +50,59 @@ class Ahead:
         return self.vectors, self.space
 
 
+CARRIED = 4096
+"""Titles `Carried` remembers: far more than concurrent writes hand to the title writer at once."""
+
+
+class Carried:
+    """The titles embedded ahead lately, by normalised title, with the call that carries each.
+
+    Concurrent creates of one kind each find the others' titles with no stored vector: their
+    vectors are stored after their answers. Without this, each check would embed those titles
+    again with its own (2.5 titles a create at 4 writers, against 1 at one). The `capacity`
+    most recent titles are kept; a title whose call failed or gave up is not carried."""
+
+    def __init__(self, capacity: int = CARRIED) -> None:
+        self._capacity = capacity
+        self._by_norm: OrderedDict[str, Ahead] = OrderedDict()
+
+    def add(self, ahead: Ahead) -> None:
+        for norm in ahead.norms:
+            self._by_norm[norm] = ahead
+            self._by_norm.move_to_end(norm)
+        while len(self._by_norm) > self._capacity:
+            self._by_norm.popitem(last=False)
+
+    def __contains__(self, norm: str) -> bool:
+        ahead = self._by_norm.get(norm)
+        return ahead is not None and ahead.error is None and (not ahead.done.is_set() or norm in ahead.vectors)
+
+    async def vectors(self, norms: Iterable[str], space_id: str, until: float) -> dict[str, npt.NDArray[np.float32]]:
+        """The vectors in `space_id` of those of `norms` carried, once their calls end (those
+        still running at `until`, anyio's clock, are left out)."""
+        found: dict[str, npt.NDArray[np.float32]] = {}
+        with anyio.move_on_after(until - anyio.current_time()):
+            for norm in norms:
+                if norm in self:
+                    vectors, space = await self._by_norm[norm].known()
+                    if space is not None and space.key == space_id and norm in vectors:
+                        found[norm] = vectors[norm]
+        return found
+
+
 @asynccontextmanager
 async def embedding_ahead(
-    embedder: Embedder | None, namespace: str, norms: Sequence[str], deadline: float
+    embedder: Embedder | None, namespace: str, norms: Sequence[str], deadline: float, carried: Carried
 ) -> AsyncIterator[Ahead | None]:
     """Embed `norms` (purpose `dedupe`, by `deadline`) while the block runs; leaving the block
     gives up on what is not done (a refused write checks nothing). None when there is nothing
-    to embed. A failure is kept for the check, which is skipped with its reason."""
+    to embed. A failure is kept for the check, which is skipped with its reason. The call is
+    `carried` from its start."""
     if embedder is None or not norms:
         yield None
         return
     ahead = Ahead(list(norms))
+    carried.add(ahead)
 
     async def embed() -> None:
         try:
@@ -89,24 +134,30 @@ def titles_ahead(
     config: DuplicatesConfig,
     namespace: str,
     titled: Sequence[tuple[str, str]],
+    carried: Carried,
 ) -> AbstractAsyncContextManager[Ahead | None]:
     """The (kind, title)s of one namespace embedded ahead of their checks, in one call (None:
-    none is, see the module's docstring)."""
+    none is, see the module's docstring); the titles waiting for a vector that another call
+    carries are left to it."""
     titled = [(kind, title) for kind, title in titled if kind not in config.unchecked_kinds]
     kinds = list(dict.fromkeys(kind for kind, _ in titled))
     ready = embedder is not None and embedder.space is not None and embedder.breaker_state is BreakerState.CLOSED
     wanted: list[str] = []
     if embedder is not None and ready and any(live.last_count(namespace, kind) for kind in kinds):
         own = list(dict.fromkeys(title_text(title) for _, title in titled))
-        waiting = [norm for kind in kinds for norm in live.waiting(namespace, kind)]
+        waiting = [norm for kind in kinds for norm in live.waiting(namespace, kind) if norm not in carried]
         extra, _ = catch_up(waiting, set(own), config.catch_up_titles, embedder.settings.max_batch - len(own))
         wanted = [*own, *extra]
-    return embedding_ahead(embedder, namespace, wanted, anyio.current_time() + config.time_cap_s)
+    return embedding_ahead(embedder, namespace, wanted, anyio.current_time() + config.time_cap_s, carried)
 
 
 @asynccontextmanager
 async def batch_ahead(
-    live: LiveTitles, embedder: Embedder | None, config: DuplicatesConfig, items: Sequence[tuple[str, str, str]]
+    live: LiveTitles,
+    embedder: Embedder | None,
+    config: DuplicatesConfig,
+    items: Sequence[tuple[str, str, str]],
+    carried: Carried,
 ) -> AsyncIterator[dict[str, Ahead]]:
     """A batch's (namespace, kind, title)s embedded ahead: one call per namespace."""
     by_namespace: dict[str, list[tuple[str, str]]] = {}
@@ -115,7 +166,7 @@ async def batch_ahead(
     async with AsyncExitStack() as stack:
         found = {}
         for namespace, titled in by_namespace.items():
-            ahead = await stack.enter_async_context(titles_ahead(live, embedder, config, namespace, titled))
+            ahead = await stack.enter_async_context(titles_ahead(live, embedder, config, namespace, titled, carried))
             if ahead is not None:
                 found[namespace] = ahead
         yield found

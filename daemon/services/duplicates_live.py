@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import uuid
 from collections import OrderedDict
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -137,6 +137,7 @@ class LiveTitles:
         *,
         until: float | None = None,
         skip: Collection[str] = (),
+        found: Mapping[str, npt.NDArray[np.float32]] | None = None,
     ) -> list[str]:
         """Read the stored vectors of `space_id` for the titles of `titles` (what `kind()`
         returned) that have none yet, `read_batch` titles a query; past `until` (anyio's clock)
@@ -144,7 +145,8 @@ class LiveTitles:
         `of` says so). The first check after a start reads every vector of its kind: with
         100,000 titles seconds on a loaded machine, more than the time cap allows.
 
-        Titles in `skip` (being embedded already) are not looked up. Returns the normalised
+        Titles in `skip` (being embedded already) are not looked up, nor those `found` has
+        vectors for (embedded a moment ago, not stored yet), which are taken. Returns the normalised
         titles looked up and found with no stored vector (written a moment ago, before the index
         manager embedded them), oldest row first; titles left unread for `until` are not among
         them."""
@@ -153,6 +155,8 @@ class LiveTitles:
         unstored: list[str] = []
         async with lock:
             titles.use_space(space_id, dimension)
+            if found:
+                titles.fill(found.get)
             waiting = [norm for norm in titles.waiting.values() if norm not in skip]
             for start in range(0, len(waiting), self._read_batch):
                 if start and until is not None and anyio.current_time() >= until:

@@ -35,9 +35,16 @@ pytestmark = [pytest.mark.anyio]
 
 @asynccontextmanager
 async def record_writes(
-    pool: asyncpg.Pool, service: EmbeddingService, titles: PgTitleStore | None = None, metrics: Metrics | None = None
+    pool: asyncpg.Pool,
+    service: EmbeddingService,
+    titles: PgTitleStore | None = None,
+    metrics: Metrics | None = None,
+    *,
+    store_vectors: bool = True,
 ) -> AsyncIterator[RecordWrites]:
-    """The record service with duplicate checks by an embedder on `service`."""
+    """The record service with duplicate checks by an embedder on `service`; `store_vectors`
+    False: the title writer does not run, so every vector a check hands over stays unstored, as
+    between a check's answer and its writer's turn."""
     async with serve(service, "asyncio") as (url, client):
         provider = OpenAIProvider(client, url=f"{url}/v1", model="text-embedding-3-small")
         embedder = Embedder(provider, usage=NoSink(), settings=EmbedderSettings(max_wait_s=0.0))
@@ -46,7 +53,8 @@ async def record_writes(
         checker = DuplicateChecker(store, embedder, DuplicatesConfig(), metrics or Metrics(), writer=writer)
         async with anyio.create_task_group() as tasks:
             await tasks.start(embedder.run)
-            await tasks.start(writer.run)
+            if store_vectors:
+                await tasks.start(writer.run)
             yield RecordWrites(RecordRepository(pool), Config(), Metrics(), checker, None)
             tasks.cancel_scope.cancel()
 
@@ -108,6 +116,43 @@ async def test_when_the_embedding_ahead_fails_the_check_says_why_and_calls_no_mo
     check = answer.duplicate_check
     assert check is not None and (check.status, check.reason) == ("skipped", "provider_down"), check
     assert len(service.calls_to("/v1/embeddings")) == calls + 1  # the failed one: one call a check
+
+
+async def test_creates_written_at_once_take_each_others_vectors_rather_than_embed_them_again(
+    pool: asyncpg.Pool,
+) -> None:
+    service = EmbeddingService(dimension=8)
+    titles = [f"Export the {what} report to CSV" for what in ("sales", "stock", "tax", "payroll")]
+    async with record_writes(pool, service, store_vectors=False) as writes:
+        await writes.create(story("Reset a forgotten password"))
+        answers = []
+
+        async def create(title: str) -> None:
+            answers.append(await writes.create(story(title)))
+
+        async with pool.acquire() as blocker, anyio.create_task_group() as tasks:
+            # The records table held: the four titles go to the model while their writes wait, and
+            # each check then finds the others written with no stored vector.
+            transaction = blocker.transaction()
+            await transaction.start()
+            await blocker.execute("LOCK TABLE records IN EXCLUSIVE MODE")
+            for title in titles:
+                tasks.start_soon(create, title)
+            await eventually_async(
+                lambda: all(title.lower() in " ".join(sent(service)) for title in titles),
+                10,
+                "the four titles sent to the model while their records wait for the table",
+            )
+            await transaction.rollback()
+        later = await writes.create(story("Rotate the signing keys"))
+    checks = [answer.duplicate_check for answer in [*answers, later]]
+    assert all(check is not None for check in checks)
+    # every check compared with every live title it found, the ones written beside it included
+    assert [(check.compared, check.of) for check in checks if check is not None][-1] == (5, 5)
+    assert all(check.compared == check.of for check in checks if check is not None), checks
+    # and each title went to the model once: by its own create (the first title by a create's call)
+    every = ["Reset a forgotten password", *titles, "Rotate the signing keys"]
+    assert [sum(title.lower() in text for text in sent(service)) for title in every] == [1] * len(every)
 
 
 class CountingTitles(PgTitleStore):
