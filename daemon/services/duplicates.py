@@ -286,6 +286,7 @@ class DuplicateChecker:
                     await self._live.read_vectors(namespace, kind, live, space.key, space.dimension, until=until)
                 # the batch's own titles (its later items compare with them) and those caught up
                 live.fill(vectors.get)
+                live.fill(self._carried.ready(space.key))
             if not dry_run:  # stored after the answer
                 self._writer.put(space, [(title_key(norm), vector) for norm, vector in vectors.items()])
         except (*STORE_DOWN_ERRORS, asyncpg.PostgresError) as exc:

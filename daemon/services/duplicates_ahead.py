@@ -16,7 +16,7 @@ catch-up would take them, the titles the kind's last read found with no vector.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 
@@ -76,6 +76,18 @@ class Carried:
     def __contains__(self, norm: str) -> bool:
         ahead = self._by_norm.get(norm)
         return ahead is not None and ahead.error is None and (not ahead.done.is_set() or norm in ahead.vectors)
+
+    def ready(self, space_id: str) -> Callable[[str], npt.NDArray[np.float32] | None]:
+        """A title's vector in `space_id` where its call has ended (no waiting): for the titles
+        that other checks' reads added meanwhile, written beside this one."""
+
+        def vector(norm: str) -> npt.NDArray[np.float32] | None:
+            ahead = self._by_norm.get(norm)
+            if ahead is None or ahead.space is None or ahead.space.key != space_id:
+                return None
+            return ahead.vectors.get(norm)
+
+        return vector
 
     async def vectors(self, norms: Iterable[str], space_id: str, until: float) -> dict[str, npt.NDArray[np.float32]]:
         """The vectors in `space_id` of those of `norms` carried, once their calls end (those
