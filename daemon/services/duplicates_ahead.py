@@ -92,13 +92,13 @@ class Carried:
     async def vectors(self, norms: Iterable[str], space_id: str, until: float) -> dict[str, npt.NDArray[np.float32]]:
         """The vectors in `space_id` of those of `norms` carried, once their calls end (those
         still running at `until`, anyio's clock, are left out)."""
-        found: dict[str, npt.NDArray[np.float32]] = {}
+        take, found = self.ready(space_id), {}
         with anyio.move_on_after(until - anyio.current_time()):
             for norm in norms:
                 if norm in self:
-                    vectors, space = await self._by_norm[norm].known()
-                    if space is not None and space.key == space_id and norm in vectors:
-                        found[norm] = vectors[norm]
+                    await self._by_norm[norm].done.wait()
+                    if (vector := take(norm)) is not None:
+                        found[norm] = vector
         return found
 
 
