@@ -42,34 +42,46 @@ class PgBuilderLock:
     `try_acquire` competes for it again. A holder's `try_acquire` asks its connection to
     answer (`CHECK_TIMEOUT_S`), so a connection that silently stopped answering is given up
     before the holder takes another step as the builder.
+
+    A member that does not hold the lock keeps its connection too, and tries again on it: a new
+    connection at every try (each `poll_s`) cost the server a backend's start each time, most of
+    what an idle member cost it. A kept connection that ended is replaced at the next try; one
+    that fails during a try is closed, and the try raises (the index step is tried again).
     """
 
     def __init__(self, dsn: str, *, member: str | None = None) -> None:
         self._dsn = dsn
         self._conn: asyncpg.Connection | None = None
+        """The lock's connection: holding the lock when `_holding`, else kept for the next try."""
+        self._holding = False
         self._name = f"{APPLICATION_NAME} {member or socket.gethostname()}"[:63]
 
     @property
     def held(self) -> bool:
-        return self._conn is not None and not self._conn.is_closed()
+        return self._holding and self._conn is not None and not self._conn.is_closed()
 
     async def try_acquire(self) -> bool:
         if self.held and await self._answers():
             return True
-        await self.release()
-        conn = await asyncpg.connect(
-            self._dsn, timeout=5, server_settings={"application_name": self._name, **KEEPALIVE}
-        )
+        if self._holding:
+            await self.release()  # lost: PostgreSQL may have given the lock to another already
+        got = await self._try_lock()
+        if got:
+            self._holding = True
+            log.info("this daemon holds the builder lock now")
+        return got
+
+    async def _try_lock(self) -> bool:
+        if self._conn is None or self._conn.is_closed():
+            self._conn = await asyncpg.connect(
+                self._dsn, timeout=5, server_settings={"application_name": self._name, **KEEPALIVE}
+            )
         try:
-            if await conn.fetchval("SELECT pg_try_advisory_lock($1)", BUILDER_LOCK_KEY):
-                self._conn = conn
-                log.info("this daemon holds the builder lock now")
-                return True
+            with anyio.fail_after(CHECK_TIMEOUT_S):
+                return bool(await self._conn.fetchval("SELECT pg_try_advisory_lock($1)", BUILDER_LOCK_KEY))
         except BaseException:
-            conn.terminate()
+            await self.release()  # an answer that never came may still have taken the lock: end the session
             raise
-        await conn.close()
-        return False
 
     async def _answers(self) -> bool:
         """Whether the lock's connection still answers; a holder cut off from the server does not
@@ -84,7 +96,7 @@ class PgBuilderLock:
             return False
 
     async def release(self) -> None:
-        conn, self._conn = self._conn, None
+        conn, self._conn, self._holding = self._conn, None, False
         if conn is not None:
             conn.terminate()  # closing the session releases its advisory locks
 

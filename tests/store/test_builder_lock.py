@@ -125,3 +125,44 @@ async def test_a_sigkilled_holder_releases_the_lock_at_once(fresh_dsn: str) -> N
             assert await holder(fresh_dsn) == ["recalld builder survivor"]
         finally:
             await survivor.release()
+
+
+async def sessions(dsn: str, name: str) -> list[int]:
+    """The backend pids of the sessions named `name` in the test's database."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        rows = await conn.fetch(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND datname = current_database()", name
+        )
+        return [row["pid"] for row in rows]
+    finally:
+        await conn.close()
+
+
+async def test_a_member_without_the_lock_tries_again_on_one_kept_connection(fresh_dsn: str) -> None:
+    first, second = PgBuilderLock(fresh_dsn, member="host-a"), PgBuilderLock(fresh_dsn, member="host-b")
+    try:
+        assert await first.try_acquire()
+        assert not await second.try_acquire()
+        kept = await sessions(fresh_dsn, "recalld builder host-b")
+        for _ in range(3):
+            assert not await second.try_acquire() and not second.held
+        assert await sessions(fresh_dsn, "recalld builder host-b") == kept and len(kept) == 1, "one session, kept"
+
+        # the kept session ended under it (a server restart, an idle timeout): the next try opens another
+        conn = await asyncpg.connect(fresh_dsn)
+        try:
+            await conn.execute("SELECT pg_terminate_backend($1)", kept[0])
+        finally:
+            await conn.close()
+        assert not await second.try_acquire()
+        now = await sessions(fresh_dsn, "recalld builder host-b")
+        assert len(now) == 1 and now != kept
+
+        await first.release()
+        await eventually_async(second.try_acquire, TAKEOVER_S, "the waiting member taking the lock", poll=0.05)
+        assert await holder(fresh_dsn) == ["recalld builder host-b"]
+        assert await sessions(fresh_dsn, "recalld builder host-b") == now, "taken on the kept session"
+    finally:
+        await first.release()
+        await second.release()
