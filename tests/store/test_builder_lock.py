@@ -24,12 +24,17 @@ TAKEOVER_S = 10.0
 """Far above what a takeover costs here (milliseconds): a bound on a loaded machine, not a timing."""
 
 
-async def holder(dsn: str) -> list[str]:
+async def column(dsn: str, sql: str, *args: object) -> list[object]:
+    """The first column of `sql`'s rows, on a connection of its own."""
     conn = await asyncpg.connect(dsn)
     try:
-        return [row["application_name"] for row in await conn.fetch(HOLDER_SQL)]
+        return [row[0] for row in await conn.fetch(sql, *args)]
     finally:
         await conn.close()
+
+
+async def holder(dsn: str) -> list[object]:
+    return await column(dsn, HOLDER_SQL)
 
 
 async def test_the_holder_is_named_and_a_holder_cut_off_loses_the_lock_to_another(fresh_dsn: str) -> None:
@@ -127,16 +132,10 @@ async def test_a_sigkilled_holder_releases_the_lock_at_once(fresh_dsn: str) -> N
             await survivor.release()
 
 
-async def sessions(dsn: str, name: str) -> list[int]:
+async def sessions(dsn: str, name: str) -> list[object]:
     """The backend pids of the sessions named `name` in the test's database."""
-    conn = await asyncpg.connect(dsn)
-    try:
-        rows = await conn.fetch(
-            "SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND datname = current_database()", name
-        )
-        return [row["pid"] for row in rows]
-    finally:
-        await conn.close()
+    sql = "SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND datname = current_database()"
+    return await column(dsn, sql, name)
 
 
 async def test_a_member_without_the_lock_tries_again_on_one_kept_connection(fresh_dsn: str) -> None:
