@@ -13,7 +13,9 @@ side's writes compete with is its own indexing. Each round also sends `--batch` 
 `POST /v1/records:batch` to each side, against the round's one-writer creates (one at a time).
 Figures are medians over the rounds; ratios are medians of the rounds' own ratios. Where a
 create's time goes comes from the daemon's `recalld_duplicate_check_stage_seconds`, and its CPU
-by process (the daemon, its title model's process, its PostgreSQL) from /proc.
+by process (the daemon, its title model's process, its PostgreSQL) from /proc. Per writer count it
+also counts the titles the title model embedded per create (`recalld_embedder_texts_total`: one
+when no title is embedded twice) and the checks that compared fewer live titles than they found.
 
     .venv/bin/python -m bench.writes                       # 5 rounds of 100 creates: about 2 minutes
     .venv/bin/python -m bench.writes --rounds 9 --creates 200 --result writes
