@@ -3,6 +3,7 @@ generations. The others follow the generation pointer."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import socket
@@ -32,6 +33,9 @@ docs/OPERATIONS.md, "Running a fleet"."""
 
 CHECK_TIMEOUT_S = 5.0
 """How long the holder waits for its lock connection to answer before it counts the lock lost."""
+
+RELEASE_WAIT_S = 1.0
+"""How long `release` waits for the server to end the lock's session before it cuts the connection."""
 
 
 class PgBuilderLock:
@@ -64,7 +68,7 @@ class PgBuilderLock:
         if self.held and await self._answers():
             return True
         if self._holding:
-            await self.release()  # lost: PostgreSQL may have given the lock to another already
+            self._cut()  # lost: PostgreSQL may have given the lock to another already
         got = await self._try_lock()
         if got:
             self._holding = True
@@ -80,7 +84,7 @@ class PgBuilderLock:
             with anyio.fail_after(CHECK_TIMEOUT_S):
                 return bool(await self._conn.fetchval("SELECT pg_try_advisory_lock($1)", BUILDER_LOCK_KEY))
         except BaseException:
-            await self.release()  # an answer that never came may still have taken the lock: end the session
+            self._cut()  # an answer that never came may still have taken the lock: end the session
             raise
 
     async def _answers(self) -> bool:
@@ -96,9 +100,20 @@ class PgBuilderLock:
             return False
 
     async def release(self) -> None:
+        """Give the lock up (and the kept connection). A graceful close returns once the server
+        has ended the session, which frees the lock first: another member's next try takes it. A
+        connection that does not answer within `RELEASE_WAIT_S` is cut (the server frees the lock
+        when it notices)."""
+        conn = self._conn
+        if conn is not None and not conn.is_closed():
+            with contextlib.suppress(*STORE_DOWN_ERRORS), anyio.move_on_after(RELEASE_WAIT_S):
+                await conn.close()
+        self._cut()
+
+    def _cut(self) -> None:
         conn, self._conn, self._holding = self._conn, None, False
         if conn is not None:
-            conn.terminate()  # closing the session releases its advisory locks
+            conn.terminate()  # the session's end releases its advisory locks
 
 
 def new_generation_id() -> str:
